@@ -24,3 +24,21 @@ function(memra_add_layer name)
     target_link_libraries(${target} INTERFACE ${L_DEPS})
   endif()
 endfunction()
+
+# memra_find_c_library(<name> HEADER h NAMES libnames... [DEFINES defs...])
+# -> imported target memra::<name>; a clear error naming the Debian package when absent.
+function(memra_find_c_library name)
+  cmake_parse_arguments(F "" "HEADER" "NAMES;DEFINES" ${ARGN})
+  find_path(${name}_INCLUDE_DIR ${F_HEADER})
+  find_library(${name}_LIBRARY NAMES ${F_NAMES})
+  if(NOT ${name}_INCLUDE_DIR OR NOT ${name}_LIBRARY)
+    message(FATAL_ERROR "memra: ${name} not found (${F_HEADER}, lib${F_NAMES}); "
+                        "on Debian: apt-get install lib${name}-dev (./dev setup does it)")
+  endif()
+  add_library(memra::${name} UNKNOWN IMPORTED)
+  set_target_properties(memra::${name} PROPERTIES
+    IMPORTED_LOCATION ${${name}_LIBRARY}
+    INTERFACE_INCLUDE_DIRECTORIES ${${name}_INCLUDE_DIR}
+    INTERFACE_COMPILE_DEFINITIONS "${F_DEFINES}")
+  message(STATUS "memra: ${name} ${${name}_LIBRARY}")
+endfunction()

@@ -19,10 +19,6 @@
 
 #include "memra/dtype.h"
 
-namespace nlohmann {
-template <typename, typename, typename>
-class basic_json;
-}
 
 namespace memra {
 
