@@ -1,0 +1,134 @@
+// memra/config.h — ModelConfig: the architecture of one Qwen3 / Qwen3-Next / Qwen3.5 model.
+//
+// One struct for the four families, filled from llama.cpp GGUF metadata (arch strings qwen3,
+// qwen3next, qwen35, qwen35moe) or from an HF config.json (Qwen3ForCausalLM,
+// Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM and their
+// ForConditionalGeneration / model_type spellings). HF semantics rule, so shapes that
+// llama.cpp itself rejects are representable: a linear-attention key head dim different from
+// the value head dim (GGUF: ssm.state_size vs ssm.inner_size / ssm.time_step_rank), and dense
+// layers among MoE layers (HF mlp_only_layers / decoder_sparse_step; in GGUF a layer whose
+// blk.N.ffn_gate_inp is absent, which from_source detects).
+//
+// Metadata is read through MetaKeys, a minimal key-value view, so the same parser serves a GGUF
+// file, an HF config.json and an in-memory MemorySource. Unknown architectures and missing or
+// inconsistent fields are errors that name the key and the value.
+//
+// provides: Family, LayerKind, FfnKind, ModelConfig, MetaKeys, family_arch
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memra {
+
+class GgufFile;
+class HfConfig;
+class WeightSource;
+class MemorySource;
+
+enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe };
+enum class LayerKind : uint8_t { Attention, Linear };  // full (softmax) attention | Gated DeltaNet
+enum class FfnKind : uint8_t { Dense, Moe };
+
+// llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe".
+std::string_view family_arch(Family f);
+// Parses an arch string; fails naming it when it is not one of the four.
+Family family_from_arch(std::string_view arch);
+
+// Read-only key lookup. Keys are the source's own (GGUF "qwen3next.block_count", HF
+// "hidden_size"; nested HF objects as dotted paths "rope_parameters.rope_theta"). Getters fail
+// naming the key when it is absent or of another type.
+class MetaKeys {
+ public:
+  virtual ~MetaKeys() = default;
+  virtual std::string where() const = 0;  // "gguf x.gguf", "config.json of dir", ...
+  virtual bool has(std::string_view key) const = 0;
+  virtual int64_t get_int(std::string_view key) const = 0;
+  virtual double get_float(std::string_view key) const = 0;  // integers accepted
+  virtual bool get_bool(std::string_view key) const = 0;
+  virtual std::string get_string(std::string_view key) const = 0;
+  virtual std::vector<int64_t> get_int_array(std::string_view key) const = 0;  // bools as 0/1
+  virtual std::vector<std::string> get_string_array(std::string_view key) const = 0;
+};
+
+struct ModelConfig {
+  Family family = Family::Qwen3;
+
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;       // hidden size D
+  int64_t n_layer = 0;      // main decoder layers (MTP layers not counted)
+  int64_t n_ctx_train = 0;  // trained context length (metadata only; the cache sets max_ctx)
+  double rms_eps = 1e-6;
+  bool tied_embeddings = false;  // lm_head is token_embd
+
+  // Full attention (every family). Qwen3-Next / 3.5 attention is output-gated: q_proj also
+  // produces a per-head gate, o = attn * sigmoid(gate).
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;          // rotated dims per head (NEOX half-split), <= head_dim, even
+  double rope_theta = 10000;  // rope base
+
+  std::vector<LayerKind> layer_kind;  // [n_layer]
+  std::vector<FfnKind> ffn_kind;      // [n_layer]
+  int64_t n_ff = 0;                   // dense SwiGLU width (0 when the model has no dense layer)
+
+  // Gated DeltaNet (hybrid families)
+  int64_t ssm_n_k_heads = 0;    // linear_num_key_heads   (GGUF ssm.group_count)
+  int64_t ssm_n_v_heads = 0;    // linear_num_value_heads (GGUF ssm.time_step_rank)
+  int64_t ssm_d_k = 0;          // linear_key_head_dim    (GGUF ssm.state_size)
+  int64_t ssm_d_v = 0;          // linear_value_head_dim  (GGUF ssm.inner_size / time_step_rank)
+  int64_t ssm_conv_kernel = 0;  // linear_conv_kernel_dim (GGUF ssm.conv_kernel)
+
+  // MoE
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;  // top-k
+  int64_t n_ff_exp = 0;       // moe_intermediate_size
+  int64_t n_ff_shexp = 0;     // shared_expert_intermediate_size (0: no shared expert)
+  bool norm_topk = true;      // renormalise the top-k weights (Qwen3.5-MoE: always)
+
+  int64_t n_mtp = 0;  // MTP (next-token prediction) layers present in the weights: 0 or 1
+
+  bool attn_gated() const { return family != Family::Qwen3; }
+  // HF stores zero-centred norms (multiplier 1+w) for Next/3.5 except linear_attn.norm.
+  bool zero_centred_norms() const { return family != Family::Qwen3; }
+  // llama.cpp reorders GDN value heads from grouped to tiled order for qwen35/qwen35moe.
+  bool gguf_tiled_v_heads() const { return family == Family::Qwen35 || family == Family::Qwen35Moe; }
+  bool has_linear() const;
+  bool has_moe() const;
+  int64_t ssm_key_dim() const { return ssm_n_k_heads * ssm_d_k; }
+  int64_t ssm_value_dim() const { return ssm_n_v_heads * ssm_d_v; }
+  int64_t ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+
+  // Fails (naming the field and value) unless every dimension is consistent: positive sizes,
+  // n_head % n_head_kv == 0, n_rot even and <= head_dim, n_v % n_k == 0, top-k <= n_expert, ...
+  void validate() const;
+  std::string summary() const;  // one line for logs and error context
+
+  // From metadata alone. GGUF cannot say which layers of an MoE model are dense, nor the vocab
+  // when <arch>.vocab_size is absent: from_source completes both from the tensors.
+  static ModelConfig from_gguf_keys(const MetaKeys& kv);
+  static ModelConfig from_hf_keys(const MetaKeys& kv);
+  static ModelConfig from_gguf(const GgufFile& f);
+  static ModelConfig from_hf(const HfConfig& c);
+  // Dispatches on the source (GGUF metadata, HF config.json, MemorySource metadata), then
+  // completes the config from tensor presence/shapes: vocab, tied output, dense layers among MoE
+  // in GGUF, MTP present. Validates.
+  static ModelConfig from_source(const WeightSource& src);
+};
+
+bool operator==(const ModelConfig& a, const ModelConfig& b);
+
+// MetaKeys over a MemorySource's metadata (either style).
+std::unique_ptr<MetaKeys> memory_meta_keys(const MemorySource& src);
+
+// The reverse mapping, for the fixture generator and round-trip tests: writes `c` as llama.cpp
+// GGUF keys or as HF config keys into `dst` (whose style must match).
+void write_gguf_keys(const ModelConfig& c, MemorySource& dst);
+void write_hf_keys(const ModelConfig& c, MemorySource& dst);
+
+}  // namespace memra

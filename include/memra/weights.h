@@ -1,0 +1,137 @@
+// memra/weights.h — the canonical weight set of a model, in f32, whatever the checkpoint.
+//
+// load_weights maps llama.cpp GGUF names and HF safetensors names onto ONE canonical layout and
+// applies every convention difference on the way, so the oracle (and later the GPU model) never
+// sees a checkpoint quirk. Canonical conventions (the "why" of each is the HF math in
+// shared/reference/qwen-models.md):
+//   - RMSNorm weights hold the multiplier actually applied: HF Next/3.5 zero-centred norms are
+//     stored as 1+w (as llama.cpp's converter does); Qwen3 norms and the GDN gated norm
+//     (linear_attn.norm / ssm_norm) are plain w.
+//   - GDN decay: `ssm_a` = −exp(A_log) (GGUF ssm_a as is).
+//   - GDN value heads in HF grouped order: value head h reads key head h / (n_v/n_k). The
+//     tiled order llama.cpp writes for qwen35* is undone on load.
+//   - GDN input projection split: wqkv rows [all q | all k | all v] (the conv channel order),
+//     wz, wb, wa separate. HF Qwen3-Next's per-key-head interleaved in_proj_qkvz / in_proj_ba
+//     (and GGUF's legacy ssm_in) are de-interleaved.
+//   - Gated attention: q_proj's per-head [q | gate] rows are split into wq and wgate.
+//   - Experts: one FfnWeights per expert whether the file has per-expert tensors, stacked
+//     (GGUF *_exps) or fused gate_up tensors.
+//   - Tied output: `output` is empty and the embedding serves as lm_head.
+// Every tensor's shape is validated; a missing or misshaped tensor is an error naming the
+// tensor, the expected and the actual shape.
+//
+// provides: Matrix, AttnWeights, GdnWeights, FfnWeights, MoeWeights, LayerWeights, MtpWeights,
+//           ModelWeights, load_weights, random_weights, to_gguf_source, to_hf_source
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "memra/config.h"
+#include "memra/memory_source.h"
+#include "memra/source.h"
+
+namespace memra {
+
+// Row-major [rows, cols]; used as y = W x (a PyTorch Linear weight [out, in]).
+struct Matrix {
+  int64_t rows = 0, cols = 0;
+  std::vector<float> data;
+  Matrix() = default;
+  Matrix(int64_t r, int64_t c) : rows(r), cols(c), data(static_cast<size_t>(r * c), 0.0f) {}
+  bool empty() const { return data.empty(); }
+  const float* row(int64_t r) const { return data.data() + r * cols; }
+  float* row(int64_t r) { return data.data() + r * cols; }
+  float& at(int64_t r, int64_t c) { return data[static_cast<size_t>(r * cols + c)]; }
+  float at(int64_t r, int64_t c) const { return data[static_cast<size_t>(r * cols + c)]; }
+};
+
+struct AttnWeights {
+  Matrix wq;     // [H*hd, D]  queries only
+  Matrix wgate;  // [H*hd, D]  output gate (Next/3.5); empty for Qwen3
+  Matrix wk;     // [KV*hd, D]
+  Matrix wv;     // [KV*hd, D]
+  Matrix wo;     // [D, H*hd]
+  std::vector<float> q_norm, k_norm;  // [hd] multipliers
+};
+
+struct GdnWeights {
+  Matrix wqkv;  // [2*nk*dk + nv*dv, D] rows [q | k | v], v heads grouped
+  Matrix wz;    // [nv*dv, D] output-gate input z
+  Matrix wb;    // [nv, D] beta logits
+  Matrix wa;    // [nv, D] decay input a
+  Matrix conv;  // [conv_dim, K] depthwise causal conv taps, tap K-1 multiplies the newest input
+  std::vector<float> ssm_a;    // [nv] = −exp(A_log)
+  std::vector<float> dt_bias;  // [nv]
+  std::vector<float> norm;     // [dv] gated RMSNorm multiplier (plain w)
+  Matrix wout;                 // [D, nv*dv]
+};
+
+struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
+  Matrix gate;  // [F, D]
+  Matrix up;    // [F, D]
+  Matrix down;  // [D, F]
+};
+
+struct MoeWeights {
+  Matrix router;                    // [E, D]
+  std::vector<FfnWeights> experts;  // [E]
+  FfnWeights shared;                // empty when n_ff_shexp == 0
+  std::vector<float> shared_gate;   // [D]: sigmoid(shared_gate . x) scales the shared expert
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [D] pre-mixer norm
+  std::vector<float> ffn_norm;   // [D] pre-FFN norm (post_attention_layernorm)
+  std::optional<AttnWeights> attn;
+  std::optional<GdnWeights> gdn;
+  std::optional<FfnWeights> ffn;
+  std::optional<MoeWeights> moe;
+};
+
+struct MtpWeights {
+  Matrix eh_proj;                // [D, 2D] input [embedding | hidden]
+  std::vector<float> enorm;      // [D] pre_fc_norm_embedding
+  std::vector<float> hnorm;      // [D] pre_fc_norm_hidden
+  std::vector<float> final_norm; // [D] mtp.norm / nextn.shared_head_norm
+  LayerWeights layer;            // one full-attention decoder layer
+};
+
+struct ModelWeights {
+  Matrix embed;                     // [V, D]
+  std::vector<float> output_norm;   // [D]
+  Matrix output;                    // [V, D]; empty when tied (embed is the lm_head)
+  std::vector<LayerWeights> layers; // [n_layer]
+  std::optional<MtpWeights> mtp;
+  const Matrix& lm_head() const { return output.empty() ? embed : output; }
+};
+
+// Loads and converts every tensor `c` needs from `src` (GGUF names when src is a GGUF file or a
+// Gguf-style MemorySource, HF names otherwise). Fails naming the tensor on a missing tensor, a
+// shape mismatch (expected vs actual, ggml order), or a type that cannot be dequantised.
+ModelWeights load_weights(const WeightSource& src, const ModelConfig& c);
+
+// Deterministic random canonical weights for tests and fixtures (splitmix64 from `seed`).
+// Norm multipliers lie in [0.75, 1.25] so the HF export (w = m − 1) is exact; ssm_a in
+// [−8, −0.5]; dt_bias around 1; matrices U(±1/sqrt(cols)) (embeddings U(±1)).
+ModelWeights random_weights(const ModelConfig& c, uint64_t seed);
+
+// The reverse mapping, applying each convention backwards as llama.cpp's converter and HF's
+// save_pretrained would: metadata + F32 tensors with llama.cpp names (+1 norms folded in, ssm_a,
+// tiled V heads for qwen35*, interleaved [q|gate], stacked or fused experts), or with HF names
+// (raw zero-centred norms, A_log = log(−ssm_a), interleaved in_proj_qkvz/in_proj_ba for
+// Qwen3-Next, per-expert or fused experts). The GGUF values are derived from the HF values the
+// way the converter does (ssm_a = −exp(A_log), norm = 1 + w), so both load to the same weights.
+struct HfLayout {
+  bool fused_experts = false;           // experts.gate_up_proj [E,2I,D] + experts.down_proj
+  bool language_model_prefix = false;   // model.language_model.* (VLM-style checkpoints)
+};
+struct GgufLayout {
+  bool fused_gate_up_exps = false;      // ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps
+};
+MemorySource to_gguf_source(const ModelConfig& c, const ModelWeights& w, GgufLayout layout = {});
+MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout layout = {});
+
+}  // namespace memra

@@ -1,0 +1,455 @@
+// ModelConfig: parsing from llama.cpp GGUF keys and HF config keys, validation, and the reverse
+// (writing keys) for fixtures. Facts: shared/reference/llamacpp-gguf-and-models.md section 3,
+// shared/reference/qwen-models.md sections 1-2.
+#include "memra/config.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "memra/error.h"
+#include "memra/memory_source.h"
+
+namespace memra {
+
+std::string_view family_arch(Family f) {
+  switch (f) {
+    case Family::Qwen3: return "qwen3";
+    case Family::Qwen3Next: return "qwen3next";
+    case Family::Qwen35: return "qwen35";
+    case Family::Qwen35Moe: return "qwen35moe";
+  }
+  return "?";
+}
+
+Family family_from_arch(std::string_view arch) {
+  if (arch == "qwen3") return Family::Qwen3;
+  if (arch == "qwen3next") return Family::Qwen3Next;
+  if (arch == "qwen35") return Family::Qwen35;
+  if (arch == "qwen35moe") return Family::Qwen35Moe;
+  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe)");
+}
+
+bool ModelConfig::has_linear() const {
+  for (LayerKind k : layer_kind)
+    if (k == LayerKind::Linear) return true;
+  return false;
+}
+
+bool ModelConfig::has_moe() const {
+  for (FfnKind k : ffn_kind)
+    if (k == FfnKind::Moe) return true;
+  return false;
+}
+
+void ModelConfig::validate() const {
+  auto pos = [&](const char* field, int64_t v) {
+    if (v <= 0) fail("model config (", family_arch(family), "): ", field, " = ", v, " must be > 0");
+  };
+  const std::string ctx = std::string("model config (") + std::string(family_arch(family)) + "): ";
+  pos("n_vocab", n_vocab);
+  pos("n_embd", n_embd);
+  pos("n_layer", n_layer);
+  pos("n_head", n_head);
+  pos("n_head_kv", n_head_kv);
+  pos("head_dim", head_dim);
+  if (n_head % n_head_kv != 0)
+    fail(ctx, "n_head ", n_head, " is not a multiple of n_head_kv ", n_head_kv);
+  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0)
+    fail(ctx, "n_rot ", n_rot, " must be even and in (0, head_dim ", head_dim, "]");
+  if (!(rope_theta > 0)) fail(ctx, "rope_theta ", rope_theta, " must be > 0");
+  if (!(rms_eps > 0)) fail(ctx, "rms_eps ", rms_eps, " must be > 0");
+  if (static_cast<int64_t>(layer_kind.size()) != n_layer || static_cast<int64_t>(ffn_kind.size()) != n_layer)
+    fail(ctx, "per-layer lists have ", layer_kind.size(), "/", ffn_kind.size(), " entries, n_layer ", n_layer);
+  if (family == Family::Qwen3 && has_linear())
+    fail(ctx, "qwen3 has no linear-attention layers");
+  if (has_linear()) {
+    pos("ssm_n_k_heads", ssm_n_k_heads);
+    pos("ssm_n_v_heads", ssm_n_v_heads);
+    pos("ssm_d_k", ssm_d_k);
+    pos("ssm_d_v", ssm_d_v);
+    pos("ssm_conv_kernel", ssm_conv_kernel);
+    if (ssm_n_v_heads % ssm_n_k_heads != 0)
+      fail(ctx, "linear value heads ", ssm_n_v_heads, " not a multiple of key heads ", ssm_n_k_heads);
+  }
+  bool any_dense = false;
+  for (FfnKind k : ffn_kind) any_dense |= k == FfnKind::Dense;
+  if (any_dense) pos("n_ff", n_ff);
+  if (has_moe()) {
+    if (family == Family::Qwen3 || family == Family::Qwen35)
+      fail(ctx, "family ", family_arch(family), " has no MoE layers");
+    pos("n_expert", n_expert);
+    pos("n_expert_used", n_expert_used);
+    pos("n_ff_exp", n_ff_exp);
+    if (n_expert_used > n_expert)
+      fail(ctx, "n_expert_used ", n_expert_used, " > n_expert ", n_expert);
+    if (n_ff_shexp < 0) fail(ctx, "n_ff_shexp ", n_ff_shexp, " < 0");
+  }
+  if (n_mtp < 0 || n_mtp > 1) fail(ctx, "n_mtp ", n_mtp, " (only 0 or 1 MTP layer supported)");
+  if (n_mtp > 0 && family == Family::Qwen3) fail(ctx, "qwen3 has no MTP head");
+}
+
+std::string ModelConfig::summary() const {
+  std::ostringstream os;
+  os << family_arch(family) << " vocab " << n_vocab << " D " << n_embd << " layers " << n_layer
+     << " heads " << n_head << "/" << n_head_kv << "x" << head_dim << " rot " << n_rot;
+  if (has_linear())
+    os << " gdn k " << ssm_n_k_heads << "x" << ssm_d_k << " v " << ssm_n_v_heads << "x" << ssm_d_v
+       << " conv " << ssm_conv_kernel;
+  if (has_moe()) os << " moe " << n_expert_used << "/" << n_expert << "x" << n_ff_exp << " shexp " << n_ff_shexp;
+  if (n_ff) os << " ff " << n_ff;
+  if (tied_embeddings) os << " tied";
+  if (n_mtp) os << " mtp " << n_mtp;
+  return os.str();
+}
+
+bool operator==(const ModelConfig& a, const ModelConfig& b) {
+  return a.family == b.family && a.n_vocab == b.n_vocab && a.n_embd == b.n_embd &&
+         a.n_layer == b.n_layer && a.n_ctx_train == b.n_ctx_train && a.rms_eps == b.rms_eps &&
+         a.tied_embeddings == b.tied_embeddings && a.n_head == b.n_head &&
+         a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim && a.n_rot == b.n_rot &&
+         a.rope_theta == b.rope_theta && a.layer_kind == b.layer_kind && a.ffn_kind == b.ffn_kind &&
+         a.n_ff == b.n_ff && a.ssm_n_k_heads == b.ssm_n_k_heads && a.ssm_n_v_heads == b.ssm_n_v_heads &&
+         a.ssm_d_k == b.ssm_d_k && a.ssm_d_v == b.ssm_d_v && a.ssm_conv_kernel == b.ssm_conv_kernel &&
+         a.n_expert == b.n_expert && a.n_expert_used == b.n_expert_used && a.n_ff_exp == b.n_ff_exp &&
+         a.n_ff_shexp == b.n_ff_shexp && a.norm_topk == b.norm_topk && a.n_mtp == b.n_mtp;
+}
+
+// --- GGUF keys (llama.cpp) --------------------------------------------------------------------
+
+ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
+  return with_context(kv.where(), [&] {
+    if (!kv.has("general.architecture")) fail("no general.architecture");
+    const std::string arch = kv.get_string("general.architecture");
+    ModelConfig c;
+    c.family = family_from_arch(arch);
+    auto key = [&](const char* k) { return arch + "." + k; };
+    auto get = [&](const char* k) { return kv.get_int(key(k)); };
+    auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
+
+    const int64_t n_blocks = get("block_count");
+    c.n_mtp = get_or("nextn_predict_layers", 0);
+    if (c.n_mtp < 0 || c.n_mtp >= n_blocks)
+      fail(key("nextn_predict_layers"), " = ", c.n_mtp, " with block_count ", n_blocks);
+    c.n_layer = n_blocks - c.n_mtp;  // MTP blocks are appended after the main layers
+    c.n_embd = get("embedding_length");
+    c.n_ctx_train = get_or("context_length", 0);
+    c.n_vocab = get_or("vocab_size", 0);
+    c.n_head = get("attention.head_count");
+    c.n_head_kv = get_or("attention.head_count_kv", c.n_head);
+    c.head_dim = get_or("attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+    if (kv.has(key("attention.value_length")) && get("attention.value_length") != c.head_dim)
+      fail(key("attention.value_length"), " = ", get("attention.value_length"),
+           " differs from key_length ", c.head_dim, " (unsupported)");
+    c.n_rot = get_or("rope.dimension_count", c.head_dim);
+    c.rope_theta = kv.has(key("rope.freq_base")) ? kv.get_float(key("rope.freq_base")) : 10000.0;
+    c.rms_eps = kv.get_float(key("attention.layer_norm_rms_epsilon"));
+    c.n_ff = get_or("feed_forward_length", 0);
+
+    c.layer_kind.assign(c.n_layer, LayerKind::Attention);
+    if (c.family != Family::Qwen3) {
+      if (kv.has(key("attention.recurrent_layers"))) {
+        auto flags = kv.get_int_array(key("attention.recurrent_layers"));
+        if (static_cast<int64_t>(flags.size()) != n_blocks)
+          fail(key("attention.recurrent_layers"), " has ", flags.size(), " entries, block_count ", n_blocks);
+        for (int64_t i = 0; i < c.n_layer; ++i)
+          c.layer_kind[i] = flags[i] ? LayerKind::Linear : LayerKind::Attention;
+      } else {
+        const int64_t interval = get_or("full_attention_interval", 4);
+        if (interval <= 0) fail(key("full_attention_interval"), " = ", interval);
+        for (int64_t i = 0; i < c.n_layer; ++i)
+          c.layer_kind[i] = (i + 1) % interval != 0 ? LayerKind::Linear : LayerKind::Attention;
+      }
+      c.ssm_conv_kernel = get("ssm.conv_kernel");
+      c.ssm_d_k = get("ssm.state_size");
+      c.ssm_n_k_heads = get("ssm.group_count");
+      c.ssm_n_v_heads = get("ssm.time_step_rank");
+      const int64_t inner = get("ssm.inner_size");
+      if (c.ssm_n_v_heads <= 0 || inner % c.ssm_n_v_heads != 0)
+        fail(key("ssm.inner_size"), " = ", inner, " not a multiple of ssm.time_step_rank ", c.ssm_n_v_heads);
+      c.ssm_d_v = inner / c.ssm_n_v_heads;
+    }
+    const bool moe_family = c.family == Family::Qwen3Next || c.family == Family::Qwen35Moe;
+    c.n_expert = moe_family ? get("expert_count") : 0;
+    c.ffn_kind.assign(c.n_layer, c.n_expert > 0 ? FfnKind::Moe : FfnKind::Dense);
+    if (c.n_expert > 0) {
+      c.n_expert_used = get("expert_used_count");
+      c.n_ff_exp = get("expert_feed_forward_length");
+      c.n_ff_shexp = get_or("expert_shared_feed_forward_length", 0);
+      c.norm_topk = c.family == Family::Qwen35Moe ? true
+                    : kv.has(key("expert_weights_norm")) ? kv.get_bool(key("expert_weights_norm"))
+                                                          : true;
+    }
+    return c;
+  });
+}
+
+void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
+  if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
+  const std::string arch(family_arch(c.family));
+  auto key = [&](const char* k) { return arch + "." + k; };
+  dst.set("general.architecture", arch);
+  dst.set("general.alignment", int64_t{32});
+  dst.set(key("block_count"), c.n_layer + c.n_mtp);
+  if (c.n_mtp) dst.set(key("nextn_predict_layers"), c.n_mtp);
+  dst.set(key("context_length"), c.n_ctx_train);
+  dst.set(key("embedding_length"), c.n_embd);
+  dst.set(key("vocab_size"), c.n_vocab);
+  if (c.n_ff) dst.set(key("feed_forward_length"), c.n_ff);
+  dst.set(key("attention.head_count"), c.n_head);
+  dst.set(key("attention.head_count_kv"), c.n_head_kv);
+  dst.set(key("attention.key_length"), c.head_dim);
+  dst.set(key("attention.value_length"), c.head_dim);
+  dst.set(key("attention.layer_norm_rms_epsilon"), c.rms_eps);
+  dst.set(key("rope.dimension_count"), c.n_rot);
+  dst.set(key("rope.freq_base"), c.rope_theta);
+  if (c.gguf_tiled_v_heads()) {
+    // llama.cpp requires IMROPE sections for qwen35*; for text every section sees the same
+    // position, so any split of n_rot/2 frequencies gives the plain NEOX rotation.
+    const int64_t half = c.n_rot / 2, s = half / 3;
+    dst.set(key("rope.dimension_sections"), std::vector<int64_t>{half - 2 * s, s, s, 0});
+  }
+  if (c.family != Family::Qwen3) {
+    std::vector<int64_t> flags(c.n_layer + c.n_mtp, 0);
+    for (int64_t i = 0; i < c.n_layer; ++i) flags[i] = c.layer_kind[i] == LayerKind::Linear;
+    dst.set(key("attention.recurrent_layers"), flags);
+    dst.set(key("ssm.conv_kernel"), c.ssm_conv_kernel);
+    dst.set(key("ssm.state_size"), c.ssm_d_k);
+    dst.set(key("ssm.group_count"), c.ssm_n_k_heads);
+    dst.set(key("ssm.time_step_rank"), c.ssm_n_v_heads);
+    dst.set(key("ssm.inner_size"), c.ssm_value_dim());
+  }
+  if (c.n_expert > 0) {
+    dst.set(key("expert_count"), c.n_expert);
+    dst.set(key("expert_used_count"), c.n_expert_used);
+    dst.set(key("expert_feed_forward_length"), c.n_ff_exp);
+    if (c.n_ff_shexp) dst.set(key("expert_shared_feed_forward_length"), c.n_ff_shexp);
+    if (c.family == Family::Qwen3Next) dst.set(key("expert_weights_norm"), c.norm_topk);
+  }
+}
+
+// --- HF config keys -------------------------------------------------------------------------
+
+namespace {
+
+Family family_from_hf(const MetaKeys& kv) {
+  // architectures[0] names the class; model_type is the fallback (config.json of a VLM-style
+  // Qwen3.5 checkpoint has the text fields under text_config, which the MetaKeys view resolves).
+  if (kv.has("architectures")) {
+    auto archs = kv.get_string_array("architectures");
+    if (!archs.empty()) {
+      const std::string& a = archs[0];
+      if (a == "Qwen3ForCausalLM") return Family::Qwen3;
+      if (a == "Qwen3NextForCausalLM") return Family::Qwen3Next;
+      if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5ForConditionalGeneration") return Family::Qwen35;
+      if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return Family::Qwen35Moe;
+      fail("unsupported architecture '", a, "' (supported: Qwen3ForCausalLM, Qwen3NextForCausalLM, "
+           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)");
+    }
+  }
+  if (!kv.has("model_type")) fail("neither architectures nor model_type present");
+  const std::string t = kv.get_string("model_type");
+  if (t == "qwen3") return Family::Qwen3;
+  if (t == "qwen3_next") return Family::Qwen3Next;
+  if (t == "qwen3_5" || t == "qwen3_5_text") return Family::Qwen35;
+  if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return Family::Qwen35Moe;
+  fail("unsupported model_type '", t, "'");
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
+  return with_context(kv.where(), [&] {
+    ModelConfig c;
+    c.family = family_from_hf(kv);
+    auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
+    c.n_vocab = kv.get_int("vocab_size");
+    c.n_embd = kv.get_int("hidden_size");
+    c.n_layer = kv.get_int("num_hidden_layers");
+    c.n_head = kv.get_int("num_attention_heads");
+    c.n_head_kv = get_or("num_key_value_heads", c.n_head);
+    c.head_dim = get_or("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+    c.n_ctx_train = get_or("max_position_embeddings", 0);
+    c.rms_eps = kv.has("rms_norm_eps") ? kv.get_float("rms_norm_eps") : 1e-6;
+    c.tied_embeddings = kv.has("tie_word_embeddings") ? kv.get_bool("tie_word_embeddings") : false;
+    // v5 configs nest rope settings in rope_parameters; older ones have them top-level.
+    auto fget = [&](const char* nested, const char* flat, double d) {
+      if (kv.has(nested)) return kv.get_float(nested);
+      if (kv.has(flat)) return kv.get_float(flat);
+      return d;
+    };
+    c.rope_theta = fget("rope_parameters.rope_theta", "rope_theta", 10000.0);
+    const double prf = c.family == Family::Qwen3
+                           ? 1.0
+                           : fget("rope_parameters.partial_rotary_factor", "partial_rotary_factor", 0.25);
+    c.n_rot = static_cast<int64_t>(static_cast<double>(c.head_dim) * prf);  // HF: int(hd * factor)
+    c.n_ff = get_or("intermediate_size", 0);
+    if (c.n_layer <= 0) fail("num_hidden_layers = ", c.n_layer);
+
+    c.layer_kind.assign(c.n_layer, LayerKind::Attention);
+    if (c.family != Family::Qwen3) {
+      if (kv.has("layer_types")) {
+        auto types = kv.get_string_array("layer_types");
+        if (static_cast<int64_t>(types.size()) != c.n_layer)
+          fail("layer_types has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
+        for (int64_t i = 0; i < c.n_layer; ++i) {
+          if (types[i] == "linear_attention") c.layer_kind[i] = LayerKind::Linear;
+          else if (types[i] != "full_attention") fail("layer_types[", i, "] = '", types[i], "'");
+        }
+      } else {
+        const int64_t interval = get_or("full_attention_interval", 4);
+        if (interval <= 0) fail("full_attention_interval = ", interval);
+        for (int64_t i = 0; i < c.n_layer; ++i)
+          c.layer_kind[i] = (i + 1) % interval != 0 ? LayerKind::Linear : LayerKind::Attention;
+      }
+      c.ssm_conv_kernel = get_or("linear_conv_kernel_dim", 4);
+      c.ssm_d_k = get_or("linear_key_head_dim", 128);
+      c.ssm_d_v = get_or("linear_value_head_dim", 128);
+      c.ssm_n_k_heads = get_or("linear_num_key_heads", 16);
+      c.ssm_n_v_heads = get_or("linear_num_value_heads", 32);
+      c.n_mtp = get_or("mtp_num_hidden_layers", 0);  // from_source drops it when mtp.* is absent
+    }
+    c.ffn_kind.assign(c.n_layer, FfnKind::Dense);
+    if (c.family == Family::Qwen3Next || c.family == Family::Qwen35Moe) {
+      c.n_expert = get_or("num_experts", 0);
+      if (c.n_expert > 0) {
+        c.n_expert_used = kv.get_int("num_experts_per_tok");
+        c.n_ff_exp = kv.get_int("moe_intermediate_size");
+        c.n_ff_shexp = get_or("shared_expert_intermediate_size", 0);
+        c.norm_topk = c.family == Family::Qwen35Moe ? true
+                      : kv.has("norm_topk_prob") ? kv.get_bool("norm_topk_prob") : true;
+        // HF Qwen3-Next rule: MoE iff i not in mlp_only_layers and (i+1) % decoder_sparse_step == 0.
+        const int64_t step = get_or("decoder_sparse_step", 1);
+        if (step <= 0) fail("decoder_sparse_step = ", step);
+        std::vector<int64_t> only = kv.has("mlp_only_layers") ? kv.get_int_array("mlp_only_layers")
+                                                             : std::vector<int64_t>{};
+        for (int64_t i = 0; i < c.n_layer; ++i) {
+          bool dense = (i + 1) % step != 0;
+          for (int64_t j : only) dense |= j == i;
+          c.ffn_kind[i] = dense ? FfnKind::Dense : FfnKind::Moe;
+        }
+        for (int64_t j : only)
+          if (j < 0 || j >= c.n_layer) fail("mlp_only_layers entry ", j, " out of range (", c.n_layer, " layers)");
+      }
+    }
+    bool any_dense = false;
+    for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
+    if (!any_dense) c.n_ff = 0;
+    return c;
+  });
+}
+
+void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
+  if (dst.style() != MetaStyle::Hf) fail(dst.path(), ": write_hf_keys needs an Hf-style source");
+  static const char* kArch[] = {"Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
+                                "Qwen3_5MoeForCausalLM"};
+  static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};
+  const int f = static_cast<int>(c.family);
+  dst.set("architectures", std::vector<std::string>{kArch[f]});
+  dst.set("model_type", std::string(kType[f]));
+  dst.set("vocab_size", c.n_vocab);
+  dst.set("hidden_size", c.n_embd);
+  dst.set("num_hidden_layers", c.n_layer);
+  dst.set("num_attention_heads", c.n_head);
+  dst.set("num_key_value_heads", c.n_head_kv);
+  dst.set("head_dim", c.head_dim);
+  dst.set("max_position_embeddings", c.n_ctx_train);
+  dst.set("rms_norm_eps", c.rms_eps);
+  dst.set("tie_word_embeddings", c.tied_embeddings);
+  dst.set("hidden_act", std::string("silu"));
+  dst.set("rope_parameters.rope_type", std::string("default"));
+  dst.set("rope_parameters.rope_theta", c.rope_theta);
+  if (c.family != Family::Qwen3)
+    dst.set("rope_parameters.partial_rotary_factor",
+            static_cast<double>(c.n_rot) / static_cast<double>(c.head_dim));
+  if (c.n_ff) dst.set("intermediate_size", c.n_ff);
+  if (c.family != Family::Qwen3) {
+    std::vector<std::string> types;
+    for (LayerKind k : c.layer_kind) types.push_back(k == LayerKind::Linear ? "linear_attention" : "full_attention");
+    dst.set("layer_types", types);
+    dst.set("linear_conv_kernel_dim", c.ssm_conv_kernel);
+    dst.set("linear_key_head_dim", c.ssm_d_k);
+    dst.set("linear_value_head_dim", c.ssm_d_v);
+    dst.set("linear_num_key_heads", c.ssm_n_k_heads);
+    dst.set("linear_num_value_heads", c.ssm_n_v_heads);
+    dst.set("mtp_num_hidden_layers", c.n_mtp);
+  }
+  if (c.n_expert > 0) {
+    dst.set("num_experts", c.n_expert);
+    dst.set("num_experts_per_tok", c.n_expert_used);
+    dst.set("moe_intermediate_size", c.n_ff_exp);
+    dst.set("shared_expert_intermediate_size", c.n_ff_shexp);
+    dst.set("norm_topk_prob", c.norm_topk);
+    dst.set("decoder_sparse_step", int64_t{1});
+    std::vector<int64_t> only;
+    for (int64_t i = 0; i < c.n_layer; ++i)
+      if (c.ffn_kind[i] == FfnKind::Dense) only.push_back(i);
+    dst.set("mlp_only_layers", only);
+  }
+}
+
+// --- MetaKeys over MemorySource -----------------------------------------------------------
+
+namespace {
+
+class MemoryKeys final : public MetaKeys {
+ public:
+  explicit MemoryKeys(const MemorySource& s) : s_(s) {}
+  std::string where() const override {
+    return (s_.style() == MetaStyle::Gguf ? "gguf metadata of " : "config of ") + s_.path();
+  }
+  bool has(std::string_view key) const override { return s_.meta(key) != nullptr; }
+  int64_t get_int(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* i = std::get_if<int64_t>(&v)) return *i;
+    if (auto* b = std::get_if<bool>(&v)) return *b ? 1 : 0;
+    if (auto* d = std::get_if<double>(&v); d && std::floor(*d) == *d) return static_cast<int64_t>(*d);
+    type_error(key, "an integer");
+  }
+  double get_float(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* d = std::get_if<double>(&v)) return *d;
+    if (auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+    type_error(key, "a number");
+  }
+  bool get_bool(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* b = std::get_if<bool>(&v)) return *b;
+    if (auto* i = std::get_if<int64_t>(&v); i && (*i == 0 || *i == 1)) return *i == 1;
+    type_error(key, "a bool");
+  }
+  std::string get_string(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* s = std::get_if<std::string>(&v)) return *s;
+    type_error(key, "a string");
+  }
+  std::vector<int64_t> get_int_array(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* a = std::get_if<std::vector<int64_t>>(&v)) return *a;
+    type_error(key, "an integer array");
+  }
+  std::vector<std::string> get_string_array(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* a = std::get_if<std::vector<std::string>>(&v)) return *a;
+    if (auto* s = std::get_if<std::string>(&v)) return {*s};
+    type_error(key, "a string array");
+  }
+
+ private:
+  const MetaValue& at(std::string_view key) const {
+    const MetaValue* v = s_.meta(key);
+    if (!v) fail("key '", key, "' missing");
+    return *v;
+  }
+  [[noreturn]] void type_error(std::string_view key, const char* want) const {
+    fail("key '", key, "' is not ", want);
+  }
+  const MemorySource& s_;
+};
+
+}  // namespace
+
+std::unique_ptr<MetaKeys> memory_meta_keys(const MemorySource& src) {
+  return std::make_unique<MemoryKeys>(src);
+}
+
+}  // namespace memra
