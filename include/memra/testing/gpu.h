@@ -1,0 +1,81 @@
+// memra/testing/gpu.h — which GPU a test runs on, and whether it may run at all.
+//
+// A test carries the CTest arch labels it is meaningful on (memra_add_gate ARCHS, which also
+// compiles them in as MEMRA_TEST_ARCHS). At run time it asks for a GPU of one of those
+// families: on a machine without one it skips with the reason, and in strict mode
+// (MEMRA_REQUIRE_GPU=1, set by ctest/gpu-ci.sh) that skip is a failure, so an arch-labelled CI
+// run can never pass by skipping everything.
+//
+// Arch families (CTest labels) from the compute capability major:
+//   sm_90  -> h100     (H100, H200)
+//   sm_100 -> b200     (B200; sm_103 B300 too)
+//   sm_120 -> rtx5090  (RTX 5090 and the other GB20x parts)
+//
+// The device query uses the CUDA driver library loaded at run time (libcuda.so.1), so it works
+// in any build, with or without the CUDA layer, and returns no GPUs (never crashes) on a
+// machine without a driver.
+//
+// provides: GpuInfo, query_gpus, arch_label, strict_gpu_mode, test_device, gpu_unavailable,
+//           MEMRA_REQUIRE_GPU_ARCH, MEMRA_REQUIRE_TEST_GPU
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memra::testing {
+
+struct GpuInfo {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  uint64_t total_mem = 0;  // bytes
+  std::string sm() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+// Every visible device (CUDA_VISIBLE_DEVICES applies); empty without a driver or a GPU.
+// Queried once per process.
+const std::vector<GpuInfo>& query_gpus();
+
+// "h100" / "b200" / "rtx5090" for a compute capability major, "" for families without a label.
+std::string_view arch_label(int cc_major);
+
+// MEMRA_REQUIRE_GPU=1: "no GPU / wrong arch" fails instead of skipping. Any other value than
+// unset, "", "0" or "1" is an error (a typo must not silently turn strict mode off).
+bool strict_gpu_mode();
+
+// The device this test process should use: the first GPU CTest assigned it through
+// RESOURCE_GROUPS (CTEST_RESOURCE_GROUP_0_GPUS="id:N,slots:S"), else 0.
+int test_device();
+
+// Why a test labelled for `archs` (a ';'- or ','-separated list of arch labels, e.g.
+// "h100;b200") cannot run here, or nullopt if it can: needs `min_devices` GPUs starting at
+// device `device`, and the first one in one of the families. The pure overload is what the
+// unit tests drive.
+std::optional<std::string> gpu_unavailable(std::string_view archs, int min_devices = 1);
+std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int device,
+                                           std::string_view archs, int min_devices);
+
+}  // namespace memra::testing
+
+// Skips the current test (or fails it in strict mode) unless a GPU of one of `archs` is here.
+// Use at the top of a test body or in SetUp(); it returns from the calling function.
+#define MEMRA_REQUIRE_GPU_ARCH(archs, ...)                                                 \
+  do {                                                                                     \
+    if (auto memra_why_ = ::memra::testing::gpu_unavailable(archs, ##__VA_ARGS__)) {       \
+      if (::memra::testing::strict_gpu_mode())                                             \
+        GTEST_FAIL() << *memra_why_ << " (strict mode: MEMRA_REQUIRE_GPU=1)";             \
+      else                                                                                 \
+        GTEST_SKIP() << *memra_why_;                                                       \
+    }                                                                                      \
+  } while (0)
+
+// The same for the arch labels the test target was registered with (memra_add_gate ARCHS).
+#ifdef MEMRA_TEST_ARCHS
+#define MEMRA_REQUIRE_TEST_GPU(...) MEMRA_REQUIRE_GPU_ARCH(MEMRA_TEST_ARCHS, ##__VA_ARGS__)
+#endif

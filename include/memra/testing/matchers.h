@@ -1,0 +1,142 @@
+// memra/testing/matchers.h — the gMock matchers that carry the gates' verdicts.
+//
+//   EXPECT_THAT(batched_logits, BitIdentical(isolated_logits));      // floats, 16-bit, tokens
+//   EXPECT_THAT(first_divergence(ref, test, noise), WithinEntryNoise());
+//   EXPECT_THAT(tf_steps, InBand(relative_band(0.01)));              // one TfStep or all of them
+//
+// Grammar (googletest): DescribeTo completes "Expected: ...", the explanation completes
+// "Actual: ... which ...". A failure message is for a person who has to act on it, so it
+// localises: the first differing element with both values in hex, the count, max ULP and max
+// |diff|; the fork position with both arms' logits at both ids, margin and noise; the step,
+// both tokens, margin, band and class. Matchers are pure (no EXPECT_* inside) and copy their
+// reference, so BitIdentical(run_reference()) on a temporary is safe. The expensive
+// explanation is only built when gtest wants it (a null stream means "not interested").
+//
+// provides: BitIdentical, Half16, WithinEntryNoise, InBand
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <ostream>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "memra/testing/records.h"
+
+namespace memra::testing {
+
+// Which 16-bit float encoding a uint16_t span holds (needed for ULP and |diff| only: equality
+// is on bits either way).
+enum class Half16 { f16, bf16 };
+
+namespace detail {
+
+enum class BitsKind { f32, f16, bf16, token };
+const char* kind_name(BitsKind k);
+
+// The comparison behind BitIdentical, out of line so the template below stays thin.
+// Returns true iff same length and every element's bits are equal; writes the explanation to
+// `os` when it is not null.
+bool bit_compare(BitsKind kind, std::span<const uint64_t> got, std::span<const uint64_t> ref,
+                 std::ostream* os);
+
+template <class T>
+uint64_t element_bits(const T& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  } else if constexpr (std::is_signed_v<T>) {
+    return uint64_t(int64_t(v));
+  } else {
+    return uint64_t(v);
+  }
+}
+
+template <class T>
+constexpr bool kComparableElement = std::is_same_v<T, float> || std::is_integral_v<T>;
+
+}  // namespace detail
+
+class BitIdenticalMatcher {
+ public:
+  using is_gtest_matcher = void;
+
+  BitIdenticalMatcher(detail::BitsKind kind, std::vector<uint64_t> ref)
+      : kind_(kind), ref_(std::move(ref)) {}
+
+  template <class Range>
+  bool MatchAndExplain(const Range& got, std::ostream* os) const {
+    using T = std::remove_cvref_t<decltype(*std::begin(got))>;
+    static_assert(detail::kComparableElement<T>,
+                  "BitIdentical compares ranges of float, uint16_t (f16/bf16) or integer tokens");
+    const detail::BitsKind got_kind = std::is_same_v<T, float> ? detail::BitsKind::f32
+                                      : std::is_same_v<T, uint16_t>
+                                          ? (kind_ == detail::BitsKind::bf16 ? detail::BitsKind::bf16
+                                                                              : detail::BitsKind::f16)
+                                          : detail::BitsKind::token;
+    if (got_kind != kind_) {
+      if (os) *os << "which holds " << detail::kind_name(got_kind) << " values, the reference "
+                  << detail::kind_name(kind_);
+      return false;
+    }
+    std::vector<uint64_t> bits;
+    bits.reserve(size_t(std::size(got)));
+    for (const auto& v : got) bits.push_back(detail::element_bits(v));
+    return detail::bit_compare(kind_, bits, ref_, os);
+  }
+  void DescribeTo(std::ostream* os) const;
+  void DescribeNegationTo(std::ostream* os) const;
+
+ private:
+  detail::BitsKind kind_;
+  std::vector<uint64_t> ref_;
+};
+
+BitIdenticalMatcher BitIdentical(std::span<const float> ref);
+BitIdenticalMatcher BitIdentical(std::span<const uint16_t> ref, Half16 encoding);
+BitIdenticalMatcher BitIdentical(std::span<const int32_t> ref);
+BitIdenticalMatcher BitIdentical(std::span<const uint32_t> ref);
+
+// Passes iff the streams did not diverge, or the reference arm's margin at the fork is within
+// its own measurable entry-point noise there (the ArmFork verdict, Divergence::within_entry_noise).
+class WithinEntryNoiseMatcher {
+ public:
+  using is_gtest_matcher = void;
+  bool MatchAndExplain(const Divergence& d, std::ostream* os) const;
+  void DescribeTo(std::ostream* os) const;
+  void DescribeNegationTo(std::ostream* os) const;
+};
+inline WithinEntryNoiseMatcher WithinEntryNoise() { return {}; }
+
+// Passes iff the GPU pick agrees with the banked token or the oracle margin to it is within the
+// band; unresolved rows (pick beyond the banked top-k, lower bound within the band) fail. On a
+// range of TfStep every row must pass; the explanation counts the classes and lists the
+// failing rows.
+class InBandMatcher {
+ public:
+  using is_gtest_matcher = void;
+  explicit InBandMatcher(BandRule rule) : rule_(std::move(rule)) {}
+  bool MatchAndExplain(const TfStep& s, std::ostream* os) const;
+  bool MatchAndExplain(std::span<const TfStep> steps, std::ostream* os) const;
+  bool MatchAndExplain(const std::vector<TfStep>& steps, std::ostream* os) const {
+    return MatchAndExplain(std::span<const TfStep>(steps), os);
+  }
+  void DescribeTo(std::ostream* os) const;
+  void DescribeNegationTo(std::ostream* os) const;
+
+ private:
+  BandRule rule_;
+};
+inline InBandMatcher InBand(BandRule rule) { return InBandMatcher(std::move(rule)); }
+
+// One line for a classified row, as the InBand explanation and the reports print it:
+// "step 4: GPU pick 9 vs banked 7; oracle margin 0.5 > band 0.125 -> out of band".
+std::string describe_tf_row(const TfRow& r);
+// "position 7: reference token 11 vs test token 12; ..." (as WithinEntryNoise explains it).
+std::string describe_divergence(const Divergence& d);
+
+}  // namespace memra::testing

@@ -1,0 +1,186 @@
+// memra/testing/records.h — the records a gate's verdict is computed from, and the rules.
+//
+// Everything here is pure host code over logit rows and token streams, so every rule is unit
+// tested on hand-made rows before a GPU ever feeds it:
+//   - top-2 of a row, its margin, the margin distribution of a prompt and a position's rank
+//     in it (the near-tie calibration of the ArgmaxMargin gate);
+//   - Divergence: where two greedy streams first part, with both arms' deciding rows quoted at
+//     both candidate ids and the reference arm's entry-point noise there (ArmFork gate);
+//   - teacher-forced row classification against a banked oracle top-k (TeacherForced gate);
+//   - the config-mode fraction rule (DecodeBatch gate1);
+//   - sha256 of a logits stream (run-to-run determinism).
+// Token ids are int32_t throughout; greedy ties break to the lowest index (DESIGN.md).
+//
+// provides: Top2, top2, argmax, GreedyStream, Divergence, first_divergence, floor_position,
+//           BankRow, check_bank_row, TfStep, TfClass, TfRow, BandRule, classify_tf_row, TfSummary,
+//           summarize, MarginStats, top2_margins, margin_stats, percentile_rank, FractionRule,
+//           FractionVerdict, apply_fraction_rule, logits_stream_sha256
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memra::testing {
+
+// ---- top-2 and margins --------------------------------------------------------------------
+
+struct Top2 {
+  int32_t id1 = -1;
+  float logit1 = 0;
+  int32_t id2 = -1;
+  float logit2 = 0;
+  float margin() const { return logit1 - logit2; }
+};
+
+// Lowest index wins ties (the engine's greedy rule). A row with fewer than two elements or a
+// NaN anywhere is an error: a margin over NaN is meaningless and must not pass silently.
+Top2 top2(std::span<const float> row);
+int32_t argmax(std::span<const float> row);
+
+// ---- greedy streams and their first divergence -------------------------------------------
+
+// A greedy continuation with its deciding rows: rows[p] is the logit row whose argmax
+// produced tokens[p]. Gates keep rows so a divergence can be classified, not just located.
+struct GreedyStream {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> rows;
+};
+
+// First index where two token streams differ; nullopt if they agree over the common length.
+std::optional<size_t> floor_position(std::span<const int32_t> a, std::span<const int32_t> b);
+
+// Where a test arm's serving stream first leaves the reference arm's, and whether the fork is
+// a coin flip the engine cannot resolve in any arm. Up to `position` both arms decoded the same
+// prefix, so their deciding rows there are directly comparable.
+struct Divergence {
+  std::optional<size_t> position;  // nullopt: the streams agree over `compared` tokens
+  size_t compared = 0;             // tokens compared (the shorter stream's length)
+  int32_t ref_token = -1;          // the reference arm's pick at `position`
+  int32_t test_token = -1;         // the test arm's pick at `position`
+  // Both arms' deciding-row logits at both candidate ids.
+  float ref_logit_ref_id = 0, ref_logit_test_id = 0;
+  float test_logit_ref_id = 0, test_logit_test_id = 0;
+  float ref_margin = 0;   // ref row: logit[ref_token] - logit[test_token] (>= 0 for a greedy pick)
+  float test_margin = 0;  // test row: logit[test_token] - logit[ref_token]
+  float row_maxdiff = 0;  // max |ref row - test row| at `position`
+  // The reference arm's entry-point noise at `position`: |batched - tokenwise| of its own two
+  // deciding rows at ref_token plus at test_token. Valid only if the reference arm's own two
+  // streams still agree up to `position` (noise_floor is nullopt or > position); otherwise the
+  // tokenwise row decided a different prefix and says nothing about this decision.
+  float entry_noise = 0;
+  std::optional<size_t> noise_floor;  // where the reference's own two streams separate
+  bool noise_measurable = false;
+
+  bool diverged() const { return position.has_value(); }
+  // The ArmFork verdict: no fork, or a fork whose reference margin is within measurable noise.
+  bool within_entry_noise() const;
+};
+
+// `ref` and `test` are the two arms' serving streams; `ref_noise` is the reference arm's
+// stream built through the other entry point (tokenwise), the noise floor. Streams must carry
+// one row per token; row widths must agree. Throws memra::Error naming the stream and index.
+Divergence first_divergence(const GreedyStream& ref, const GreedyStream& test,
+                            const GreedyStream& ref_noise);
+
+// ---- teacher-forced rows against a banked oracle top-k -----------------------------------
+
+// One banked step: the oracle's greedy token and its top-k (ids, logits), best first.
+struct BankRow {
+  int32_t token = -1;
+  std::vector<int32_t> top_ids;
+  std::vector<float> top_logits;
+};
+
+// Bank integrity (checked before any verdict): top_ids[0] == token, k >= 2, ids and logits of
+// equal length, logits non-increasing. Throws memra::Error naming the step.
+void check_bank_row(size_t step, const BankRow& row);
+
+enum class TfClass { agree, in_band, out_of_band, unresolved };
+std::string_view to_string(TfClass c);
+
+// The band for one row, in logits. A parameter of the gate (and of the InBand matcher):
+// calibrated from measured reference-vs-reference noise and stored in the bank.
+struct BandRule {
+  std::string description;                    // e.g. "0.01*|top1|"
+  std::function<double(const BankRow&)> band;
+};
+BandRule absolute_band(double logits);         // band = logits
+BandRule relative_band(double coeff);          // band = coeff * |top1 logit|
+
+struct TfRow {
+  size_t step = 0;
+  int32_t pick = -1;     // the GPU's argmax at this step (it was fed the banked prefix)
+  int32_t banked = -1;   // the oracle's token
+  TfClass cls = TfClass::agree;
+  // Oracle top1 logit minus the oracle logit of `pick`. When `pick` is outside the banked
+  // top-k only a lower bound is known (top1 - topk), and margin_is_lower_bound is set.
+  double margin = 0;
+  bool margin_is_lower_bound = false;
+  double band = 0;
+  bool passes() const { return cls == TfClass::agree || cls == TfClass::in_band; }
+};
+
+// What a teacher-forced pass observes at one step: the GPU's pick after being fed the banked
+// prefix, and the bank's row for that step. The InBand matcher classifies these.
+struct TfStep {
+  size_t step = 0;
+  int32_t pick = -1;
+  BankRow bank;
+};
+
+// agree; in band iff margin <= band; out of band iff margin (or its lower bound) > band;
+// a pick outside the top-k whose lower bound is within the band is unresolved, which the
+// gate FAILS: the bank cannot show it is a near tie.
+TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule);
+
+struct TfSummary {
+  size_t agree = 0, in_band = 0, out_of_band = 0, unresolved = 0;
+  size_t total() const { return agree + in_band + out_of_band + unresolved; }
+  bool passes() const { return out_of_band == 0 && unresolved == 0; }
+};
+TfSummary summarize(std::span<const TfRow> rows);
+
+// ---- margin distribution ------------------------------------------------------------------
+
+std::vector<float> top2_margins(std::span<const std::vector<float>> rows);
+
+struct MarginStats {
+  size_t n = 0;
+  float min = 0, p10 = 0, p50 = 0, p90 = 0, max = 0;
+};
+// Nearest-rank percentiles (index round((n-1)*q) of the sorted margins). Empty input is an error.
+MarginStats margin_stats(std::span<const float> margins);
+// Fraction of `margins` strictly below `value`, in [0, 1]: where a decision margin sits.
+double percentile_rank(std::span<const float> margins, float value);
+
+// ---- the config-mode fraction rule --------------------------------------------------------
+
+// FAIL iff at least k of the draws diverge before step `early_step`. A plumbing bug (wrong
+// token fed, KV misindexed) diverges early on every draw; floating-point composition drift is
+// a near-tie coin that hits few draws early.
+struct FractionRule {
+  size_t k = 4;
+  size_t early_step = 3;
+};
+struct FractionVerdict {
+  size_t draws = 0;
+  size_t early = 0;  // draws that diverged at a step < early_step
+  bool fail = false;
+};
+// One entry per draw: the step at which it diverged, nullopt if it never did.
+FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first_divergence_step,
+                                    const FractionRule& rule);
+
+// ---- determinism --------------------------------------------------------------------------
+
+// sha256 over the rows in order, each float as its 4 little-endian bytes (the bank's format:
+// equal hashes mean bit-identical streams on any host).
+std::string logits_stream_sha256(std::span<const std::vector<float>> rows);
+
+}  // namespace memra::testing

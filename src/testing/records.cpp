@@ -1,0 +1,232 @@
+#include "memra/testing/records.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "memra/error.h"
+#include "memra/hash.h"
+
+namespace memra::testing {
+
+Top2 top2(std::span<const float> row) {
+  MEMRA_CHECK(row.size() >= 2, "top2: row has ", row.size(), " elements, need at least 2");
+  Top2 t;
+  t.logit1 = -INFINITY;
+  t.logit2 = -INFINITY;
+  for (size_t i = 0; i < row.size(); ++i) {
+    const float v = row[i];
+    if (std::isnan(v)) fail("top2: NaN at index ", i, " of a ", row.size(), "-wide row");
+    // Strict '>' keeps the lowest index on ties, for the best and the runner-up alike.
+    if (t.id1 < 0 || v > t.logit1) {
+      t.id2 = t.id1;
+      t.logit2 = t.logit1;
+      t.id1 = int32_t(i);
+      t.logit1 = v;
+    } else if (t.id2 < 0 || v > t.logit2) {
+      t.id2 = int32_t(i);
+      t.logit2 = v;
+    }
+  }
+  return t;
+}
+
+int32_t argmax(std::span<const float> row) {
+  MEMRA_CHECK(!row.empty(), "argmax: empty row");
+  int32_t best = 0;
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (std::isnan(row[i])) fail("argmax: NaN at index ", i, " of a ", row.size(), "-wide row");
+    if (row[i] > row[size_t(best)]) best = int32_t(i);
+  }
+  return best;
+}
+
+std::optional<size_t> floor_position(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return i;
+  return std::nullopt;
+}
+
+bool Divergence::within_entry_noise() const {
+  if (!diverged()) return true;
+  return noise_measurable && std::fabs(ref_margin) <= entry_noise;
+}
+
+namespace {
+
+void check_stream(std::string_view name, const GreedyStream& s) {
+  MEMRA_CHECK(s.rows.size() == s.tokens.size(), "first_divergence: ", name, " stream has ",
+              s.tokens.size(), " tokens but ", s.rows.size(), " deciding rows");
+}
+
+float row_at(std::string_view name, const std::vector<float>& row, int32_t id, size_t pos) {
+  MEMRA_CHECK(id >= 0 && size_t(id) < row.size(), "first_divergence: ", name, " row at position ",
+              pos, " has ", row.size(), " logits, token id ", id, " is outside it");
+  return row[size_t(id)];
+}
+
+}  // namespace
+
+Divergence first_divergence(const GreedyStream& ref, const GreedyStream& test,
+                            const GreedyStream& ref_noise) {
+  check_stream("reference", ref);
+  check_stream("test", test);
+  check_stream("reference noise", ref_noise);
+  Divergence d;
+  d.compared = std::min(ref.tokens.size(), test.tokens.size());
+  d.position = floor_position(ref.tokens, test.tokens);
+  d.noise_floor = floor_position(ref.tokens, ref_noise.tokens);
+  if (!d.position) return d;
+  const size_t p = *d.position;
+  d.ref_token = ref.tokens[p];
+  d.test_token = test.tokens[p];
+  const auto& rr = ref.rows[p];
+  const auto& tr = test.rows[p];
+  MEMRA_CHECK(rr.size() == tr.size(), "first_divergence: rows at position ", p,
+              " differ in width: reference ", rr.size(), ", test ", tr.size());
+  d.ref_logit_ref_id = row_at("reference", rr, d.ref_token, p);
+  d.ref_logit_test_id = row_at("reference", rr, d.test_token, p);
+  d.test_logit_ref_id = row_at("test", tr, d.ref_token, p);
+  d.test_logit_test_id = row_at("test", tr, d.test_token, p);
+  d.ref_margin = d.ref_logit_ref_id - d.ref_logit_test_id;
+  d.test_margin = d.test_logit_test_id - d.test_logit_ref_id;
+  for (size_t i = 0; i < rr.size(); ++i) d.row_maxdiff = std::max(d.row_maxdiff, std::fabs(rr[i] - tr[i]));
+  // The noise stream's row at p decided the same prefix only if it has not yet left the
+  // reference stream before p (it may differ *at* p: that is the noise showing).
+  d.noise_measurable = p < ref_noise.tokens.size() && (!d.noise_floor || *d.noise_floor >= p);
+  if (d.noise_measurable) {
+    const auto& nr = ref_noise.rows[p];
+    MEMRA_CHECK(nr.size() == rr.size(), "first_divergence: noise row at position ", p,
+                " has width ", nr.size(), ", reference ", rr.size());
+    d.entry_noise = std::fabs(d.ref_logit_ref_id - row_at("reference noise", nr, d.ref_token, p)) +
+                    std::fabs(d.ref_logit_test_id - row_at("reference noise", nr, d.test_token, p));
+  }
+  return d;
+}
+
+void check_bank_row(size_t step, const BankRow& row) {
+  MEMRA_CHECK(row.top_ids.size() == row.top_logits.size(), "bank step ", step, ": ",
+              row.top_ids.size(), " top ids but ", row.top_logits.size(), " top logits");
+  MEMRA_CHECK(row.top_ids.size() >= 2, "bank step ", step, ": top-k has ", row.top_ids.size(),
+              " entries, need at least 2");
+  MEMRA_CHECK(row.top_ids[0] == row.token, "bank step ", step, ": oracle top-1 id ",
+              row.top_ids[0], " is not the banked token ", row.token);
+  for (size_t k = 1; k < row.top_logits.size(); ++k)
+    MEMRA_CHECK(row.top_logits[k] <= row.top_logits[k - 1], "bank step ", step,
+                ": top-k logits not sorted at rank ", k, " (", row.top_logits[k - 1], " then ",
+                row.top_logits[k], ")");
+}
+
+std::string_view to_string(TfClass c) {
+  switch (c) {
+    case TfClass::agree: return "agree";
+    case TfClass::in_band: return "in band";
+    case TfClass::out_of_band: return "out of band";
+    case TfClass::unresolved: return "unresolved";
+  }
+  return "?";
+}
+
+BandRule absolute_band(double logits) {
+  std::ostringstream os;
+  os << logits;
+  return {os.str(), [logits](const BankRow&) { return logits; }};
+}
+
+BandRule relative_band(double coeff) {
+  std::ostringstream os;
+  os << coeff << "*|top1|";
+  return {os.str(), [coeff](const BankRow& r) { return coeff * std::fabs(double(r.top_logits.at(0))); }};
+}
+
+TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule) {
+  check_bank_row(step, bank);
+  TfRow r;
+  r.step = step;
+  r.pick = pick;
+  r.banked = bank.token;
+  r.band = rule.band(bank);
+  if (pick == bank.token) {
+    r.cls = TfClass::agree;
+    return r;
+  }
+  const double top1 = bank.top_logits[0];
+  const auto it = std::find(bank.top_ids.begin(), bank.top_ids.end(), pick);
+  if (it != bank.top_ids.end()) {
+    r.margin = top1 - bank.top_logits[size_t(it - bank.top_ids.begin())];
+    r.cls = r.margin <= r.band ? TfClass::in_band : TfClass::out_of_band;
+  } else {
+    r.margin = top1 - bank.top_logits.back();
+    r.margin_is_lower_bound = true;
+    r.cls = r.margin > r.band ? TfClass::out_of_band : TfClass::unresolved;
+  }
+  return r;
+}
+
+TfSummary summarize(std::span<const TfRow> rows) {
+  TfSummary s;
+  for (const auto& r : rows) {
+    switch (r.cls) {
+      case TfClass::agree: ++s.agree; break;
+      case TfClass::in_band: ++s.in_band; break;
+      case TfClass::out_of_band: ++s.out_of_band; break;
+      case TfClass::unresolved: ++s.unresolved; break;
+    }
+  }
+  return s;
+}
+
+std::vector<float> top2_margins(std::span<const std::vector<float>> rows) {
+  std::vector<float> m;
+  m.reserve(rows.size());
+  for (const auto& r : rows) m.push_back(top2(r).margin());
+  return m;
+}
+
+MarginStats margin_stats(std::span<const float> margins) {
+  MEMRA_CHECK(!margins.empty(), "margin_stats: no margins");
+  std::vector<float> s(margins.begin(), margins.end());
+  std::sort(s.begin(), s.end());
+  const auto at = [&](double q) { return s[size_t(std::lround(double(s.size() - 1) * q))]; };
+  return {s.size(), s.front(), at(0.10), at(0.50), at(0.90), s.back()};
+}
+
+double percentile_rank(std::span<const float> margins, float value) {
+  MEMRA_CHECK(!margins.empty(), "percentile_rank: no margins");
+  const auto below = std::count_if(margins.begin(), margins.end(), [&](float m) { return m < value; });
+  return double(below) / double(margins.size());
+}
+
+FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first_divergence_step,
+                                    const FractionRule& rule) {
+  MEMRA_CHECK(rule.k >= 1, "fraction rule: k must be >= 1 (k=0 would fail every run)");
+  FractionVerdict v;
+  v.draws = first_divergence_step.size();
+  MEMRA_CHECK(v.draws >= rule.k, "fraction rule: ", v.draws, " draws cannot reach k=", rule.k,
+              " (the rule could never fail)");
+  for (const auto& s : first_divergence_step)
+    if (s && *s < rule.early_step) ++v.early;
+  v.fail = v.early >= rule.k;
+  return v;
+}
+
+std::string logits_stream_sha256(std::span<const std::vector<float>> rows) {
+  Sha256 h;
+  for (const auto& row : rows) {
+    if constexpr (std::endian::native == std::endian::little) {
+      h.update(row.data(), row.size() * sizeof(float));
+    } else {
+      for (float f : row) {
+        const uint32_t b = std::bit_cast<uint32_t>(f);
+        const uint8_t le[4] = {uint8_t(b), uint8_t(b >> 8), uint8_t(b >> 16), uint8_t(b >> 24)};
+        h.update(le, 4);
+      }
+    }
+  }
+  return h.finish_hex();
+}
+
+}  // namespace memra::testing
