@@ -237,6 +237,15 @@ TEST(TokenizerPreTokenize, Whitespace) {
   EXPECT_THAT(split("   "), ElementsAre("   "));
 }
 
+TEST(TokenizerPreTokenize, WhitespaceIsUnicodeWhiteSpace) {
+  // \s is Unicode White_Space, as in HF's Oniguruma and llama.cpp: NEL (U+0085) is space, the
+  // BOM (U+FEFF, a format character) is not. ECMAScript's \s says the opposite for both, so
+  // transformers.js differs here; the agreement corpus leaves these two out.
+  EXPECT_THAT(split("x\u0085\u0085y"), ElementsAre("x", "\u0085", "\u0085y"));
+  EXPECT_THAT(split("x\uFEFF\uFEFFy"), ElementsAre("x", "\uFEFF\uFEFF", "y"));
+  EXPECT_THAT(split("a\u2028b"), ElementsAre("a", "\u2028b"));
+}
+
 TEST(TokenizerPreTokenize, PunctuationAndScripts) {
   EXPECT_THAT(split("f(x);\n"), ElementsAre("f", "(x", ");\n"));
   EXPECT_THAT(split("Hello, 世界"), ElementsAre("Hello", ",", " 世界"));
