@@ -90,10 +90,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 
 // Per block of 32: amax = max|x|; d = fp16(amax / 127); q = d == 0 ? 0
 // : clamp(roundf(x / f32(d)), -127, 127) (roundf: half away from zero). Dividing by the stored,
-// rounded d (ggml divides by the unrounded one) bounds |x - d*q| by d/2 wherever d is an fp16
-// normal. Fails if amax / 127 rounds to fp16 inf.
+// rounded d (ggml divides by the unrounded one) bounds |x - d*q| by d*(1/2 + 2^-17) wherever d
+// is an fp16 normal (2^-17: the f32 rounding of x/d). Fails if amax / 127 rounds to fp16 inf.
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
-// As Q8_0, plus s = fp16(f32(d) * f32(Σq)) (Σq is exact in f32).
+// As Q8_0, plus s = fp16(f32(d) * f32(Σq)) (the product is exact in f32; s is inf when
+// |d*Σq| > 65504 — no memra dot reads s, it exists for ggml's offset formats).
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 
 // NVFP4 against a per-tensor scale s2 (finite, > 0). Per 16 values: amax = max|x|;
