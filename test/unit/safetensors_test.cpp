@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <span>
 
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -120,6 +122,43 @@ TEST(Safetensors, DecodedValuesOfMixedFile) {
   // Spans point into the data buffer at begin offset: 8 + N + begin.
   EXPECT_EQ(f->data_start(), 8 + header.size());
   EXPECT_EQ(f->tensor("i").data.data() - f->tensor("bf").data.data(), 12);
+}
+
+// --- reference vector ------------------------------------------------------------------------
+
+// The bytes huggingface/safetensors' own Python tests expect from saving a 2x2 int32 array
+// with element [1, 1] = 1 (bindings/python/tests/test_simple.py, test_serialization): written
+// by the reference implementation, not by us.
+const std::string kReferenceBytes = std::string(
+    "<\x00\x00\x00\x00\x00\x00\x00"
+    R"({"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}})"
+    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00",
+    8 + 60 + 16);
+
+TEST(SafetensorsReference, ReadsTheReferenceImplementationsBytes) {
+  TempDir dir;
+  auto f = SafetensorsFile::open(dir.file("ref.safetensors", kReferenceBytes));
+  const TensorView& t = f->tensor("test");
+  EXPECT_EQ(t.type, DType::I32);
+  ASSERT_THAT(t.ne, ElementsAre(2, 2));
+  // Row-major [1, 1] is flat index 1*2 + 1 = 3, the only non-zero element.
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(load<int32_t>(t, i), i == 3 ? 1 : 0) << i;
+}
+
+TEST(SafetensorsReference, WriterMatchesReferenceUpToHeaderPadding) {
+  // The reference wrote this vector unpadded (60-byte header); ours pads the header with
+  // spaces to 64 so the data starts 8-aligned. Everything else must be byte-identical.
+  TempDir dir;
+  int32_t v[4] = {0, 0, 0, 1};
+  TensorView t{"test", DType::I32, {2, 2}, std::as_bytes(std::span(v))};
+  const std::string path = (dir.path() / "w.safetensors").string();
+  write_safetensors_file(path, {t});
+  std::ifstream in(path, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string want = kReferenceBytes;
+  want[0] = 64;
+  want.insert(8 + 60, "    ");
+  EXPECT_EQ(got, want);
 }
 
 // --- shapes ---------------------------------------------------------------------------------
