@@ -1,0 +1,112 @@
+// memra/oracle.h — the CPU reference model: the semantic truth the GPU engine is tested against.
+//
+// Same shapes as the serving API (DESIGN.md): load, new_cache, forward_last, prime, decode_step,
+// plus forward_all (every position's logits) and the MTP head. Numeric contract (docs/oracle.md):
+// f32 storage, f64 accumulation in dot products, norms, softmax and the Gated-DeltaNet state,
+// dot products in one fixed summation order, deterministic for any thread count.
+//
+// Consistency the tests hold it to:
+//   - prime(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) BITWISE when the GDN prefill form is
+//     Recurrent (the same per-token operations in the same order), and within 1e-5 relative with
+//     the Chunked form (a different but algebraically identical summation of the delta rule);
+//   - forward_all(p)[i] == forward_last(p[:i+1]) bitwise for pure-attention models, and in the
+//     Recurrent form for hybrids (the chunk boundaries move with the prompt length);
+//   - Chunked and Recurrent GDN agree to <= 1e-5 relative.
+//
+// provides: oracle::GdnForm, Options, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "memra/config.h"
+#include "memra/source.h"
+#include "memra/weights.h"
+
+namespace memra::oracle {
+
+// Gated-DeltaNet prefill form: the chunked (WY, chunk 64) or the token-by-token recurrent
+// evaluation of the same delta rule.
+enum class GdnForm { Chunked, Recurrent };
+
+inline constexpr int64_t kGdnChunk = 64;
+
+struct Options {
+  GdnForm gdn_prefill = GdnForm::Chunked;  // prime / forward_*; decode_step is one recurrent step
+  int threads = 0;  // 0: std::thread::hardware_concurrency(); results do not depend on it
+};
+
+struct AttnCacheLayer {
+  std::vector<float> k, v;  // [max_ctx, n_head_kv * head_dim], post-norm, post-RoPE keys
+};
+struct GdnCacheLayer {
+  std::vector<float> conv;    // [K-1, conv_dim]: the last K-1 conv inputs, oldest first
+  std::vector<double> state;  // [n_v_heads, d_k, d_v]: S per value head (o = S^T q)
+};
+
+// One sequence's state. Entries for layers of the other kind are empty.
+struct Cache {
+  int64_t max_ctx = 0;
+  int64_t pos = 0;  // tokens already written
+  std::vector<AttnCacheLayer> attn;
+  std::vector<GdnCacheLayer> gdn;
+  AttnCacheLayer mtp;   // the MTP layer's own K/V (when the model has one)
+  int64_t mtp_pos = 0;  // MTP steps taken (the position the next mtp_step attends at)
+};
+
+struct Step {
+  std::vector<float> logits;  // [n_vocab]
+  std::vector<float> hidden;  // [n_embd] final-normed hidden state (the lm_head input)
+};
+
+class Model {
+ public:
+  // Config from the source's metadata, weights through load_weights.
+  static Model load(const WeightSource& src, Options opt = {});
+  static Model from_weights(ModelConfig c, ModelWeights w, Options opt = {});
+
+  const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return w_; }
+  const Options& options() const { return opt_; }
+  void set_options(const Options& o) { opt_ = o; }
+
+  Cache new_cache(int64_t max_ctx) const;
+
+  // Last position's logits of a prompt, without a cache.
+  std::vector<float> forward_last(std::span<const int32_t> tokens) const;
+  // Every position's logits.
+  std::vector<std::vector<float>> forward_all(std::span<const int32_t> tokens) const;
+  // Runs the prompt from cache.pos on, writing every position's K/V and GDN state into `cache`;
+  // returns the last position's logits.
+  std::vector<float> prime(std::span<const int32_t> tokens, Cache& cache) const;
+  // One token at cache.pos (a one-token recurrent GDN step).
+  Step decode_step(int32_t token, Cache& cache) const;
+  // The MTP head: from the main model's final hidden state h_t (Step::hidden at position t) and
+  // the next token x_{t+1}, logits for x_{t+2}. Attends over earlier MTP steps at position
+  // cache.mtp_pos, so call it once per position in order. Fails when the model has no MTP head.
+  Step mtp_step(std::span<const float> hidden, int32_t next_token, Cache& cache) const;
+
+ private:
+  Model(ModelConfig c, ModelWeights w, Options o);
+  struct Run {
+    std::vector<std::vector<float>> logits;  // all positions, or only the last
+    std::vector<float> last_hidden;
+  };
+  Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnForm form) const;
+  void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
+  void check_cache(const Cache& cache) const;
+  void run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
+                 int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnForm form) const;
+  std::vector<float> logits_of(const float* hidden_normed) const;
+
+  ModelConfig cfg_;
+  ModelWeights w_;
+  Options opt_;
+};
+
+// The k largest logits, largest first; ties go to the lowest index (as greedy sampling does).
+std::vector<std::pair<int32_t, float>> top_k(std::span<const float> logits, int k);
+
+}  // namespace memra::oracle

@@ -1,0 +1,290 @@
+// oracle::Model: the decoder walk (embedding -> layers -> final norm -> lm_head), the cache, the
+// entry points and their input checks.
+//
+// Block (all families, pre-norm):  h = x + mixer(norm1(x));  x' = h + ffn(norm2(h)).
+// Every entry point funnels into run(), so forward_last, forward_all, prime and decode_step
+// perform the same per-token operations in the same order (see the consistency notes in
+// memra/oracle.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "memra/error.h"
+#include "memra/oracle.h"
+#include "oracle/ops.h"
+
+namespace memra::oracle {
+
+namespace {
+
+void need(bool ok, const std::string& what) {
+  if (!ok) fail("oracle weights: ", what);
+}
+
+void check_mat(const Matrix& m, int64_t rows, int64_t cols, const std::string& name) {
+  need(m.rows == rows && m.cols == cols && static_cast<int64_t>(m.data.size()) == rows * cols,
+       name + ": shape [" + std::to_string(m.rows) + ", " + std::to_string(m.cols) + "], expected [" +
+           std::to_string(rows) + ", " + std::to_string(cols) + "]");
+}
+void check_vec(const std::vector<float>& v, int64_t n, const std::string& name) {
+  need(static_cast<int64_t>(v.size()) == n,
+       name + ": " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
+}
+void check_ffn(const FfnWeights& f, int64_t D, int64_t F, const std::string& p) {
+  check_mat(f.gate, F, D, p + ".gate");
+  check_mat(f.up, F, D, p + ".up");
+  check_mat(f.down, D, F, p + ".down");
+}
+
+void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, const std::string& p) {
+  const int64_t D = c.n_embd;
+  check_vec(L.attn_norm, D, p + ".attn_norm");
+  check_vec(L.ffn_norm, D, p + ".ffn_norm");
+  if (kind == LayerKind::Attention) {
+    need(L.attn.has_value() && !L.gdn, p + ": attention layer without attention weights");
+    const AttnWeights& a = *L.attn;
+    const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+    check_mat(a.wq, qd, D, p + ".wq");
+    if (c.attn_gated()) check_mat(a.wgate, qd, D, p + ".wgate");
+    else need(a.wgate.empty(), p + ".wgate: present in an ungated family");
+    check_mat(a.wk, kvd, D, p + ".wk");
+    check_mat(a.wv, kvd, D, p + ".wv");
+    check_mat(a.wo, D, qd, p + ".wo");
+    check_vec(a.q_norm, c.head_dim, p + ".q_norm");
+    check_vec(a.k_norm, c.head_dim, p + ".k_norm");
+  } else {
+    need(L.gdn.has_value() && !L.attn, p + ": linear layer without GDN weights");
+    const GdnWeights& g = *L.gdn;
+    const int64_t nv = c.ssm_n_v_heads;
+    check_mat(g.wqkv, c.ssm_conv_dim(), D, p + ".wqkv");
+    check_mat(g.wz, c.ssm_value_dim(), D, p + ".wz");
+    check_mat(g.wb, nv, D, p + ".wb");
+    check_mat(g.wa, nv, D, p + ".wa");
+    check_mat(g.conv, c.ssm_conv_dim(), c.ssm_conv_kernel, p + ".conv");
+    check_vec(g.ssm_a, nv, p + ".ssm_a");
+    check_vec(g.dt_bias, nv, p + ".dt_bias");
+    check_vec(g.norm, c.ssm_d_v, p + ".norm");
+    check_mat(g.wout, D, c.ssm_value_dim(), p + ".wout");
+  }
+  need(L.ffn.has_value() != L.moe.has_value(), p + ": needs exactly one of dense FFN / MoE");
+  if (L.ffn) check_ffn(*L.ffn, D, c.n_ff, p + ".ffn");
+  if (L.moe) {
+    const MoeWeights& m = *L.moe;
+    check_mat(m.router, c.n_expert, D, p + ".router");
+    need(static_cast<int64_t>(m.experts.size()) == c.n_expert, p + ": expert count");
+    for (size_t e = 0; e < m.experts.size(); ++e)
+      check_ffn(m.experts[e], D, c.n_ff_exp, p + ".experts." + std::to_string(e));
+    if (c.n_ff_shexp > 0) {
+      check_ffn(m.shared, D, c.n_ff_shexp, p + ".shared");
+      check_vec(m.shared_gate, D, p + ".shared_gate");
+    }
+  }
+}
+
+void check_weights(const ModelConfig& c, const ModelWeights& w) {
+  c.validate();
+  check_mat(w.embed, c.n_vocab, c.n_embd, "embed");
+  check_vec(w.output_norm, c.n_embd, "output_norm");
+  if (c.tied_embeddings) need(w.output.empty(), "output: present although embeddings are tied");
+  else check_mat(w.output, c.n_vocab, c.n_embd, "output");
+  need(static_cast<int64_t>(w.layers.size()) == c.n_layer,
+       "layers: " + std::to_string(w.layers.size()) + ", config has " + std::to_string(c.n_layer));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(i)];
+    check_layer(c, L, c.layer_kind[static_cast<size_t>(i)], "layer " + std::to_string(i));
+    need((c.ffn_kind[static_cast<size_t>(i)] == FfnKind::Moe) == L.moe.has_value(),
+         "layer " + std::to_string(i) + ": FFN kind differs from the config");
+  }
+  need(w.mtp.has_value() == (c.n_mtp > 0), "mtp: presence differs from the config");
+  if (w.mtp) {
+    check_mat(w.mtp->eh_proj, c.n_embd, 2 * c.n_embd, "mtp.eh_proj");
+    check_vec(w.mtp->enorm, c.n_embd, "mtp.enorm");
+    check_vec(w.mtp->hnorm, c.n_embd, "mtp.hnorm");
+    check_vec(w.mtp->final_norm, c.n_embd, "mtp.final_norm");
+    check_layer(c, w.mtp->layer, LayerKind::Attention, "mtp layer");
+  }
+}
+
+const char* kind_name(LayerKind k) { return k == LayerKind::Attention ? "attention" : "linear attention"; }
+
+std::string layer_name(int64_t layer) {
+  return layer < 0 ? std::string("MTP layer") : "layer " + std::to_string(layer);
+}
+
+// The first non-finite value of x [T, D], reported with the stage that produced it.
+void check_finite(const std::vector<float>& x, int64_t T, int64_t D, int64_t pos0, const std::string& stage) {
+  for (int64_t i = 0; i < T * D; ++i)
+    if (!std::isfinite(x[i]))
+      fail("non-finite value (", x[i], ") in the hidden state after ", stage, " at position ",
+           pos0 + i / D, ", element ", i % D);
+}
+
+}  // namespace
+
+Model::Model(ModelConfig c, ModelWeights w, Options o) : cfg_(std::move(c)), w_(std::move(w)), opt_(o) {
+  check_weights(cfg_, w_);
+}
+
+Model Model::load(const WeightSource& src, Options opt) {
+  ModelConfig c = ModelConfig::from_source(src);
+  ModelWeights w = load_weights(src, c);
+  return Model(std::move(c), std::move(w), opt);
+}
+
+Model Model::from_weights(ModelConfig c, ModelWeights w, Options opt) {
+  return Model(std::move(c), std::move(w), opt);
+}
+
+Cache Model::new_cache(int64_t max_ctx) const {
+  if (max_ctx <= 0) fail("new_cache: max_ctx ", max_ctx, " must be > 0");
+  const ModelConfig& c = cfg_;
+  Cache k;
+  k.max_ctx = max_ctx;
+  k.attn.resize(static_cast<size_t>(c.n_layer));
+  k.gdn.resize(static_cast<size_t>(c.n_layer));
+  const size_t kv = static_cast<size_t>(max_ctx * c.n_head_kv * c.head_dim);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    if (c.layer_kind[static_cast<size_t>(i)] == LayerKind::Attention) {
+      k.attn[static_cast<size_t>(i)].k.assign(kv, 0.0f);
+      k.attn[static_cast<size_t>(i)].v.assign(kv, 0.0f);
+    } else {
+      k.gdn[static_cast<size_t>(i)].conv.assign(static_cast<size_t>((c.ssm_conv_kernel - 1) * c.ssm_conv_dim()), 0.0f);
+      k.gdn[static_cast<size_t>(i)].state.assign(static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v), 0.0);
+    }
+  }
+  if (w_.mtp) {
+    k.mtp.k.assign(kv, 0.0f);
+    k.mtp.v.assign(kv, 0.0f);
+  }
+  return k;
+}
+
+void Model::check_cache(const Cache& k) const {
+  if (static_cast<int64_t>(k.attn.size()) != cfg_.n_layer || static_cast<int64_t>(k.gdn.size()) != cfg_.n_layer)
+    fail("cache has ", k.attn.size(), " layers, model has ", cfg_.n_layer, " (cache from another model?)");
+  const size_t kv = static_cast<size_t>(k.max_ctx * cfg_.n_head_kv * cfg_.head_dim);
+  for (int64_t i = 0; i < cfg_.n_layer; ++i)
+    if (cfg_.layer_kind[static_cast<size_t>(i)] == LayerKind::Attention && k.attn[static_cast<size_t>(i)].k.size() != kv)
+      fail("cache layer ", i, " K/V size does not match max_ctx ", k.max_ctx, " (cache from another model?)");
+}
+
+void Model::check_tokens(std::span<const int32_t> tokens, const Cache& k) const {
+  if (tokens.empty()) fail("empty prompt");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (k.pos + T > k.max_ctx)
+    fail("prompt of ", T, " tokens at position ", k.pos, " exceeds the cache's max_ctx ", k.max_ctx);
+  for (int64_t i = 0; i < T; ++i)
+    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
+      fail("token id ", tokens[i], " at position ", k.pos + i, " out of range (vocab ", cfg_.n_vocab, ")");
+}
+
+void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
+                      int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnForm form) const {
+  const int64_t D = cfg_.n_embd;
+  const int th = opt_.threads;
+  std::vector<float> h(static_cast<size_t>(T * D)), o(static_cast<size_t>(T * D));
+  for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.attn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
+  if (kind == LayerKind::Attention) ops::attention(cfg_, *L.attn, h.data(), T, pos0, *ac, o.data(), th);
+  else ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
+  for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
+  check_finite(x, T, D, pos0, layer_name(layer) + " (" + kind_name(kind) + ")");
+  for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
+  if (L.moe) ops::moe(cfg_, *L.moe, h.data(), T, o.data(), th);
+  else ops::ffn(*L.ffn, h.data(), T, o.data(), th);
+  for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
+  check_finite(x, T, D, pos0, layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"));
+}
+
+std::vector<float> Model::logits_of(const float* hn) const {
+  std::vector<float> logits(static_cast<size_t>(cfg_.n_vocab));
+  ops::matvec(w_.lm_head(), hn, logits.data(), opt_.threads);
+  for (int64_t i = 0; i < cfg_.n_vocab; ++i)
+    if (!std::isfinite(logits[i])) fail("non-finite logit (", logits[i], ") at index ", i, " (lm_head)");
+  return logits;
+}
+
+Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnForm form) const {
+  check_cache(cache);
+  check_tokens(tokens, cache);
+  const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.n_embd, pos0 = cache.pos;
+  std::vector<float> x(static_cast<size_t>(T * D));
+  for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);
+  check_finite(x, T, D, pos0, "the token embedding");
+  for (int64_t i = 0; i < cfg_.n_layer; ++i) {
+    const size_t li = static_cast<size_t>(i);
+    run_layer(w_.layers[li], cfg_.layer_kind[li], i, x, T, pos0, &cache.attn[li], &cache.gdn[li], form);
+  }
+  cache.pos += T;
+  Run r;
+  std::vector<float> hn(static_cast<size_t>(D));
+  for (int64_t t = all_logits ? 0 : T - 1; t < T; ++t) {
+    ops::rmsnorm(x.data() + t * D, w_.output_norm.data(), D, cfg_.rms_eps, hn.data());
+    r.logits.push_back(with_context("position " + std::to_string(pos0 + t), [&] { return logits_of(hn.data()); }));
+  }
+  r.last_hidden = hn;
+  return r;
+}
+
+std::vector<float> Model::forward_last(std::span<const int32_t> tokens) const {
+  Cache c = new_cache(std::max<int64_t>(1, static_cast<int64_t>(tokens.size())));
+  return std::move(run(tokens, c, false, opt_.gdn_prefill).logits.back());
+}
+
+std::vector<std::vector<float>> Model::forward_all(std::span<const int32_t> tokens) const {
+  Cache c = new_cache(std::max<int64_t>(1, static_cast<int64_t>(tokens.size())));
+  return run(tokens, c, true, opt_.gdn_prefill).logits;
+}
+
+std::vector<float> Model::prime(std::span<const int32_t> tokens, Cache& cache) const {
+  return std::move(run(tokens, cache, false, opt_.gdn_prefill).logits.back());
+}
+
+Step Model::decode_step(int32_t token, Cache& cache) const {
+  const int32_t one[1] = {token};
+  Run r = run(one, cache, false, GdnForm::Recurrent);
+  return Step{std::move(r.logits.back()), std::move(r.last_hidden)};
+}
+
+Step Model::mtp_step(std::span<const float> hidden, int32_t next_token, Cache& cache) const {
+  if (!w_.mtp) fail("mtp_step: the model has no MTP head");
+  const int64_t D = cfg_.n_embd;
+  if (static_cast<int64_t>(hidden.size()) != D) fail("mtp_step: hidden has ", hidden.size(), " values, n_embd ", D);
+  if (next_token < 0 || next_token >= cfg_.n_vocab)
+    fail("token id ", next_token, " at MTP position ", cache.mtp_pos, " out of range (vocab ", cfg_.n_vocab, ")");
+  if (cache.mtp.k.empty()) fail("mtp_step: cache has no MTP K/V (made by another model?)");
+  if (cache.mtp_pos >= cache.max_ctx)
+    fail("MTP position ", cache.mtp_pos, " reaches the cache's max_ctx ", cache.max_ctx);
+  const MtpWeights& m = *w_.mtp;
+  // z = eh_proj([enorm(embed(x_{t+1})) | hnorm(h_t)])
+  std::vector<float> cat(static_cast<size_t>(2 * D));
+  ops::rmsnorm(w_.embed.row(next_token), m.enorm.data(), D, cfg_.rms_eps, cat.data());
+  ops::rmsnorm(hidden.data(), m.hnorm.data(), D, cfg_.rms_eps, cat.data() + D);
+  std::vector<float> x(static_cast<size_t>(D));
+  ops::matvec(m.eh_proj, cat.data(), x.data(), opt_.threads);
+  run_layer(m.layer, LayerKind::Attention, -1, x, 1, cache.mtp_pos, &cache.mtp, nullptr, GdnForm::Recurrent);
+  ++cache.mtp_pos;
+  Step s;
+  s.hidden.resize(static_cast<size_t>(D));
+  ops::rmsnorm(x.data(), m.final_norm.data(), D, cfg_.rms_eps, s.hidden.data());
+  s.logits = with_context("MTP", [&] { return logits_of(s.hidden.data()); });
+  return s;
+}
+
+std::vector<std::pair<int32_t, float>> top_k(std::span<const float> logits, int k) {
+  if (k < 0) fail("top_k: k = ", k);
+  std::vector<int32_t> idx(logits.size());
+  for (size_t i = 0; i < idx.size(); ++i) {
+    if (std::isnan(logits[i])) fail("top_k: logit ", i, " is NaN");
+    idx[i] = static_cast<int32_t>(i);
+  }
+  const size_t n = std::min(idx.size(), static_cast<size_t>(k));
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(), [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  std::vector<std::pair<int32_t, float>> out;
+  for (size_t i = 0; i < n; ++i) out.emplace_back(idx[i], logits[idx[i]]);
+  return out;
+}
+
+}  // namespace memra::oracle

@@ -1,0 +1,76 @@
+// The CPU oracle's building blocks (internal to the oracle layer; tests include it to check each
+// op against a hand computation). Numeric contract, everywhere:
+//   - storage f32 (weights, activations between ops, KV cache, conv state);
+//   - every dot product, norm, softmax and the GDN state in f64, rounded to f32 once at the end;
+//   - a dot product sums in a FIXED order (8 interleaved partial sums, combined pairwise), so a
+//     value never depends on thread count, batch size or which entry point computed it.
+// Shapes are row-major; [T, X] means T rows of X contiguous floats.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "memra/config.h"
+#include "memra/oracle.h"
+#include "memra/weights.h"
+
+namespace memra::oracle {
+
+namespace ops {
+
+// Runs fn(begin, end) over [0, n) split into contiguous ranges, one per thread. Threads only
+// change which core computes a row, never how: every row is computed by the same code in the
+// same order, so results are identical for any thread count (determinism law 1).
+// `work` is the total multiply-adds; below a threshold everything runs on the calling thread.
+void parallel_rows(int64_t n, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn);
+
+double dot(const float* a, const float* b, int64_t n);        // f64, fixed order
+double dot_f64(const double* a, const double* b, int64_t n);  // plain sequential f64
+// y[r] = f32(dot(W.row(r), x)) for every row.
+void matvec(const Matrix& w, const float* x, float* y, int threads);
+// Y[t, r] = f32(dot(W.row(r), X[t])) for T inputs: bit-identical to T matvec calls.
+void matmul(const Matrix& w, const float* x, int64_t T, float* y, int threads);
+
+double silu(double x);
+double sigmoid(double x);
+double softplus(double x);  // log(1 + e^x); x for x > 20 (torch's threshold)
+
+// y = f32(x * rsqrt(mean(x^2) + eps) * w), all in f64. `w` is the canonical multiplier.
+void rmsnorm(const float* x, const float* w, int64_t n, double eps, float* y);
+// GDN output norm: y = f32(w * x * rsqrt(mean(x^2) + eps) * silu(z)).
+void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, double eps, float* y);
+// NEOX (half-split) rotation of the first n_rot dims of one head at position pos:
+// pair (x_i, x_{i+n_rot/2}) rotated by pos * theta^(-2i/n_rot); dims >= n_rot unchanged.
+void rope_neox(float* x, int64_t n_rot, int64_t pos, double theta);
+
+// Softmax in f64 of the router logits, the top-k by probability (ties: lowest expert index),
+// renormalised to sum 1 when `renorm`. Returns (expert, weight) in selection order.
+std::vector<std::pair<int64_t, double>> route(std::span<const float> router_logits, int64_t k, bool renorm);
+
+// --- layer mixers and FFNs over T consecutive tokens; x [T, D] normed input, out [T, D] ----------
+
+// Full attention at positions pos0..pos0+T-1: writes K/V of these positions into `cache`
+// (which must hold positions < pos0 already) and attends causally over 0..pos.
+void attention(const ModelConfig& c, const AttnWeights& w, const float* x, int64_t T, int64_t pos0,
+               AttnCacheLayer& cache, float* out, int threads);
+
+// Gated DeltaNet over T tokens continuing the conv and recurrent state in `cache`.
+void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnForm form,
+         GdnCacheLayer& cache, float* out, int threads);
+
+// The delta rule alone (one head, T steps), exposed for the recurrent-vs-chunked tests.
+// q,k [T, dk] (already L2-normed, q scaled), v [T, dv], g (log decay) and beta [T];
+// state [dk, dv] in and out; o [T, dv].
+void delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
+                          const double* beta, int64_t T, int64_t dk, int64_t dv, double* state, double* o);
+void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
+                        const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                        double* state, double* o);
+
+void ffn(const FfnWeights& w, const float* x, int64_t T, float* out, int threads);
+void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads);
+
+}  // namespace ops
+}  // namespace memra::oracle
