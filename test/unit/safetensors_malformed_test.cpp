@@ -26,6 +26,9 @@ struct MalformedCase {
   const char* expected;  // phrase the message must contain
 };
 
+// gtest prints a failing case by this instead of a hex dump.
+void PrintTo(const MalformedCase& c, std::ostream* os) { *os << c.name; }
+
 std::string error_of_open(const std::string& path) {
   try {
     SafetensorsFile::open(path);

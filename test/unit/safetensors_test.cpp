@@ -54,6 +54,8 @@ struct DtypeCase {
   uint64_t a, b;        // two elements' raw bits
 };
 
+void PrintTo(const DtypeCase& c, std::ostream* os) { *os << c.st_name; }
+
 class SafetensorsDtype : public ::testing::TestWithParam<DtypeCase> {};
 
 TEST_P(SafetensorsDtype, RawBitsRoundTrip) {
