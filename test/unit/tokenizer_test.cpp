@@ -520,6 +520,32 @@ TEST(TokenizerGguf, UnsupportedModelsAndPreNames) {
   EXPECT_THROW(write_tokenizer_gguf(custom, w), Error);
 }
 
+TEST(TokenizerGguf, FromFileTellsGgufFromTokenizerJsonByMagic) {
+  TempDir d;
+  const std::string json_path = d.write("tokenizer.json", with_added().dump());
+  GgufWriter w;
+  write_tokenizer_gguf(Tokenizer::from_file(json_path).spec(), w);
+  const std::string gguf_path = d.write("model.bin", "");  // no .gguf suffix: magic decides
+  w.write(gguf_path);
+  Tokenizer g = Tokenizer::from_file(gguf_path);
+  EXPECT_THAT(g.source(), HasSubstr("gguf"));
+  EXPECT_THAT(g.encode("a<|x|>y"), ElementsAre(0, 9));
+  EXPECT_THROW(Tokenizer::from_file(d.write("empty", "")), Error);
+}
+
+TEST(TokenizerGguf, PreNameSelectsTheSplitRegex) {
+  // qwen35 keeps combining marks with their letters; qwen2 splits them off. "x" + U+0301 has
+  // no precomposed form, so NFC leaves the mark in place for the regex to see.
+  TokenizerSpec spec = load(with_added()).spec();
+  GgufWriter w;
+  write_tokenizer_gguf(spec, w);
+  EXPECT_THAT(Tokenizer::from_gguf(*to_gguf(w)).pre_tokenize("x\u0301y z"),
+              ElementsAre("x", "\u0301y", " z"));
+  w.set_string("tokenizer.ggml.pre", "qwen35");
+  EXPECT_THAT(Tokenizer::from_gguf(*to_gguf(w)).pre_tokenize("x\u0301y z"),
+              ElementsAre("x\u0301y", " z"));
+}
+
 TEST(TokenizerGguf, PaddedVocabularyDecodesPaddingToNothing) {
   TokenizerSpec spec = pad_vocab(load(with_added()).spec(), 16);
   ASSERT_EQ(spec.tokens.size(), 16u);
