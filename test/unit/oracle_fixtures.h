@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "memra/config.h"
@@ -80,6 +82,49 @@ inline bool bit_equal(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
            return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(y);
          });
+}
+
+// Every tensor of a canonical weight set with a readable name, for whole-model comparisons.
+using Flat = std::vector<std::pair<std::string, std::span<const float>>>;
+inline void flatten_layer(const LayerWeights& L, const std::string& p, Flat& out) {
+  auto add = [&](const std::string& n, const std::vector<float>& v) { out.emplace_back(p + n, v); };
+  add("attn_norm", L.attn_norm);
+  add("ffn_norm", L.ffn_norm);
+  if (L.attn) {
+    add("wq", L.attn->wq.data); add("wgate", L.attn->wgate.data); add("wk", L.attn->wk.data);
+    add("wv", L.attn->wv.data); add("wo", L.attn->wo.data); add("q_norm", L.attn->q_norm);
+    add("k_norm", L.attn->k_norm);
+  }
+  if (L.gdn) {
+    add("wqkv", L.gdn->wqkv.data); add("wz", L.gdn->wz.data); add("wb", L.gdn->wb.data);
+    add("wa", L.gdn->wa.data); add("conv", L.gdn->conv.data); add("ssm_a", L.gdn->ssm_a);
+    add("dt_bias", L.gdn->dt_bias); add("norm", L.gdn->norm); add("wout", L.gdn->wout.data);
+  }
+  auto ffn = [&](const FfnWeights& f, const std::string& q) {
+    add(q + "gate", f.gate.data); add(q + "up", f.up.data); add(q + "down", f.down.data);
+  };
+  if (L.ffn) ffn(*L.ffn, "ffn.");
+  if (L.moe) {
+    add("router", L.moe->router.data);
+    for (size_t e = 0; e < L.moe->experts.size(); ++e) ffn(L.moe->experts[e], "expert" + std::to_string(e) + ".");
+    ffn(L.moe->shared, "shared.");
+    add("shared_gate", L.moe->shared_gate);
+  }
+}
+inline Flat flatten(const ModelWeights& w) {
+  Flat out;
+  out.emplace_back("embed", w.embed.data);
+  out.emplace_back("output_norm", w.output_norm);
+  out.emplace_back("output", w.output.data);
+  for (size_t i = 0; i < w.layers.size(); ++i) flatten_layer(w.layers[i], "layer" + std::to_string(i) + ".", out);
+  if (w.mtp) {
+    out.emplace_back("mtp.eh_proj", w.mtp->eh_proj.data);
+    out.emplace_back("mtp.enorm", w.mtp->enorm);
+    out.emplace_back("mtp.hnorm", w.mtp->hnorm);
+    out.emplace_back("mtp.final_norm", w.mtp->final_norm);
+    flatten_layer(w.mtp->layer, "mtp.layer.", out);
+  }
+  return out;
 }
 
 }  // namespace memra::testing_fixtures
