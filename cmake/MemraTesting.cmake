@@ -1,7 +1,32 @@
 # Test registration. Every test executable is a GoogleTest program whose cases CTest discovers
 # at test time (DISCOVERY_MODE PRE_TEST: the build never runs a test binary, so a build on a
 # machine without a GPU works for GPU tests too).
+#
+# Labels (docs/testing.md): `cpu` (host only) or `gpu`; one per GPU architecture family a test
+# is meaningful on; `multi_gpu`; and kinds. `ctest -L` takes a regular expression, so select
+# with anchored forms: ctest -L '^h100$' --no-tests=error.
+#
+#   arch label   compute capability   parts
+#   h100         sm_90                H100, H200
+#   b200         sm_100 (and sm_103)  B200, B300
+#   rtx5090      sm_120               RTX 5090 (GB20x)
 include(GoogleTest)
+
+set(MEMRA_ARCH_LABELS h100 b200 rtx5090)
+set(MEMRA_KIND_LABELS unit op gate canary bench slow)
+
+# Labels for the tests that gtest_discover_tests finds at ctest time. They cannot go through its
+# PROPERTIES: the list "cpu;unit" is split on the way (cmake_parse_arguments unescapes), leaving
+# LABELS=cpu and a stray property "unit" — the label silently lost. Instead a small script,
+# included by CTest after the discovery script, labels every test in the discovered TEST_LIST.
+function(_memra_label_discovered target labels)
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
+  file(WRITE ${script}
+       "if(DEFINED memra_${target}_TESTS AND NOT \"\${memra_${target}_TESTS}\" STREQUAL \"\")\n"
+       "  set_tests_properties(\${memra_${target}_TESTS} PROPERTIES LABELS \"${labels}\")\n"
+       "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
+endfunction()
 
 # memra_add_test(<target> SOURCES files... [LIBS targets...] [LABELS labels...] [TIMEOUT s])
 # Host tests: label `cpu` plus the kind given in LABELS (unit, op, ...).
@@ -18,5 +43,113 @@ function(memra_add_test target)
   gtest_discover_tests(${target}
     DISCOVERY_MODE PRE_TEST
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES})
+    TEST_LIST memra_${target}_TESTS
+    PROPERTIES TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES})
+  _memra_label_discovered(${target} "${T_LABELS}")
 endfunction()
+
+# memra_add_gate(<target> SOURCES files... ARCHS h100 [b200 rtx5090] [LABELS kinds...]
+#                [GPUS n] [SLOTS s] [LIBS targets...] [TIMEOUT s])
+#
+# A GPU test executable (op tests, gates, canaries, GPU benchmarks' smoke runs):
+# - labels: gpu, every arch of ARCHS, the kinds of LABELS (unit op gate canary bench slow),
+#   and multi_gpu when GPUS > 1. An unknown arch or kind is a configure error, so a typo can
+#   never drop a test out of `ctest -L '^h100$'`.
+# - the arch list is compiled in as MEMRA_TEST_ARCHS ("h100;b200"): at run time the test skips
+#   on any other GPU or without one (memra/testing/gpu.h), and fails instead under
+#   MEMRA_REQUIRE_GPU=1.
+# - RESOURCE_GROUPS "GPUS,gpus:SLOTS" (SLOTS of 100 per card, default 100 = the whole card), so
+#   `ctest -j --resource-spec-file <build>/gpu-resources.json` never oversubscribes a card.
+#   Tests labelled bench also get RUN_SERIAL: timing arms run alone.
+# - TIMEOUT defaults: 300 s (op, unit), 1800 s (gate, canary), 3600 s (slow).
+# Canaries: a canary must carry the label `canary`, and CTest labels apply per executable, so a
+# gate's canary cases live in their own target: memra_add_gate(gate_x_canary ... LABELS canary).
+function(memra_add_gate target)
+  cmake_parse_arguments(G "" "GPUS;SLOTS;TIMEOUT" "SOURCES;ARCHS;LABELS;LIBS;PROPERTIES" ${ARGN})
+  if(NOT G_SOURCES)
+    message(FATAL_ERROR "memra_add_gate(${target}): SOURCES is required")
+  endif()
+  if(NOT G_ARCHS)
+    message(FATAL_ERROR "memra_add_gate(${target}): ARCHS is required (any of ${MEMRA_ARCH_LABELS})")
+  endif()
+  foreach(a IN LISTS G_ARCHS)
+    if(NOT a IN_LIST MEMRA_ARCH_LABELS)
+      message(FATAL_ERROR "memra_add_gate(${target}): unknown arch '${a}' (known: ${MEMRA_ARCH_LABELS})")
+    endif()
+  endforeach()
+  foreach(k IN LISTS G_LABELS)
+    if(NOT k IN_LIST MEMRA_KIND_LABELS)
+      message(FATAL_ERROR "memra_add_gate(${target}): unknown label '${k}' (kinds: ${MEMRA_KIND_LABELS})")
+    endif()
+  endforeach()
+  if(NOT G_GPUS)
+    set(G_GPUS 1)
+  endif()
+  if(NOT G_SLOTS)
+    set(G_SLOTS 100)
+  endif()
+  if(NOT G_TIMEOUT)
+    if("slow" IN_LIST G_LABELS)
+      set(G_TIMEOUT 3600)
+    elseif("gate" IN_LIST G_LABELS OR "canary" IN_LIST G_LABELS)
+      set(G_TIMEOUT 1800)
+    else()
+      set(G_TIMEOUT 300)
+    endif()
+  endif()
+
+  set(labels gpu ${G_ARCHS} ${G_LABELS})
+  if(G_GPUS GREATER 1)
+    list(APPEND labels multi_gpu)
+  endif()
+  set(extra_props)
+  if("bench" IN_LIST G_LABELS)
+    list(APPEND extra_props RUN_SERIAL TRUE)
+  endif()
+
+  add_executable(${target} ${G_SOURCES})
+  target_link_libraries(${target} PRIVATE ${G_LIBS} memra_testing GTest::gmock GTest::gtest_main)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/test)
+  string(REPLACE ";" "," archs_csv "${G_ARCHS}")
+  target_compile_definitions(${target} PRIVATE
+    MEMRA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MEMRA_BINARY_DIR="${PROJECT_BINARY_DIR}"
+    MEMRA_TEST_ARCHS="${archs_csv}" MEMRA_TEST_GPUS=${G_GPUS})
+  gtest_discover_tests(${target}
+    DISCOVERY_MODE PRE_TEST
+    WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
+    TEST_LIST memra_${target}_TESTS
+    PROPERTIES TIMEOUT ${G_TIMEOUT} RESOURCE_GROUPS "${G_GPUS},gpus:${G_SLOTS}"
+               ${extra_props} ${G_PROPERTIES})
+  _memra_label_discovered(${target} "${labels}")
+endfunction()
+
+# The CTest resource spec: one `gpus` resource per card with 100 slots. Written at configure
+# time for MEMRA_GPU_COUNT cards (default: what nvidia-smi sees here, else 1); ctest/gpu-ci.sh
+# rewrites it for the machine it runs on (ctest/resource-spec.sh).
+function(memra_write_resource_spec)
+  if(NOT DEFINED MEMRA_GPU_COUNT)
+    set(n 1)
+    find_program(MEMRA_NVIDIA_SMI nvidia-smi)
+    if(MEMRA_NVIDIA_SMI)
+      execute_process(COMMAND ${MEMRA_NVIDIA_SMI} -L OUTPUT_VARIABLE out RESULT_VARIABLE rc
+                      ERROR_QUIET)
+      if(rc EQUAL 0)
+        string(REGEX MATCHALL "GPU [0-9]+:" gpus "${out}")
+        list(LENGTH gpus found)
+        if(found GREATER 0)
+          set(n ${found})
+        endif()
+      endif()
+    endif()
+    set(MEMRA_GPU_COUNT ${n} CACHE STRING "GPUs in the generated CTest resource spec")
+  endif()
+  set(entries)
+  math(EXPR last "${MEMRA_GPU_COUNT} - 1")
+  foreach(i RANGE ${last})
+    list(APPEND entries "{\"id\": \"${i}\", \"slots\": 100}")
+  endforeach()
+  list(JOIN entries ", " joined)
+  file(WRITE ${PROJECT_BINARY_DIR}/gpu-resources.json
+       "{\"version\": {\"major\": 1, \"minor\": 0}, \"local\": [{\"gpus\": [${joined}]}]}\n")
+endfunction()
+memra_write_resource_spec()

@@ -1,0 +1,110 @@
+// Engine: device selection, stream, properties; checked memory helpers (memra/engine.h).
+#include <cuda_runtime.h>
+
+#include "memra/cuda_check.h"
+#include "memra/engine.h"
+#include "memra/error.h"
+
+namespace memra {
+
+void cuda_fail(cudaError_t e, const char* what, const char* file, int line) {
+  int dev = -1;
+  (void)cudaGetDevice(&dev);  // best effort: the device the failing call ran against
+  cudaGetLastError();         // clear a sticky non-fatal error so the next check is about itself
+  fail("cuda: ", what, " failed at ", file, ":", line, " on device ", dev, ": ",
+       cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: not an error for the caller
+    return 0;
+  }
+  return n;
+}
+
+Engine Engine::open(int device) {
+  const int n = device_count();
+  if (device < 0 || device >= n)
+    fail("Engine::open: device ", device, " does not exist (", n, " CUDA device(s) visible)");
+  Engine e;
+  e.device_ = device;
+  MEMRA_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  MEMRA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  e.stream_ = s;
+  cudaDeviceProp p{};
+  MEMRA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  DeviceProps& d = e.props_;
+  d.index = device;
+  d.name = p.name;
+  d.sm = p.major * 10 + p.minor;
+  d.sm_count = p.multiProcessorCount;
+  d.total_mem = p.totalGlobalMem;
+  d.l2_bytes = uint64_t(p.l2CacheSize);
+  // Peak HBM estimate. The memory clock is an attribute (the cudaDeviceProp field is gone in
+  // CUDA 13); kHz, double data rate.
+  int clock_khz = 0, bus_bits = 0;
+  if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) == cudaSuccess)
+    d.hbm_bytes_per_s = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0;
+  cudaGetLastError();
+  return e;
+}
+
+Engine& Engine::operator=(Engine&& o) noexcept {
+  if (this != &o) {
+    if (stream_) cudaStreamDestroy(stream_);
+    device_ = o.device_;
+    stream_ = std::exchange(o.stream_, nullptr);
+    props_ = std::move(o.props_);
+  }
+  return *this;
+}
+
+Engine::~Engine() {
+  if (stream_) cudaStreamDestroy(stream_);  // no throw from a destructor
+}
+
+void Engine::synchronize() const { MEMRA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void* device_alloc(size_t bytes, int device) {
+  MEMRA_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    fail("cuda: cudaMalloc of ", bytes, " bytes on device ", device, " failed: ",
+         cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+  }
+  return p;
+}
+
+void device_free(void* p, int device) noexcept {
+  if (!p) return;
+  int cur = -1;
+  cudaGetDevice(&cur);
+  cudaSetDevice(device);
+  cudaFree(p);
+  if (cur >= 0) cudaSetDevice(cur);
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes, CUstream_st* stream) {
+  MEMRA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes, CUstream_st* stream) {
+  MEMRA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void fill_device_bytes(void* dst, uint8_t byte, size_t bytes, CUstream_st* stream) {
+  MEMRA_CUDA_CHECK(cudaMemsetAsync(dst, byte, bytes, stream));
+}
+
+void device_buffer_size_error(size_t got, size_t have) {
+  fail("DeviceBuffer::upload: ", got, " elements for a buffer of ", have);
+}
+
+}  // namespace memra
