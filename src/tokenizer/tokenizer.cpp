@@ -172,8 +172,13 @@ struct Tokenizer::Impl {
   std::array<std::vector<std::pair<std::string, int32_t>>, 256> added_by_byte;
   pcre2_code* re = nullptr;
 
+  // Piece -> ids; looked up by string_view (no allocation on a hit).
+  struct PieceHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
   mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;  // piece -> ids
+  mutable std::unordered_map<std::string, std::vector<int32_t>, PieceHash, std::equal_to<>> cache;
   static constexpr size_t kCacheMax = 1 << 16;
 
   ~Impl() { pcre2_code_free(re); }
@@ -353,7 +358,7 @@ void Tokenizer::Impl::encode_plain(std::string_view text, std::vector<int32_t>& 
   for (std::string_view p : pieces) {
     {
       std::lock_guard lock(cache_mu);
-      auto it = cache.find(std::string(p));
+      auto it = cache.find(p);
       if (it != cache.end()) {
         out.insert(out.end(), it->second.begin(), it->second.end());
         continue;
