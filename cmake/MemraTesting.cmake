@@ -28,6 +28,24 @@ function(_memra_label_discovered target labels)
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
+# memra_arch_labels(<out-var> "<cuda archs>"): the arch labels for a MEMRA_CUDA_ARCHS list,
+# "90a;120a" -> "h100;rtx5090". Archs outside the three families give no label.
+function(memra_arch_labels out archs)
+  set(labels)
+  foreach(a IN LISTS archs)
+    string(REGEX MATCH "^[0-9]+" num "${a}")
+    if(num MATCHES "^9[0-9]$")
+      list(APPEND labels h100)
+    elseif(num MATCHES "^10[0-9]$")
+      list(APPEND labels b200)
+    elseif(num MATCHES "^12[0-9]$")
+      list(APPEND labels rtx5090)
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES labels)
+  set(${out} "${labels}" PARENT_SCOPE)
+endfunction()
+
 # memra_add_test(<target> SOURCES files... [LIBS targets...] [LABELS labels...] [TIMEOUT s])
 # Host tests: label `cpu` plus the kind given in LABELS (unit, op, ...).
 function(memra_add_test target)
@@ -118,6 +136,8 @@ function(memra_add_gate target)
     DISCOVERY_MODE PRE_TEST
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
     TEST_LIST memra_${target}_TESTS
+    # One GTest XML per case (RecordProperty's key figures live there); gpu-ci.sh collects them.
+    XML_OUTPUT_DIR ${PROJECT_BINARY_DIR}/test-results/gtest
     PROPERTIES TIMEOUT ${G_TIMEOUT} RESOURCE_GROUPS "${G_GPUS},gpus:${G_SLOTS}"
                ${extra_props} ${G_PROPERTIES})
   _memra_label_discovered(${target} "${labels}")

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# ctest/gpu-ci.sh — what a GPU CI box runs: detect the GPU, build for it, run its arch's tests in
+# strict mode, collect the reports, print one summary line per case.
+#
+#   ctest/gpu-ci.sh                 # from the repository root (or anywhere inside it)
+#
+# Steps:
+#   1. nvidia-smi: the first visible GPU's compute capability -> arch label and CUDA arch
+#        9.x -> h100 / 90a      10.x -> b200 / 100a      12.x -> rtx5090 / 120a
+#      (no GPU, or a family without a label: exit 2 with the reason — a CI box that cannot run
+#      its suite must not report green).
+#   2. configure (Release, MEMRA_CUDA=ON, MEMRA_CUDA_ARCHS=<arch>) and build.
+#   3. ctest -L '^<label>$' --no-tests=error with MEMRA_REQUIRE_GPU=1 (a skipped GPU test is a
+#      failure), the resource spec of this machine's GPUs, -j <number of GPUs>, JUnit output.
+#   4. collect: <results>/junit.xml, <results>/gtest/*.xml (per case, RecordProperty figures),
+#      <results>/reports/*.json (gate reports), <results>/summary.txt; print the summary.
+#   Exit status: ctest's.
+#
+# Environment (all optional):
+#   MEMRA_CI_BUILD     build directory            (default: build-gpu-ci)
+#   MEMRA_CI_RESULTS   results directory          (default: <build>/test-results)
+#   MEMRA_CI_TARGETS   build only these targets   (default: all)
+#   MEMRA_CI_LABEL     override the arch label    (e.g. to run only '^h100$' and 'op': see -L below)
+#   MEMRA_CI_JOBS      build parallelism          (default: nproc)
+#   MEMRA_CI_CTEST_ARGS extra ctest arguments     (e.g. "-LE slow")
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+[ -f .device/setup.sh ] && [ -z "${MEMRA_DEVICE_SETUP:-}" ] && { source .device/setup.sh; export MEMRA_DEVICE_SETUP=1; }
+
+say() { printf '[gpu-ci] %s\n' "$*"; }
+
+# --- 1. the GPU ---------------------------------------------------------------------------------
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  say "no nvidia-smi: this machine has no NVIDIA driver; nothing to run"; exit 2
+fi
+gpu_line=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -n1 || true)
+if [ -z "$gpu_line" ]; then
+  say "nvidia-smi lists no GPU"; exit 2
+fi
+gpu_name=${gpu_line%,*}
+cc=$(echo "${gpu_line##*,}" | tr -d ' ')
+cc_major=${cc%%.*}
+case "$cc_major" in
+  9) label=h100; cuda_arch=90a ;;
+  10) label=b200; cuda_arch=100a ;;
+  12) label=rtx5090; cuda_arch=120a ;;
+  *) say "GPU '$gpu_name' (compute capability $cc) belongs to no arch family memra labels"; exit 2 ;;
+esac
+label=${MEMRA_CI_LABEL:-$label}
+n_gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | grep -c .)
+say "GPU: $gpu_name, sm_${cc/./}, $n_gpus visible -> label '$label', CUDA arch $cuda_arch"
+
+# --- 2. build -----------------------------------------------------------------------------------
+build=${MEMRA_CI_BUILD:-$root/build-gpu-ci}
+results=${MEMRA_CI_RESULTS:-$build/test-results}
+jobs=${MEMRA_CI_JOBS:-$(nproc)}
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMEMRA_CUDA=ON \
+        -DMEMRA_CUDA_ARCHS="$cuda_arch" -DMEMRA_GPU_COUNT="$n_gpus" -DMEMRA_BUILD_BENCH=OFF
+fi
+if [ -n "${MEMRA_CI_TARGETS:-}" ]; then
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j "$jobs" --target $MEMRA_CI_TARGETS
+else
+  cmake --build "$build" -j "$jobs"
+fi
+
+# --- 3. run -------------------------------------------------------------------------------------
+rm -rf "$results"
+mkdir -p "$results/reports"
+spec=$results/gpu-resources.json
+"$root/ctest/resource-spec.sh" "$spec" >/dev/null
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$root" diff --quiet 2>/dev/null || commit="$commit+dirty"
+say "ctest -L '^$label\$' (strict: MEMRA_REQUIRE_GPU=1), results in $results"
+set +e
+# shellcheck disable=SC2086
+MEMRA_REQUIRE_GPU=1 MEMRA_TEST_RESULTS="$results/reports" MEMRA_COMMIT="$commit" \
+  ctest --test-dir "$build" -L "^${label}\$" --no-tests=error \
+        --resource-spec-file "$spec" -j "$n_gpus" --output-on-failure \
+        --output-junit "$results/junit.xml" ${MEMRA_CI_CTEST_ARGS:-}
+rc=$?
+set -e
+
+# --- 4. collect and summarise -------------------------------------------------------------------
+if [ -d "$build/test-results/gtest" ] && [ "$build/test-results" != "$results" ]; then
+  cp -r "$build/test-results/gtest" "$results/"
+fi
+{
+  echo "memra gpu-ci: $gpu_name (sm_${cc/./}, label $label), commit $commit, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  if command -v python3 >/dev/null 2>&1; then
+    python3 "$root/ctest/summary.py" "$results"
+  else
+    echo "(python3 missing: counts only)"
+    grep -o 'tests="[0-9]*" failures="[0-9]*"[^>]*' "$results/junit.xml" || true
+  fi
+  echo "ctest exit status: $rc"
+} | tee "$results/summary.txt"
+exit $rc

@@ -1,0 +1,51 @@
+// The engine's host side on any machine (label cpu): device count without a GPU, and argument
+// errors that must be raised before any CUDA call.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda/quantize.cuh"
+#include "memra/engine.h"
+#include "memra/error.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string open_error(int device) {
+  try {
+    memra::Engine::open(device);
+  } catch (const memra::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(EngineHost, DeviceCountNeverFailsAndOpenNamesTheRange) {
+  const int n = memra::device_count();  // 0 on a machine without driver or GPU, no crash
+  ASSERT_GE(n, 0);
+  EXPECT_THAT(open_error(n), HasSubstr("device " + std::to_string(n) + " does not exist (" +
+                                       std::to_string(n) + " CUDA device(s) visible)"));
+  EXPECT_THAT(open_error(-1), HasSubstr("device -1 does not exist"));
+}
+
+TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
+  using memra::DType;
+  auto msg = [](auto&& f) {
+    try {
+      f();
+    } catch (const memra::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q8_0, nullptr, nullptr, 33, nullptr); }),
+              HasSubstr("dequantize_row_cuda(q8_0): n = 33 is not a multiple of the block size 32"));
+  EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q4_K, nullptr, nullptr, 256, nullptr); }),
+              HasSubstr("type q4_K has no kernel"));
+  EXPECT_THAT(msg([] { memra::cuda::quantize_row_q8_1_cuda(nullptr, nullptr, 31, nullptr); }),
+              HasSubstr("n = 31 is not a multiple of the block size 32"));
+}
+
+}  // namespace

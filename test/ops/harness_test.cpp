@@ -1,0 +1,80 @@
+// The op-test harness on the host: names, seeds, NMSE and the contract comparison's verdicts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "memra/error.h"
+#include "op_harness.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+namespace mo = memra::ops;
+
+struct ToyCase : mo::OpCase {
+  int64_t n;
+  const char* type;
+  std::string vars() const override { return mo::Vars()("type", type)("n", n).str(); }
+};
+
+TEST(OpHarness, VarsIsTheReadableParamName) {
+  ToyCase c;
+  c.n = 4096;
+  c.type = "q8_0";
+  EXPECT_EQ(c.vars(), "type=q8_0,n=4096");
+  ::testing::TestParamInfo<ToyCase> info(c, 0);
+  EXPECT_EQ(mo::OpCaseName()(info), "type_q8_0_n_4096");
+}
+
+TEST(OpHarness, Fnv1aPublishedVectorsAndSeedParsing) {
+  EXPECT_EQ(mo::fnv1a64(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(mo::fnv1a64("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(mo::parse_seed("0x1f"), 31u);
+  EXPECT_EQ(mo::parse_seed("12345"), 12345u);
+  EXPECT_THROW(mo::parse_seed("12z"), memra::Error);
+  EXPECT_THROW(mo::parse_seed(""), memra::Error);
+  // Different cases get different seeds within one run; the same case the same seed.
+  EXPECT_NE(mo::case_seed("n=1"), mo::case_seed("n=2"));
+  EXPECT_EQ(mo::case_seed("n=1"), mo::case_seed("n=1"));
+}
+
+TEST(OpHarness, NmseByHand) {
+  const std::vector<float> ref = {3, 4}, got = {3, 5};
+  EXPECT_DOUBLE_EQ(mo::nmse(got, ref), 1.0 / 25.0);  // (0 + 1) / (9 + 16)
+  EXPECT_EQ(mo::nmse(std::vector<float>{0, 0}, std::vector<float>{0, 0}), 0.0);
+  EXPECT_TRUE(std::isinf(mo::nmse(std::vector<float>{1}, std::vector<float>{0})));
+}
+
+TEST(OpHarness, BitwiseVerdictNamesTheFirstBadElement) {
+  const std::vector<float> ref = {1, 2, 3};
+  EXPECT_TRUE(mo::compare_to_contract(ref, ref, mo::Tolerance::exact()));
+  const std::vector<float> got = {1, 2, 3.5f};
+  const auto r = mo::compare_to_contract(got, ref, mo::Tolerance::exact());
+  EXPECT_FALSE(r);
+  EXPECT_THAT(r.message(), HasSubstr("first at [2]: 0x40600000 vs 0x40400000"));
+}
+
+TEST(OpHarness, PoisonedElementFailsEvenUnderNmse) {
+  // A kernel that skipped element 1 leaves the 0xFF poison (NaN) there.
+  const std::vector<float> ref = {1, 2, 3, 4};
+  std::vector<float> got = ref;
+  uint32_t poison = 0xffffffffu;
+  std::memcpy(&got[1], &poison, 4);
+  const auto r = mo::compare_to_contract(got, ref, mo::Tolerance::nmse(1.0));
+  EXPECT_FALSE(r);
+  EXPECT_THAT(r.message(), HasSubstr("kernel output [1] is nan where the contract has 2"));
+  EXPECT_FALSE(mo::compare_to_contract(got, ref, mo::Tolerance::exact()));
+}
+
+TEST(OpHarness, NmseThreshold) {
+  const std::vector<float> ref = {3, 4}, got = {3, 5};  // nmse 0.04
+  EXPECT_TRUE(mo::compare_to_contract(got, ref, mo::Tolerance::nmse(0.05)));
+  const auto r = mo::compare_to_contract(got, ref, mo::Tolerance::nmse(0.03));
+  EXPECT_FALSE(r);
+  EXPECT_THAT(r.message(), HasSubstr("nmse 0.04 > 0.03"));
+}
+
+}  // namespace

@@ -1,0 +1,83 @@
+#include "op_harness.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+#include "memra/error.h"
+#include "memra/testing/matchers.h"
+
+namespace memra::ops {
+
+uint64_t parse_seed(std::string_view text) {
+  std::string s(text);
+  char* end = nullptr;
+  const bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  const unsigned long long v = std::strtoull(s.c_str(), &end, hex ? 16 : 10);
+  if (s.empty() || end == nullptr || *end != '\0' || s[0] == '-')
+    fail("MEMRA_SEED='", text, "' is not a decimal or 0x-hex unsigned number");
+  return v;
+}
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    uint64_t s;
+    const char* env = std::getenv("MEMRA_SEED");
+    if (env && *env) {
+      s = parse_seed(env);
+    } else {
+      std::random_device rd;
+      s = (uint64_t(rd()) << 32) ^ rd();
+    }
+    std::cout << "[ seed     ] MEMRA_SEED=0x" << std::hex << s << std::dec
+              << (env && *env ? " (from the environment)" : " replays this run") << "\n";
+    return s;
+  }();
+  return seed;
+}
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+double nmse(std::span<const float> got, std::span<const float> ref) {
+  MEMRA_CHECK(got.size() == ref.size(), "nmse: ", got.size(), " values vs ", ref.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = double(got[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * double(ref[i]);
+  }
+  if (den == 0) return num == 0 ? 0 : INFINITY;
+  return num / den;
+}
+
+::testing::AssertionResult compare_to_contract(std::span<const float> got,
+                                               std::span<const float> ref, const Tolerance& tol) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << "kernel produced " << got.size() << " values, the contract "
+                                         << ref.size();
+  if (tol.bitwise) {
+    std::ostringstream why;
+    if (memra::testing::BitIdentical(ref).MatchAndExplain(got, &why))
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "kernel output is not bitwise equal to the CPU contract, "
+                                         << why.str();
+  }
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!std::isfinite(got[i]) && std::isfinite(ref[i]))
+      return ::testing::AssertionFailure()
+             << "kernel output [" << i << "] is " << got[i] << " where the contract has " << ref[i]
+             << " (unwritten elements stay poisoned as NaN)";
+  const double e = nmse(got, ref);
+  if (e <= tol.max_nmse) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "nmse " << e << " > " << tol.max_nmse;
+}
+
+}  // namespace memra::ops
