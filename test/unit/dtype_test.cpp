@@ -40,11 +40,8 @@ TEST(E2m1, DecodesAllSixteenCodesToTheHandTable) {
   }
 }
 
-TEST(E2m1, EncodeOfDecodeIsIdentityExceptNegativeZero) {
-  for (int c = 0; c < 16; ++c) {
-    const uint8_t expect = c == 8 ? 0 : static_cast<uint8_t>(c);  // -0.0 is not < 0
-    EXPECT_EQ(f32_to_e2m1(kE2m1[c]), expect) << "code " << c;
-  }
+TEST(E2m1, EncodeOfDecodeIsIdentityForAllSixteenCodes) {
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(f32_to_e2m1(kE2m1[c]), c) << "code " << c;
 }
 
 TEST(E2m1, RoundsAtModelOptBoundsWithTiesToEvenCode) {
@@ -56,8 +53,8 @@ TEST(E2m1, RoundsAtModelOptBoundsWithTiesToEvenCode) {
       {std::nextafter(1.25f, up), 3}, {std::nextafter(1.75f, 0.0f), 3}, {1.75f, 4},
       {2.5f, 4}, {std::nextafter(2.5f, up), 5}, {std::nextafter(3.5f, 0.0f), 5},
       {3.5f, 6}, {5.0f, 6}, {std::nextafter(5.0f, up), 7}, {6.0f, 7}, {1e30f, 7}, {up, 7},
-      {-0.1f, 8}, {-0.3f, 9}, {-5.0f, 14}, {-6.5f, 15}, {-up, 15},
-      {std::numeric_limits<float>::quiet_NaN(), 0},
+      {-0.1f, 8}, {-0.0f, 8}, {-0.3f, 9}, {-5.0f, 14}, {-6.5f, 15}, {-up, 15},
+      {std::numeric_limits<float>::quiet_NaN(), 7}, {-std::numeric_limits<float>::quiet_NaN(), 7},
   };
   for (const Case& c : cases) EXPECT_EQ(f32_to_e2m1(c.x), c.code) << "x = " << c.x;
 }
@@ -73,7 +70,7 @@ TEST(E2m1, EncodeIsNearestGridPointOnADenseSweep) {
       const float dc = std::fabs(a - kE2m1[c]), db = std::fabs(a - kE2m1[best]);
       if (dc < db || (dc == db && c % 2 == 0)) best = c;
     }
-    const int expect = x < 0.0f ? best | 8 : best;
+    const int expect = std::signbit(x) ? best | 8 : best;
     ASSERT_EQ(f32_to_e2m1(x), expect) << "x = " << x;
   }
 }
@@ -138,7 +135,7 @@ TEST(E4m3, SaturatesToPlusMinus448AndKeepsNan) {
   EXPECT_EQ(f32_to_e4m3(-inf), 0xfe);
   EXPECT_EQ(f32_to_e4m3(-1000.0f), 0xfe);
   EXPECT_EQ(f32_to_e4m3(std::numeric_limits<float>::quiet_NaN()), 0x7f);
-  EXPECT_EQ(f32_to_e4m3(-std::numeric_limits<float>::quiet_NaN()), 0xff);
+  EXPECT_EQ(f32_to_e4m3(-std::numeric_limits<float>::quiet_NaN()), 0x7f);  // CUDA drops the sign
   EXPECT_EQ(f32_to_e4m3(0x1p-10f), 0x00);  // half the smallest subnormal: tie to 0
   EXPECT_EQ(f32_to_e4m3(std::nextafter(0x1p-10f, 1.0f)), 0x01);
   EXPECT_EQ(f32_to_e4m3(1e-30f), 0x00);

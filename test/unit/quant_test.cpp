@@ -55,7 +55,7 @@ int nearest_e2m1(float t) {
     const float dc = std::fabs(a - kE2m1[c]), db = std::fabs(a - kE2m1[best]);
     if (dc < db || (dc == db && c % 2 == 0)) best = c;
   }
-  return t < 0 ? best | 8 : best;
+  return std::signbit(t) ? best | 8 : best;
 }
 
 // Half the distance between the e2m1 grid points around |t| (the worst rounding error there).
@@ -421,7 +421,8 @@ TEST(Mxfp4, PowerOfTwoScaleByHand) {
   BlockMxfp4 b;
   quantize_row(DType::MXFP4, x, &b, 32);
   EXPECT_EQ(b.e, 127);  // floor(log2 6) = 2: e = 2 - 2 + 127, scale 1
-  const uint8_t expect[16] = {0x00, 0x91, 0xa2, 0xb3, 0xc4, 0xd5, 0xe6, 0xf7, 0x07,
+  // value 16 is -0.0: code 8 (the sign bit is kept, as CUDA's e2m1 conversion does)
+  const uint8_t expect[16] = {0x80, 0x91, 0xa2, 0xb3, 0xc4, 0xd5, 0xe6, 0xf7, 0x07,
                               0, 0, 0, 0, 0, 0, 0};
   for (int j = 0; j < 16; ++j) EXPECT_EQ(b.qs[j], expect[j]) << j;
   float y[32];
