@@ -5,9 +5,10 @@
 // duplicate or empty keys), general.alignment (u32, power of two), every tensor info (name,
 // n_dims 1..4, ne >= 0, known ggml type, ne[0] a multiple of the block size, no overflow, offset
 // equal to the running padded sum, data inside the file). Counts and lengths are checked against
-// the bytes left in the file before anything is allocated, so a hostile file costs at most its
-// own size. Every error is a memra::Error starting with "gguf <path>: " and naming the field
-// and the offset. The file layout is in docs/gguf.md.
+// the bytes left in the file before anything is allocated, so a hostile file costs memory of
+// the order of its own size, never what its counts claim. Every error is a memra::Error
+// starting with "gguf <path>: " and naming the field and the offset. The file layout and the
+// full list of checks are in docs/gguf.md.
 //
 // The writer produces files llama.cpp accepts (version 3, tensors contiguous in info order, each
 // padded to the alignment, general.quantization_version added for quantized tensors).

@@ -1,9 +1,9 @@
 // GgufValue: construction, typed access and display of GGUF metadata values.
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -319,15 +319,18 @@ std::string quote(const std::string& s, size_t max_chars) {
 
 std::string GgufValue::to_display(size_t max_elems, size_t max_chars) const {
   auto elem = [&](uint64_t i) -> std::string {
-    std::ostringstream os;
     switch (elem_) {
       case GgufType::STRING: return quote(strings_[i], max_chars);
       case GgufType::BOOL: return raw_[i] != std::byte{0} ? "true" : "false";
       case GgufType::F32:
-      case GgufType::F64:
-        os.precision(elem_ == GgufType::F32 ? 9 : 17);
-        os << float_elem(i);
-        return os.str();
+      case GgufType::F64: {
+        // Shortest text that reads back to the same value ("0.1", not "0.100000001").
+        char buf[64];
+        const auto r = elem_ == GgufType::F32
+                           ? std::to_chars(buf, buf + sizeof buf, load<float>(raw_.data() + i * 4))
+                           : std::to_chars(buf, buf + sizeof buf, load<double>(raw_.data() + i * 8));
+        return std::string(buf, r.ptr);
+      }
       case GgufType::U64: return std::to_string(load<uint64_t>(raw_.data() + i * 8));
       default: return std::to_string(int_elem(i));
     }

@@ -448,6 +448,9 @@ TEST(GgufValueDisplay, ScalarsArraysAndLongStrings) {
             "\"zzzz\"... (10 bytes)");
   EXPECT_EQ(GgufValue::string_array({"a", "b"}).to_display(), "[string x 2] \"a\", \"b\"");
   EXPECT_EQ(GgufValue::f32(0.5f).to_display(), "0.5");
+  EXPECT_EQ(GgufValue::f32(0.1f).to_display(), "0.1");  // shortest round-trip form
+  EXPECT_EQ(GgufValue::f64(1e-300).to_display(), "1e-300");
+  EXPECT_EQ(GgufValue::u64(18446744073709551615ull).to_display(), "18446744073709551615");
   EXPECT_EQ(GgufValue::u64_array({}).to_display(), "[u64 x 0]");
 }
 
