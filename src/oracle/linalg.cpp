@@ -1,6 +1,7 @@
 // Dot products, mat-vec and mat-mat in f64 with one fixed summation order, and the fixed row
 // partition used for threading.
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -8,9 +9,15 @@
 
 namespace memra::oracle::ops {
 
+namespace {
+// Below ~1M multiply-adds a thread costs more than it saves.
+std::atomic<int64_t> g_min_work{int64_t{1} << 20};
+}  // namespace
+
+int64_t set_min_parallel_work(int64_t work) { return g_min_work.exchange(std::max<int64_t>(1, work)); }
+
 void parallel_rows(int64_t n, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn) {
-  // Below ~1M multiply-adds a thread costs more than it saves.
-  constexpr int64_t kMinWork = int64_t{1} << 20;
+  const int64_t kMinWork = g_min_work.load();
   int nt = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   nt = static_cast<int>(std::min<int64_t>(nt, std::max<int64_t>(1, work / kMinWork)));
   nt = static_cast<int>(std::min<int64_t>(nt, n));

@@ -25,6 +25,9 @@ namespace ops {
 // same order, so results are identical for any thread count (determinism law 1).
 // `work` is the total multiply-adds; below a threshold everything runs on the calling thread.
 void parallel_rows(int64_t n, int64_t work, int threads, const std::function<void(int64_t, int64_t)>& fn);
+// The work below which parallel_rows stays on one thread (default 2^20); returns the old value.
+// Tests lower it so tiny models take the threaded path too.
+int64_t set_min_parallel_work(int64_t work);
 
 double dot(const float* a, const float* b, int64_t n);        // f64, fixed order
 double dot_f64(const double* a, const double* b, int64_t n);  // plain sequential f64
