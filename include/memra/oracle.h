@@ -9,8 +9,8 @@
 //   - prime(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) BITWISE when the GDN prefill form is
 //     Recurrent (the same per-token operations in the same order), and within 1e-5 relative with
 //     the Chunked form (a different but algebraically identical summation of the delta rule);
-//   - forward_all(p)[i] == forward_last(p[:i+1]) bitwise for pure-attention models, and in the
-//     Recurrent form for hybrids (the chunk boundaries move with the prompt length);
+//   - forward_all(p)[i] == forward_last(p[:i+1]) bitwise, in both GDN forms (chunks start at the
+//     same positions, and a position's chunked output never reads later tokens of its chunk);
 //   - Chunked and Recurrent GDN agree to <= 1e-5 relative.
 //
 // provides: oracle::GdnForm, Options, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
@@ -79,7 +79,8 @@ class Model {
   // Every position's logits.
   std::vector<std::vector<float>> forward_all(std::span<const int32_t> tokens) const;
   // Runs the prompt from cache.pos on, writing every position's K/V and GDN state into `cache`;
-  // returns the last position's logits.
+  // returns the last position's logits. Input errors (token ids, length, empty) are found before
+  // anything is written; after a numeric error (NaN/Inf) the cache content is unspecified.
   std::vector<float> prime(std::span<const int32_t> tokens, Cache& cache) const;
   // One token at cache.pos (a one-token recurrent GDN step).
   Step decode_step(int32_t token, Cache& cache) const;
