@@ -308,6 +308,7 @@ TEST(Nvfp4, NibbleOrderPlacesEachValueWhereTheLayoutSays) {
 TEST(Nvfp4, RandomRowsRoundToNearestAndStayWithinTheGridBound) {
   const int64_t n = 64 * 48;
   const std::vector<float> x = random_row(11, n);
+  int saturated = 0;  // the saturation branch below must be exercised
   for (float s2 : {1.0f, 0.0371f, 3.5f}) {
     SCOPED_TRACE(s2);
     std::vector<BlockNvfp4> b(n / 64);
@@ -337,6 +338,10 @@ TEST(Nvfp4, RandomRowsRoundToNearestAndStayWithinTheGridBound) {
           ASSERT_EQ(deq, double{e2m1_value(code)} * sc * s2);
           const double bound = std::fabs(t) <= 6 ? e2m1_half_gap(t) * double{D}
                                                  : std::fabs(double{xs[j]}) - 6.0 * D;
+          // Saturation only comes from the scale rounding down (<= 2^-4 relative in e4m3's
+          // normal range): |x|/D <= 6/(1 - 2^-4) = 6.4 (docs/quant.md).
+          if (want >= 0x1p-6 && want <= 448) ASSERT_LE(std::fabs(t), 6.4f) << i << "," << s;
+          saturated += std::fabs(t) > 6;
           // D*t = x up to one f32 rounding of x/D and of sc*s2: 2^-22 relative slack.
           ASSERT_LE(std::fabs(xs[j] - deq), bound + std::fabs(double{xs[j]}) * 0x1p-22)
               << i << "," << s << "," << j;
@@ -344,6 +349,7 @@ TEST(Nvfp4, RandomRowsRoundToNearestAndStayWithinTheGridBound) {
       }
     }
   }
+  EXPECT_GT(saturated, 0);
 }
 
 TEST(Nvfp4, TensorScaleIsModelOptsAmaxOver2688) {
