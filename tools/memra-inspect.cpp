@@ -183,7 +183,7 @@ int inspect(const Options& o) {
   }
   if (src->hf_config_json()) std::cout << "config.json:  present\n";
 
-  size_t w_name = 4, w_type = 4, w_shape = 5;
+  size_t w_name = 4, w_type = 4, w_shape = 2;
   for (const std::string& n : names) {
     const memra::TensorView& t = src->tensor(n);
     w_name = std::max(w_name, n.size());
@@ -198,7 +198,7 @@ int inspect(const Options& o) {
               << std::setw(static_cast<int>(w_shape)) << c << "  " << std::right
               << std::setw(12) << d << "\n";
   };
-  row("name", "type", "shape", "bytes");
+  row("name", "type", "ne", "bytes");
   for (const std::string& n : names) {
     const memra::TensorView& t = src->tensor(n);
     row(n, std::string(memra::dtype_name(t.type)), shape_of(t.ne), std::to_string(t.data.size()));
