@@ -67,7 +67,7 @@ std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int
 // Use at the top of a test body or in SetUp(); it returns from the calling function.
 #define MEMRA_REQUIRE_GPU_ARCH(archs, ...)                                                 \
   do {                                                                                     \
-    if (auto memra_why_ = ::memra::testing::gpu_unavailable(archs, ##__VA_ARGS__)) {       \
+    if (auto memra_why_ = ::memra::testing::gpu_unavailable(archs __VA_OPT__(, ) __VA_ARGS__)) { \
       if (::memra::testing::strict_gpu_mode())                                             \
         GTEST_FAIL() << *memra_why_ << " (strict mode: MEMRA_REQUIRE_GPU=1)";             \
       else                                                                                 \
@@ -77,5 +77,5 @@ std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int
 
 // The same for the arch labels the test target was registered with (memra_add_gate ARCHS).
 #ifdef MEMRA_TEST_ARCHS
-#define MEMRA_REQUIRE_TEST_GPU(...) MEMRA_REQUIRE_GPU_ARCH(MEMRA_TEST_ARCHS, ##__VA_ARGS__)
+#define MEMRA_REQUIRE_TEST_GPU(...) MEMRA_REQUIRE_GPU_ARCH(MEMRA_TEST_ARCHS __VA_OPT__(, ) __VA_ARGS__)
 #endif
