@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <functional>
 #include <limits>
 #include <string>
@@ -245,7 +246,9 @@ TEST_P(GgufMalformed, ThrowsNamedError) {
     EXPECT_THAT(e.what(), HasSubstr(c.phrase));
   }
   // The mmap path shares the parser; its errors name the real path.
-  const auto dir = std::filesystem::temp_directory_path() / "memra_gguf_malformed";
+  // Per process, so that parallel runs (default and sanitizer builds) do not share files.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("memra_gguf_malformed_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();
   {
@@ -260,6 +263,8 @@ TEST_P(GgufMalformed, ThrowsNamedError) {
     EXPECT_THAT(e.what(), StartsWith("gguf " + path + ": "));
     EXPECT_THAT(e.what(), HasSubstr(c.phrase));
   }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, GgufMalformed, ::testing::ValuesIn(cases()),

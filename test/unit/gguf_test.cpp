@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -40,11 +41,25 @@ std::vector<std::byte> filler(size_t n, unsigned seed) {
   return v;
 }
 
-std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "memra_gguf_test";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+// Files go to a per-process directory (parallel runs of this binary, e.g. a sanitizer build
+// next to the default one, must not share files), removed when the tests end.
+std::filesystem::path temp_dir() {
+  return std::filesystem::temp_directory_path() /
+         ("memra_gguf_test_" + std::to_string(::getpid()));
 }
+std::string temp_path(const std::string& name) {
+  std::filesystem::create_directories(temp_dir());
+  return (temp_dir() / name).string();
+}
+class TempDirCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kCleanup =
+    ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -525,8 +540,10 @@ TEST(GgufOpen, MissingFileAndDirectoryNamePath) {
 
 // --- the writer read by an independent implementation ----------------------------------------
 
-std::string run_checker(const std::string& file) {
-  const std::string cmd = "python3 " MEMRA_SOURCE_DIR "/test/fixtures/gguf_check.py " + file;
+bool have_python() { return std::system("python3 -c 'import struct, json' >/dev/null 2>&1") == 0; }
+
+std::string run_checker(const std::string& args) {
+  const std::string cmd = "python3 " MEMRA_SOURCE_DIR "/test/fixtures/gguf_check.py " + args;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return "";
   std::string out;
@@ -545,7 +562,7 @@ std::string f32_bits(float v) {
 }
 
 TEST(GgufIndependentReader, PythonReadsWhatTheWriterWrote) {
-  if (std::system("python3 -c 'import struct, json' >/dev/null 2>&1") != 0)
+  if (!have_python())
     GTEST_SKIP() << "python3 not found; the independent reader test/fixtures/gguf_check.py "
                     "needs it";
   GgufWriter w;
@@ -602,6 +619,45 @@ TEST(GgufIndependentReader, PythonReadsWhatTheWriterWrote) {
   }
   EXPECT_EQ(j["data_offset"].get<int64_t>() % 64, 0);
   EXPECT_EQ(j["file_size"], j["data_offset"].get<int64_t>() + 192 + 128);
+}
+
+// The reader on a file written by the Python side (contents listed in gguf_check.py's
+// write_sample docstring; the values below are that list, not the reader's output).
+TEST(GgufIndependentReader, ReadsWhatPythonWrote) {
+  if (!have_python())
+    GTEST_SKIP() << "python3 not found; the independent writer test/fixtures/gguf_check.py "
+                    "needs it";
+  const std::string path = temp_path("from_python.gguf");
+  run_checker("--write " + path);
+  auto f = GgufFile::open(path);
+  EXPECT_EQ(f->version(), 3u);
+  EXPECT_EQ(f->alignment(), 32u);
+  EXPECT_EQ(f->data_offset() % 32, 0u);
+  EXPECT_EQ(f->architecture(), "qwen3");
+  EXPECT_EQ(f->get_int("qwen3.block_count"), 2);
+  EXPECT_EQ(f->kv("qwen3.block_count")->type(), GgufType::U32);
+  EXPECT_EQ(f->get_float("qwen3.rope.freq_base"), 1e6);
+  EXPECT_THAT(f->get_string_array("tokenizer.ggml.tokens"), ElementsAre("a", "\xc4\xa0" "b"));
+  EXPECT_THAT(f->get_float_array("tokenizer.ggml.scores"), ElementsAre(0.5, -1.0));
+  EXPECT_FALSE(f->get_bool("flag"));
+  EXPECT_EQ(f->kv("small")->elem_type(), GgufType::I16);
+  EXPECT_THAT(f->get_int_array("small"), ElementsAre(-1, 2));
+  EXPECT_EQ(f->get_int("big"), int64_t{1} << 40);
+  EXPECT_EQ(f->get_int("general.quantization_version"), 2);
+  ASSERT_EQ(f->tensors().size(), 2u);
+  const TensorView& e = f->tensor("token_embd.weight");
+  EXPECT_EQ(e.type, DType::F32);
+  EXPECT_THAT(e.ne, ElementsAre(4, 2));
+  float vals[8];
+  ASSERT_EQ(e.data.size(), sizeof vals);
+  std::memcpy(vals, e.data.data(), sizeof vals);
+  EXPECT_THAT(vals, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  const TensorView& q = f->tensor("blk.0.attn_q.weight");
+  EXPECT_EQ(q.type, DType::Q8_0);
+  EXPECT_EQ(f->tensor_offset("blk.0.attn_q.weight"), 32u);
+  ASSERT_EQ(q.data.size(), 34u);
+  for (size_t i = 0; i < 34; ++i) EXPECT_EQ(static_cast<int>(q.data[i]), static_cast<int>(i));
+  EXPECT_EQ(f->file_size(), f->data_offset() + 32 + 64);  // 32 f32 bytes, 34 padded to 64
 }
 
 }  // namespace
