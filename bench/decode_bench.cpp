@@ -1,0 +1,174 @@
+// Timing arms of the GPU model: decode at batch 1 and prefill of 512 tokens, on realistic-shape
+// synthetic models (fixture presets' configs, weights filled on the device: Model::synthetic),
+// plus the streaming-read probe that defines the card's read-bandwidth roofline.
+//
+//   bench_decode --benchmark_out=decode.json --benchmark_out_format=json
+//
+// GPU time through CUDA events (UseManualTime). Counters: items_per_second = tokens/s,
+// bytes_per_token (weight bytes one decode step streams), bytes_per_second, hbm_fraction
+// (streamed bytes/s over the probe's measured read bandwidth, run first in the same program).
+// Context (GPU, SM, driver, commit $MEMRA_COMMIT) goes into the JSON.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/stream_read.cuh"
+#include "memra/engine.h"
+#include "memra/fixture.h"
+#include "memra/model.h"
+
+namespace {
+
+using namespace memra;
+
+Engine& engine() {
+  static Engine e = Engine::open(0);
+  return e;
+}
+cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(engine().stream()); }
+
+double g_read_bw = 0;  // bytes/s, from BM_StreamRead
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() { cudaEventCreate(&a); cudaEventCreate(&b); }
+  ~Timer() { cudaEventDestroy(a); cudaEventDestroy(b); }
+  void start() { cudaEventRecord(a, stream()); }
+  double stop_s() {
+    cudaEventRecord(b, stream());
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    return ms / 1e3;
+  }
+};
+
+void BM_StreamRead(benchmark::State& st) {
+  const size_t bytes = size_t{4} << 30;
+  DeviceBuffer<uint8_t> buf(engine(), bytes);
+  buf.fill_bytes(0);
+  DeviceBuffer<float> sink(engine(), 8 * static_cast<size_t>(engine().props().sm_count));
+  Timer t;
+  double best = 0;
+  for (auto _ : st) {
+    t.start();
+    cuda::stream_read_run(buf.data(), bytes, sink.data(), engine().props().sm_count, stream());
+    const double s = t.stop_s();
+    st.SetIterationTime(s);
+    best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  g_read_bw = std::max(g_read_bw, best);
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * bytes));
+  st.counters["read_bw_GBps"] = best / 1e9;
+}
+
+struct Shape {
+  const char* name;
+  Family family;
+  fixture::Preset preset;
+  DType type;
+};
+
+const Shape kShapes[] = {
+    {"qwen35-9b/q8_0", Family::Qwen35, fixture::Preset::Qwen35_9B, DType::Q8_0},
+    {"qwen35-9b/nvfp4", Family::Qwen35, fixture::Preset::Qwen35_9B, DType::NVFP4},
+    {"qwen35-35b-a3b/nvfp4", Family::Qwen35Moe, fixture::Preset::Qwen35_35B_A3B, DType::NVFP4},
+    {"qwen3-0.6b/q8_0", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::Q8_0},
+};
+
+// One model resident at a time (the 35B-A3B shape alone is ~20 GB).
+Model& model_for(const Shape& s) {
+  static std::string key;
+  static std::unique_ptr<Model> m;
+  if (key != s.name) {
+    m.reset();
+    fixture::FixtureSpec spec;
+    spec.family = s.family;
+    spec.preset = s.preset;
+    m = std::make_unique<Model>(Model::synthetic(engine(), fixture::fixture_config(spec), s.type, 42));
+    key = s.name;
+  }
+  return *m;
+}
+
+void set_arm(Model& m, const char* arm) {
+  Arms a = m.arms();
+  a.decode_matvec = std::string(arm) == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
+  m.set_arms(a);
+}
+
+void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
+  Model& m = model_for(s);
+  set_arm(m, arm);
+  const int64_t steps = st.max_iterations;
+  Cache c = m.new_cache(16 + steps + 8);
+  std::vector<int32_t> prompt(16);
+  for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
+  m.prime_cache(prompt, c);
+  int32_t tok = 1;
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    tok = m.decode_greedy(tok, c);
+    st.SetIterationTime(t.stop_s());
+  }
+  const double bpt = static_cast<double>(m.decode_bytes_per_token());
+  st.SetItemsProcessed(st.iterations());
+  st.SetBytesProcessed(static_cast<int64_t>(bpt * static_cast<double>(st.iterations())));
+  st.counters["bytes_per_token"] = bpt;
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+  st.counters["hbm_fraction"] = benchmark::Counter(g_read_bw > 0 ? bpt / g_read_bw : 0, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["read_bw_GBps"] = g_read_bw / 1e9;
+}
+
+void BM_Prefill512(benchmark::State& st, Shape s) {
+  Model& m = model_for(s);
+  set_arm(m, "mmvq");
+  std::vector<int32_t> prompt(512);
+  for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    auto l = m.forward_last(prompt);
+    benchmark::DoNotOptimize(l.data());
+    st.SetIterationTime(t.stop_s());
+  }
+  st.SetItemsProcessed(st.iterations() * 512);
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * 512), benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
+      ->Unit(benchmark::kMillisecond);
+  for (const Shape& s : kShapes) {
+    for (const char* arm : {"mmvq", "dp4a"})
+      benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
+          ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name).c_str(), BM_Prefill512, s)
+        ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  const DeviceProps& p = engine().props();
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  benchmark::AddCustomContext("gpu", p.name);
+  benchmark::AddCustomContext("sm", std::to_string(p.sm));
+  benchmark::AddCustomContext("sm_count", std::to_string(p.sm_count));
+  benchmark::AddCustomContext("driver", std::to_string(driver));
+  const char* commit = std::getenv("MEMRA_COMMIT");
+  benchmark::AddCustomContext("commit", commit ? commit : "unknown");
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,40 @@
+// memra/cache.h — Cache: one sequence's state on the GPU, made by Model::new_cache.
+//
+// Per full-attention layer K and V [max_ctx, n_head_kv * head_dim] f32 (post-norm, post-RoPE
+// keys, as the oracle's cache); per Gated-DeltaNet layer the conv state [K-1, conv_dim] (the
+// last K-1 conv inputs, oldest first) and the recurrent state [n_v, d_k, d_v] f32; the
+// position (tokens already written). A cache belongs to the model that made it: using it with
+// another model is an error.
+//
+// provides: Cache
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace memra {
+
+class Model;
+
+class Cache {
+ public:
+  Cache();
+  Cache(Cache&&) noexcept;
+  Cache& operator=(Cache&&) noexcept;
+  ~Cache();
+
+  int64_t max_ctx() const;
+  int64_t pos() const;  // tokens already written
+  // Back to position 0 with zeroed conv and recurrent state (K/V beyond pos are never read).
+  void reset();
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  friend class Model;
+  explicit Cache(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memra

@@ -1,0 +1,102 @@
+// memra/model.h — the GPU model: Qwen3 / Qwen3-Next / Qwen3.5 / Qwen3.5-MoE on one CUDA device.
+//
+//   memra::Engine e = memra::Engine::open(0);
+//   auto src = memra::open_weights("x.gguf");
+//   memra::Model m = memra::Model::load(e, *src);
+//   memra::Cache c = m.new_cache(4096);
+//   memra::Prime p = m.prime_cache(prompt, c);   // prefill, writes every position's state
+//   memra::Step s = m.decode_step(tok, c);       // one token: logits + final hidden
+//
+// Weights stay in the file's storage type (F32, F16, BF16, Q8_0, NVFP4; memra/raw_weights.h);
+// activations entering a Q8_0/NVFP4 mat-vec are quantised to q8_1 (the W8A8 / W4A8 contract
+// of memra/quant.h). Everything between the mat-vecs is f32.
+//
+// Consistency (tested in test/exactness/gpu_oracle_test.cpp):
+//   - prime_cache(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) bitwise: every kernel
+//     computes a token's values by the same operations whatever the number of tokens in the
+//     call (mat-vec tiles keep per-token accumulators, attention splits have a fixed size, the
+//     GDN recurrence walks tokens in order);
+//   - the same inputs and arms give the same bits run after run (no atomics, launch shapes
+//     from problem shapes only);
+//   - teacher-forced along the oracle's greedy stream, the argmax agrees with the oracle's or
+//     the oracle's own top-2 margin is inside the near-tie band (docs/gpu.md).
+// Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act = w4a8. Not
+// implemented yet, and an error when set: prefill_act = w4a4, decode_graph = on,
+// gdn_prefill = chunked (the GPU prefill runs the recurrent form; the model's arms start with
+// gdn_prefill = recurrent for that reason).
+//
+// provides: LoadOptions, Step, Prime, Model
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "memra/arms.h"
+#include "memra/cache.h"
+#include "memra/config.h"
+#include "memra/dtype.h"
+#include "memra/engine.h"
+#include "memra/raw_weights.h"
+#include "memra/source.h"
+
+namespace memra {
+
+struct LoadOptions {
+  std::vector<int> devices = {0};  // one device for now; must be the engine's
+};
+
+struct Step {
+  std::vector<float> logits;  // [n_vocab]
+  std::vector<float> hidden;  // [n_embd] final-normed hidden state (the lm_head input)
+};
+
+struct Prime {
+  std::vector<float> logits;  // last prompt position
+  std::vector<float> hidden;
+};
+
+class Model {
+ public:
+  // Config from the source's metadata (ModelConfig::from_source), raw weights, upload.
+  static Model load(Engine& e, const WeightSource& src, const LoadOptions& opt = {});
+  static Model from_raw(Engine& e, const ModelConfig& c, const RawWeights& w);
+  // Benchmark model: every matrix of `c` in `matrix_type` (Q8_0, NVFP4, BF16, F32), filled on
+  // the device with valid random blocks derived from `seed` (no host copy of the weights); norms
+  // 1, small GDN gates. Numerically meaningless, shape- and byte-exact.
+  static Model synthetic(Engine& e, const ModelConfig& c, DType matrix_type, uint64_t seed);
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  const ModelConfig& config() const;
+  const Arms& arms() const;
+  void set_arms(const Arms& a);  // validated on the next call
+
+  Cache new_cache(int64_t max_ctx) const;
+
+  // Last position's logits of a prompt, without a cache (a scratch cache of the prompt's size).
+  std::vector<float> forward_last(std::span<const int32_t> tokens);
+  // Runs the prompt from cache.pos() on, writing every position's K/V and GDN state.
+  Prime prime_cache(std::span<const int32_t> tokens, Cache& cache);
+  // One token at cache.pos(): logits and final hidden, copied to the host.
+  Step decode_step(int32_t token, Cache& cache);
+  // One token, greedy: the argmax (lowest index on ties) computed on the device; only the
+  // token id comes back. The generation loop of benchmarks and memra-run.
+  int32_t decode_greedy(int32_t token, Cache& cache);
+
+  // Bytes of weight matrices read by one decode step (embedding: one row; MoE: k of E experts
+  // plus router and shared expert), for the bandwidth fraction of benchmarks.
+  int64_t decode_bytes_per_token() const;
+  int64_t weight_bytes() const;  // every matrix on the device
+
+  struct Impl;
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memra

@@ -1,0 +1,38 @@
+// src/cuda/attention.cuh — causal GQA softmax attention over the KV cache, for prefill and
+// decode alike, as fixed-size KV splits plus a combine (flash-decoding's form):
+//
+//   query t (position pos0+t) attends keys 0..pos0+t; query head h reads kv head h / (H/KV);
+//   split s covers keys [s*kSplit, (s+1)*kSplit): m_s = max score, l_s = Σ e^(score - m_s),
+//   acc_s = Σ e^(score - m_s) v   (scores = q.k * 1/sqrt(hd), keys in index order);
+//   combine: M = max m_s; o = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s, splits in order;
+//   gated (Next/3.5): o *= sigmoid(gate).
+// The split size is a constant, never derived from the batch or the context, so a query's
+// result depends only on its own keys (DESIGN.md law 2).
+//
+// provides: kAttnSplit, AttnParams, attention_run, attention_workspace_floats
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace memra::cuda {
+
+inline constexpr int kAttnSplit = 256;
+
+struct AttnParams {
+  const float* q = nullptr;        // [T, H*hd] normed, rotated
+  const float* k_cache = nullptr;  // [max_ctx, KV*hd]
+  const float* v_cache = nullptr;
+  const float* gate = nullptr;     // [T, H*hd] or nullptr (ungated)
+  float* out = nullptr;            // [T, H*hd]
+  float* work = nullptr;           // attention_workspace_floats(...)
+  int64_t T = 0, pos0 = 0;
+  int H = 0, KV = 0, hd = 0;
+  float scale = 0;                 // f32(1 / sqrt(hd))
+};
+
+int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd);
+void attention_run(const AttnParams& p, cudaStream_t s);
+
+}  // namespace memra::cuda

@@ -1,0 +1,128 @@
+// src/cuda/common.cuh — device code every memra kernel family shares (types in dmat.h): block
+// decoders that mirror memra/dtype.h and memra/quant.h bit for bit, warp
+// reductions in the fixed order of the dot contract, and the launch check.
+//
+// Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK, MEMRA_CUDA_CHECK_LAUNCH after every launch).
+//
+// provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half,
+//           dev_e2m1x2, warp_sum_xor, warp_max, quantize_block_q8_1
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/dmat.h"
+#include "memra/cuda_check.h"
+#include "memra/dtype.h"
+#include "memra/error.h"
+
+namespace memra::cuda {
+
+// --- decoders (device twins of memra/dtype.h) ---------------------------------------------
+
+__device__ __forceinline__ float dev_fp16(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    const float mag = __fmul_rn(static_cast<float>(m), 0x1p-24f);
+    return sign ? -mag : mag;
+  }
+  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+__device__ __forceinline__ float dev_bf16(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+// ue4m3_to_f32_half: half of the unsigned E4M3 scale (code 0x7F decodes to 0).
+__device__ __forceinline__ float dev_ue4m3_half(uint8_t b) {
+  const uint32_t c = b & 0x7fu;
+  if (c == 0x7f) return 0.0f;
+  const uint32_t e = (c >> 3) & 0xfu, m = c & 0x7u;
+  float v;
+  if (e == 0) v = __fmul_rn(static_cast<float>(m), 0x1p-9f);
+  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
+  return __fmul_rn(v, 0.5f);
+}
+
+// e2m1_doubled: {0,1,2,3,4,6,8,12} with the sign of bit 3.
+__device__ __forceinline__ int dev_e2m1x2(uint32_t code) {
+  const int mag = (0xC8643210u >> (4 * (code & 7u))) & 0xf;  // nibble table 0,1,2,3,4,6,8,12
+  return (code & 8u) ? -mag : mag;
+}
+
+// Four nibbles (selected by `shift` 0 or 4 of each byte of w) as packed int8x4 of 2*e2m1.
+__device__ __forceinline__ int e2m1x2_pack4(uint32_t w, int shift) {
+  uint32_t out = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const int v = dev_e2m1x2((w >> (8 * b + shift)) & 0xfu);
+    out |= (static_cast<uint32_t>(v) & 0xffu) << (8 * b);
+  }
+  return static_cast<int>(out);
+}
+
+// --- reductions in the contract's order -------------------------------------------------------
+
+// quant.h DotOrder::warp32 step 4: for off = 16..1, lane l adds lane l^off. f32 + is
+// commutative, so every lane ends with the same bits as the tree in quant.h.
+__device__ __forceinline__ float warp_sum_xor(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+__device__ __forceinline__ int warp_isum(int v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// fp16 RNE of a finite f32 (quant.h's f32_to_fp16 for the values q8_1 produces).
+__device__ __forceinline__ uint16_t dev_f32_to_fp16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+// One q8_1 block from 32 values, one per lane (quant.h quantize_row_q8_1): amax over the block,
+// d = fp16(amax / 127), q = d == 0 ? 0 : clamp(roundf(x / f32(d)), -127, 127),
+// s = fp16(f32(d) * Σq). Lane 0 writes d and s; every lane writes its q.
+__device__ __forceinline__ void quantize_block_q8_1(float x, Q81* out, int lane) {
+  const float amax = warp_max(fabsf(x));
+  const uint16_t dh = dev_f32_to_fp16(__fdiv_rn(amax, 127.0f));
+  const float d = dev_fp16(dh);
+  int q = 0;
+  if (d != 0.0f) q = static_cast<int>(fminf(fmaxf(roundf(__fdiv_rn(x, d)), -127.0f), 127.0f));
+  out->qs[lane] = static_cast<int8_t>(q);
+  const int sum = warp_isum(q);
+  if (lane == 0) {
+    out->d = dh;
+    out->s = dev_f32_to_fp16(__fmul_rn(d, static_cast<float>(sum)));
+  }
+}
+
+
+// One element of row `row` of a matrix, dequantised (shared with tests and the lm_head check).
+__device__ __forceinline__ float dmat_elem(const DMat& m, const uint8_t* row, int64_t j) {
+  switch (m.type) {
+    case DType::F32: return reinterpret_cast<const float*>(row)[j];
+    case DType::F16: return dev_fp16(reinterpret_cast<const uint16_t*>(row)[j]);
+    case DType::BF16: return dev_bf16(reinterpret_cast<const uint16_t*>(row)[j]);
+    case DType::Q8_0: {
+      const uint8_t* blk = row + (j / 32) * 34;
+      const uint16_t d = static_cast<uint16_t>(blk[0] | (blk[1] << 8));
+      return __fmul_rn(dev_fp16(d), static_cast<float>(static_cast<int8_t>(blk[2 + j % 32])));
+    }
+    case DType::NVFP4: {
+      const uint8_t* blk = row + (j / 64) * 36;
+      const int v = static_cast<int>(j % 64), s = v / 16, k = v % 16;
+      const uint8_t byte = blk[4 + 8 * s + (k & 7)];
+      const uint32_t code = k < 8 ? (byte & 0xfu) : (byte >> 4);
+      return __fmul_rn(static_cast<float>(dev_e2m1x2(code)), dev_ue4m3_half(blk[s]));
+    }
+    default: return 0.0f;
+  }
+}
+
+}  // namespace memra::cuda

@@ -1,0 +1,46 @@
+// src/cuda/gdn.cuh — Gated DeltaNet (Qwen3-Next / Qwen3.5 linear attention) on the device.
+//
+//   conv:   c_t = silu(Σ_j taps[ch, j] * xin[t + j, ch]), xin = [K-1 cached inputs | T new ones];
+//           the cache keeps the last K-1 inputs (oldest first).
+//   gates:  beta = sigmoid(b), g = ssm_a * softplus(a + dt_bias), decay = exp(g)
+//   q, k:   x / sqrt(Σx² + 1e-6) per key head; q additionally * 1/sqrt(d_k);
+//           value head h reads key head  tiled ? h % n_k : h / (n_v/n_k)   (raw_weights.h)
+//   state S [d_k, d_v] per value head, f32 (the oracle keeps f64):
+//           S <- decay S;  u = beta (v - Sᵀk);  S <- S + k uᵀ;  o = Sᵀ q
+// Prefill runs the same recurrence token by token over the prompt (Arms::gdn_prefill =
+// recurrent); the chunked WY form is not implemented on the GPU yet (an error, not a fallback).
+//
+// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace memra::cuda {
+
+struct GdnConvParams {
+  const float* x = nullptr;     // [T, cd] projections (wqkv x)
+  const float* taps = nullptr;  // [cd, K]
+  float* state = nullptr;       // [K-1, cd] in/out
+  float* y = nullptr;           // [T, cd] silu(conv)
+  int64_t T = 0, cd = 0;
+  int K = 0;
+};
+void gdn_conv_run(const GdnConvParams& p, cudaStream_t s);
+
+struct GdnParams {
+  const float* qkv = nullptr;   // [T, 2*nk*dk + nv*dv] conv output
+  const float* b = nullptr;     // [T, nv] beta logits
+  const float* a = nullptr;     // [T, nv] decay input
+  const float* ssm_a = nullptr; // [nv]
+  const float* dt_bias = nullptr;
+  float* state = nullptr;       // [nv, dk, dv] in/out
+  float* o = nullptr;           // [T, nv*dv]
+  int64_t T = 0;
+  int nk = 0, nv = 0, dk = 0, dv = 0;
+  bool tiled = false;
+};
+void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
+
+}  // namespace memra::cuda

@@ -1,0 +1,47 @@
+// src/cuda/mmvq.cuh — quantised (and float) mat-vec: y[a, r] = scale[slab] * dot(W[slab, r], x[a / x_div])
+// for n_out output vectors a, the decode workhorse (m = 1) that also serves prefill (NT tokens
+// share one pass over a weight row) and MoE experts (slab = expert id read on the device).
+//
+// Activations: q8_1 blocks for Q8_0 / NVFP4 weights (quant.h's dot contract, reproduced
+// bitwise: a lane per unit strided by the threads of a row, then the butterfly); f32 for F32 /
+// F16 / BF16 weights (unit = 8 consecutive values, an fma chain, then the same reduction).
+//
+// Two reduction families (Arms::decode_matvec):
+//   mmvq  — warp per row: 32 lanes stride the units, warp butterfly (quant.h DotOrder::warp32);
+//   dp4a  — block per row: 128 threads stride the units, warp butterflies, then the 4 warp
+//           partials summed in warp order (a two-level block reduce).
+// The per-output-vector order never depends on n_out, NT or the batch: every a is computed by
+// the same sequence of operations (batch invariance, DESIGN.md law 2).
+//
+// provides: MatvecParams, matvec_run
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/dmat.h"
+#include "memra/arms.h"
+
+namespace memra::cuda {
+
+struct MatvecParams {
+  DMat w;
+  const Q81* xq = nullptr;      // [n_x, cols/32] when uses_q8_1(w.type)
+  const float* xf = nullptr;    // [n_x, ld_xf] otherwise
+  int64_t ld_xf = 0;
+  int64_t n_out = 0;            // output vectors
+  int x_div = 1;                // output vector a reads activation row a / x_div
+  const int32_t* slab_of = nullptr;  // [n_out] device: slab of each output vector; nullptr: 0
+  float* y = nullptr;           // y[a * ld_y + r], r < w.slab_rows
+  int64_t ld_y = 0;
+  bool add_to_y = false;        // y = y + result (the residual add, same two roundings)
+};
+
+void matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s);
+
+// Up to kMatvecMulti mat-vecs of one weight type over the same n_out, x_div and slab ids (q, k,
+// v, gate of one layer; an FFN's gate and up) in ONE launch: the grid is the concatenation of
+// their row blocks. Each row is computed exactly as by matvec_run (same kernel body).
+inline constexpr int kMatvecMulti = 4;
+void matvec_run_multi(const MatvecParams* p, int n, DecodeMatvec family, cudaStream_t s);
+
+}  // namespace memra::cuda

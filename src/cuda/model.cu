@@ -1,0 +1,651 @@
+// src/cuda/model.cu — the GPU model walk (memra/model.h): weights upload, the cache, and the
+// decoder loop that chains the kernel families. Read bottom-up: entry points at the end.
+//
+// Block (all families, pre-norm):  x += mixer(norm1(x));  x += ffn(norm2(x)).
+//   attention: q,k,v(,gate) = W h; q/k norm + RoPE + K/V store; split-KV attention (+gate);
+//              x += Wo o                               (rope.cu, attention.cu, mmvq.cu)
+//   GDN:       qkv,z,b,a = W h; conv + SiLU; recurrence; gated norm; x += Wout o   (gdn.cu)
+//   FFN:       x += Wdown (silu(Wgate h) * Wup h)
+//   MoE:       router → route on device → expert mat-vecs indexed by the device-side ids →
+//              x += Σ w_j y_j + sigmoid(sg.h) shared(h)                  (moe.cu)
+// The residual adds are fused into the producing mat-vec (add_to_y) or the MoE combine, with
+// the same two roundings as a separate add.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include "cuda/argmax.cuh"
+#include "cuda/attention.cuh"
+#include "cuda/common.cuh"
+#include "cuda/embed.cuh"
+#include "cuda/gdn.cuh"
+#include "cuda/mmvq.cuh"
+#include "cuda/moe.cuh"
+#include "cuda/norm.cuh"
+#include "cuda/rope.cuh"
+#include "memra/error.h"
+#include "memra/model.h"
+
+namespace memra {
+
+using cuda::DMat;
+using cuda::Q81;
+
+namespace {
+
+cudaStream_t stream_of(const Engine& e) { return reinterpret_cast<cudaStream_t>(e.stream()); }
+
+struct DevMatrix {
+  DeviceBuffer<uint8_t> bytes;
+  DeviceBuffer<float> scale;
+  DMat m;
+  int64_t n_slab = 1;
+  bool empty() const { return m.rows == 0; }
+  int64_t total_bytes() const { return m.rows * m.row_bytes; }
+};
+
+DevMatrix make_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_t n_slab, const std::string& what) {
+  DevMatrix d;
+  if (rows == 0) return d;
+  const bool is_float = type == DType::F32 || type == DType::F16 || type == DType::BF16;
+  if (is_float && cols % 8 != 0)
+    fail(what, ": row length ", cols, " of a ", dtype_name(type), " matrix is not a multiple of 8 (GPU mat-vec unit)");
+  if (!is_float && type != DType::Q8_0 && type != DType::NVFP4)
+    fail(what, ": type ", dtype_name(type), " has no GPU mat-vec");
+  const int64_t rb = row_bytes(type, cols);
+  // +16: the Q8_0 mat-vec reads whole aligned words around 2-byte-aligned blocks (mmvq.cu v2)
+  d.bytes = DeviceBuffer<uint8_t>(e, static_cast<size_t>(rb * rows + 16));
+  d.scale = DeviceBuffer<float>(e, static_cast<size_t>(n_slab));
+  d.n_slab = n_slab;
+  d.m.type = type;
+  d.m.rows = rows;
+  d.m.cols = cols;
+  d.m.row_bytes = rb;
+  d.m.slab_rows = rows / n_slab;
+  d.m.data = d.bytes.data();
+  d.m.slab_scale = d.scale.data();
+  return d;
+}
+
+DevMatrix upload(Engine& e, const RawMatrix& r, const std::string& what) {
+  DevMatrix d = make_matrix(e, r.type, r.rows, r.cols, r.n_slab, what);
+  if (r.rows == 0) return d;
+  copy_to_device(d.bytes.data(), r.data.data(), r.data.size(), e.stream());
+  d.scale.upload(r.slab_scale);
+  return d;
+}
+
+DeviceBuffer<float> upload_vec(Engine& e, const std::vector<float>& v) {
+  DeviceBuffer<float> b(e, v.size());
+  b.upload(v);
+  return b;
+}
+
+// --- synthetic weights (benchmarks): valid random blocks written on the device
+
+__device__ __forceinline__ uint32_t mix32(uint64_t x) {
+  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+__global__ void synth_kernel(uint8_t* data, int64_t n_units, int type, uint64_t seed) {
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n_units;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t h = mix32(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(u));
+    if (type == static_cast<int>(DType::Q8_0)) {  // unit = block of 34 B
+      uint8_t* b = data + u * 34;
+      const uint16_t d = __half_as_ushort(__float2half_rn(0.0005f * static_cast<float>(1 + (h & 3))));
+      b[0] = d & 0xff; b[1] = d >> 8;
+      for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>((mix32(h + j) % 255) - 127));
+    } else if (type == static_cast<int>(DType::NVFP4)) {  // unit = block of 36 B
+      uint8_t* b = data + u * 36;
+      for (int s = 0; s < 4; ++s) b[s] = static_cast<uint8_t>(0x18 + ((h >> (4 * s)) & 7));  // ~2^-4 scales
+      for (int j = 0; j < 32; ++j) b[4 + j] = static_cast<uint8_t>(mix32(h + j));
+    } else if (type == static_cast<int>(DType::BF16) || type == static_cast<int>(DType::F16)) {  // unit = 2 B
+      const float v = (static_cast<float>(h % 2001) - 1000.0f) * 2e-5f;
+      const uint16_t bits = type == static_cast<int>(DType::BF16) ? static_cast<uint16_t>(__float_as_uint(v) >> 16)
+                                                                  : __half_as_ushort(__float2half_rn(v));
+      data[2 * u] = bits & 0xff; data[2 * u + 1] = bits >> 8;
+    } else {  // F32
+      reinterpret_cast<float*>(data)[u] = (static_cast<float>(h % 2001) - 1000.0f) * 2e-5f;
+    }
+  }
+}
+
+DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_t n_slab, uint64_t seed,
+                       const std::string& what) {
+  // Row lengths a type cannot block fall back to BF16, as quantizers keep such tensors wider.
+  const int64_t bs = type_traits(type).block_elems;
+  if (cols % bs != 0) type = DType::BF16;
+  DevMatrix d = make_matrix(e, type, rows, cols, n_slab, what);
+  const int64_t units = type == DType::Q8_0 ? rows * cols / 32 : type == DType::NVFP4 ? rows * cols / 64
+                                                                   : type == DType::F32 ? rows * cols : rows * cols;
+  synth_kernel<<<1024, 256, 0, stream_of(e)>>>(d.bytes.data(), units, static_cast<int>(type), seed);
+  MEMRA_CUDA_CHECK_LAUNCH("synth_kernel");
+  std::vector<float> ones(static_cast<size_t>(n_slab), 1.0f);
+  d.scale.upload(ones);
+  return d;
+}
+
+struct DevLayer {
+  LayerKind kind = LayerKind::Attention;
+  DeviceBuffer<float> attn_norm, ffn_norm;
+  DevMatrix wq, wgate, wk, wv, wo;
+  DeviceBuffer<float> q_norm, k_norm;
+  DevMatrix wqkv, wz, wb, wa, wout;
+  DeviceBuffer<float> conv, ssm_a, dt_bias, gnorm;
+  DevMatrix gate, up, down;                      // dense FFN
+  DevMatrix router, egate, eup, edown;           // MoE experts (slabs)
+  DevMatrix sgate, sup, sdown, shared_gate;      // shared expert; shared_gate [1, D] F32
+  bool moe = false;
+};
+
+}  // namespace
+
+// --- the cache ---------------------------------------------------------------------------------
+
+struct Cache::Impl {
+  const Model::Impl* owner = nullptr;
+  cudaStream_t s = nullptr;
+  int64_t max_ctx = 0, pos = 0;
+  std::vector<DeviceBuffer<float>> k, v, conv, state;  // [n_layer], empty for the other kind
+  void reset() {
+    pos = 0;
+    for (auto& b : conv) b.fill_bytes(0);
+    for (auto& b : state) b.fill_bytes(0);
+  }
+};
+
+Cache::Cache() = default;
+Cache::Cache(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Cache::Cache(Cache&&) noexcept = default;
+Cache& Cache::operator=(Cache&&) noexcept = default;
+Cache::~Cache() = default;
+int64_t Cache::max_ctx() const { return impl_ ? impl_->max_ctx : 0; }
+int64_t Cache::pos() const { return impl_ ? impl_->pos : 0; }
+void Cache::reset() {
+  if (!impl_) fail("Cache::reset: empty cache (not made by Model::new_cache)");
+  impl_->reset();
+}
+
+// --- the model ---------------------------------------------------------------------------------
+
+struct Model::Impl {
+  Engine* e = nullptr;
+  cudaStream_t s = nullptr;
+  ModelConfig c;
+  Arms arms;
+  DevMatrix embed, output;
+  DeviceBuffer<float> output_norm;
+  bool tiled = false;
+  std::vector<DevLayer> layers;
+
+  // scratch, sized for cap_T tokens
+  int64_t cap_T = 0, cap_work = 0;
+  DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
+  DeviceBuffer<Q81> hq, oq, fq, hnq;
+  DeviceBuffer<int32_t> ids, tok, amax;
+  std::vector<int32_t> tok_host;
+
+  const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
+  int64_t D() const { return c.n_embd; }
+  int64_t ffn_width() const { return std::max({c.n_ff, c.n_ff_exp * std::max<int64_t>(c.n_expert_used, 1), c.n_ff_shexp, int64_t{1}}); }
+  int64_t k_used() const { return std::max<int64_t>(c.n_expert_used, 1); }
+
+  void ensure_scratch(int64_t T, int64_t ctx) {
+    if (T > cap_T) {
+      const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+      const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads, K = k_used();
+      auto f = [&](int64_t n) { return DeviceBuffer<float>(*e, static_cast<size_t>(std::max<int64_t>(n, 1))); };
+      auto qb = [&](int64_t n) { return DeviceBuffer<Q81>(*e, static_cast<size_t>(std::max<int64_t>(n / 32, 1))); };
+      const int64_t omax = std::max(qd, vd);
+      const int64_t fmax = std::max({T * c.n_ff, T * K * c.n_ff_exp, T * c.n_ff_shexp});
+      x = f(T * D); h = f(T * D); q = f(T * qd); k = f(T * kvd); v = f(T * kvd); gate = f(T * qd);
+      o = f(T * omax); qkv = f(T * cd); qkvc = f(T * cd); z = f(T * vd); b = f(T * nv); a = f(T * nv);
+      fg = f(fmax); fu = f(fmax); ye = f(T * K * D); ysh = f(T * D); rl = f(T * c.n_expert); sg = f(T);
+      wts = f(T * K);
+      hq = qb(T * D); oq = qb(T * omax); fq = qb(fmax);
+      ids = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T * K));
+      tok = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T));
+      cap_T = T;
+    }
+    if (logits.size() == 0) {
+      logits = DeviceBuffer<float>(*e, static_cast<size_t>(c.n_vocab));
+      hn = DeviceBuffer<float>(*e, static_cast<size_t>(c.n_embd));
+      hnq = DeviceBuffer<Q81>(*e, static_cast<size_t>(std::max<int64_t>(c.n_embd / 32, 1)));
+      amax = DeviceBuffer<int32_t>(*e, 1);
+    }
+    const int64_t need = cuda::attention_workspace_floats(T, ctx, static_cast<int>(c.n_head), static_cast<int>(c.head_dim));
+    if (need > cap_work) {
+      work = DeviceBuffer<float>(*e, static_cast<size_t>(need));
+      cap_work = need;
+    }
+  }
+
+  void check_arms() const {
+    if (arms.prefill_act == PrefillAct::w4a4)
+      fail("GPU model: arm prefill_act=w4a4 is not implemented (only w4a8)");
+    if (arms.decode_graph) fail("GPU model: arm decode_graph=on is not implemented");
+    if (arms.gdn_prefill == GdnPrefill::chunked && c.has_linear())
+      fail("GPU model: arm gdn_prefill=chunked is not implemented (the GPU prefill is recurrent)");
+  }
+
+  // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
+  void mv(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
+          bool add, int x_div = 1, const int32_t* slab = nullptr) {
+    cuda::MatvecParams p;
+    p.w = w;
+    if (cuda::uses_q8_1(w.type)) p.xq = xq;
+    else { p.xf = xf; p.ld_xf = ld; }
+    p.y = y; p.ld_y = ld_y; p.n_out = n_out; p.add_to_y = add; p.x_div = x_div; p.slab_of = slab;
+    cuda::matvec_run(p, arms.decode_matvec, s);
+  }
+
+  // Several mat-vecs over the same activation rows in as few launches as possible: one per
+  // weight type (each row is computed exactly as by mv()).
+  struct Job {
+    const DevMatrix* w;
+    float* y;
+  };
+  void mv_group(std::initializer_list<Job> jobs, const float* xf, int64_t ld, const Q81* xq, int64_t n_out,
+                int x_div = 1, const int32_t* slab = nullptr) {
+    std::vector<cuda::MatvecParams> ps;
+    for (const Job& j : jobs) {
+      if (j.w->empty()) continue;
+      cuda::MatvecParams p;
+      p.w = j.w->m;
+      if (cuda::uses_q8_1(p.w.type)) p.xq = xq;
+      else { p.xf = xf; p.ld_xf = ld; }
+      p.y = j.y; p.ld_y = p.w.slab_rows; p.n_out = n_out; p.x_div = x_div; p.slab_of = slab;
+      ps.push_back(p);
+    }
+    std::vector<bool> done(ps.size(), false);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (done[i]) continue;
+      cuda::MatvecParams batch[cuda::kMatvecMulti];
+      int n = 0;
+      for (size_t k = i; k < ps.size() && n < cuda::kMatvecMulti; ++k)
+        if (!done[k] && ps[k].w.type == ps[i].w.type) { batch[n++] = ps[k]; done[k] = true; }
+      cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
+    }
+  }
+
+  void rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* w,
+             float* y, Q81* qq, int64_t rows, int64_t n) {
+    cuda::RowOpParams p;
+    p.op = op; p.x = x; p.ld_x = ld_x; p.z = zz; p.ld_z = ld_z; p.w = w; p.eps = static_cast<float>(c.rms_eps);
+    p.y = y; p.ld_y = n; p.q = n % 32 == 0 ? qq : nullptr; p.rows = rows; p.n = n;
+    cuda::rowop_run(p, s);
+  }
+
+  // RMSNorm of rows into y (f32) and q (q8_1 when n % 32 == 0): one kernel when the
+  // fuse_norm_quant arm is on, a norm then a quantisation otherwise (bit-identical results).
+  void norm_quant(const float* x, const float* w, float* y, Q81* qq, int64_t rows, int64_t n) {
+    if (arms.fuse_norm_quant) return rowop(cuda::RowOp::RmsNorm, x, n, nullptr, 0, w, y, qq, rows, n);
+    rowop(cuda::RowOp::RmsNorm, x, n, nullptr, 0, w, y, nullptr, rows, n);
+    if (n % 32 == 0) rowop(cuda::RowOp::Identity, y, n, nullptr, 0, nullptr, nullptr, qq, rows, n);
+  }
+
+  void attention_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t pos0) {
+    const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+    mv_group({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}, {&L.wgate, gate.data()}}, h.data(), D,
+             hq.data(), T);
+    cuda::QkPrepParams qp;
+    qp.q = q.data(); qp.k = k.data(); qp.v = v.data(); qp.q_norm = L.q_norm.data(); qp.k_norm = L.k_norm.data();
+    qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = pos0;
+    qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
+    qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
+    cuda::qk_prep_run(qp, s);
+    cuda::AttnParams ap;
+    ap.q = q.data(); ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
+    ap.gate = L.wgate.empty() ? nullptr : gate.data(); ap.out = o.data(); ap.work = work.data();
+    ap.T = T; ap.pos0 = pos0; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
+    ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    cuda::attention_run(ap, s);
+    if (cuda::uses_q8_1(L.wo.m.type)) rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);
+    mv(L.wo.m, o.data(), qd, oq.data(), x.data(), D, T, true);
+  }
+
+  void gdn_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T) {
+    const int64_t D = c.n_embd, cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+    mv_group({{&L.wqkv, qkv.data()}, {&L.wz, z.data()}, {&L.wb, b.data()}, {&L.wa, a.data()}}, h.data(), D,
+             hq.data(), T);
+    cuda::GdnConvParams cp;
+    cp.x = qkv.data(); cp.taps = L.conv.data(); cp.state = ci.conv[li].data(); cp.y = qkvc.data();
+    cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
+    cuda::gdn_conv_run(cp, s);
+    cuda::GdnParams gp;
+    gp.qkv = qkvc.data(); gp.b = b.data(); gp.a = a.data(); gp.ssm_a = L.ssm_a.data(); gp.dt_bias = L.dt_bias.data();
+    gp.state = ci.state[li].data(); gp.o = o.data(); gp.T = T;
+    gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
+    gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = tiled;
+    cuda::gdn_recurrent_run(gp, s);
+    // gated norm per value head (rows T*nv of d_v), in place
+    rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(), nullptr,
+          T * nv, c.ssm_d_v);
+    if (cuda::uses_q8_1(L.wout.m.type)) rowop(cuda::RowOp::Identity, o.data(), vd, nullptr, 0, nullptr, nullptr, oq.data(), T, vd);
+    mv(L.wout.m, o.data(), vd, oq.data(), x.data(), D, T, true);
+  }
+
+  // SwiGLU FFN of n_out rows: gate/up from h (row a / x_div), down into y.
+  void swiglu(const DevMatrix& g, const DevMatrix& u, const DevMatrix& d, int64_t n_out, int x_div,
+              const int32_t* slab, float* y, bool add) {
+    const int64_t D = c.n_embd, F = g.m.slab_rows;
+    mv_group({{&g, fg.data()}, {&u, fu.data()}}, h.data(), D, hq.data(), n_out, x_div, slab);
+    rowop(cuda::RowOp::Swiglu, fg.data(), F, fu.data(), F, nullptr, fg.data(), fq.data(), n_out, F);
+    mv(d.m, fg.data(), F, fq.data(), y, D, n_out, add, 1, slab);
+  }
+
+  void ffn_layer(DevLayer& L, int64_t T) {
+    const int64_t D = c.n_embd;
+    if (!L.moe) return swiglu(L.gate, L.up, L.down, T, 1, nullptr, x.data(), true);
+    const int K = static_cast<int>(c.n_expert_used);
+    mv(L.router.m, h.data(), D, hq.data(), rl.data(), c.n_expert, T, false);
+    cuda::MoeRouteParams rp;
+    rp.logits = rl.data(); rp.ids = ids.data(); rp.weights = wts.data(); rp.T = T;
+    rp.E = static_cast<int>(c.n_expert); rp.k = K; rp.renorm = c.norm_topk;
+    cuda::moe_route_run(rp, s);
+    swiglu(L.egate, L.eup, L.edown, T * K, K, ids.data(), ye.data(), false);
+    const bool shared = !L.sgate.empty();
+    if (shared) {
+      mv(L.shared_gate.m, h.data(), D, hq.data(), sg.data(), 1, T, false);
+      swiglu(L.sgate, L.sup, L.sdown, T, 1, nullptr, ysh.data(), false);
+    }
+    cuda::MoeCombineParams cp;
+    cp.y = ye.data(); cp.weights = wts.data(); cp.y_shared = shared ? ysh.data() : nullptr; cp.sg = sg.data();
+    cp.x = x.data(); cp.T = T; cp.D = D; cp.k = K;
+    cuda::moe_combine_run(cp, s);
+  }
+
+  void check_cache(const Cache& cache) const {
+    if (!cache.impl()) fail("cache is empty (not made by Model::new_cache)");
+    if (cache.impl()->owner != this) fail("cache was made by another model");
+  }
+
+  void check_tokens(std::span<const int32_t> toks, const Cache::Impl& ci) const {
+    if (toks.empty()) fail("empty prompt");
+    const int64_t T = static_cast<int64_t>(toks.size());
+    if (ci.pos + T > ci.max_ctx)
+      fail("prompt of ", T, " tokens at position ", ci.pos, " exceeds the cache's max_ctx ", ci.max_ctx);
+    for (int64_t i = 0; i < T; ++i)
+      if (toks[i] < 0 || toks[i] >= c.n_vocab)
+        fail("token id ", toks[i], " at position ", ci.pos + i, " out of range (vocab ", c.n_vocab, ")");
+  }
+
+  // The decoder over T tokens at cache.pos; leaves the last row's final-normed hidden in hn and
+  // its logits in `logits` (device).
+  void run(std::span<const int32_t> toks, Cache::Impl& ci) {
+    check_arms();
+    check_tokens(toks, ci);
+    const int64_t T = static_cast<int64_t>(toks.size()), D = c.n_embd, pos0 = ci.pos;
+    ensure_scratch(T, pos0 + T);
+    tok_host.assign(toks.begin(), toks.end());
+    copy_to_device(tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(T), e->stream());
+    cuda::EmbedParams ep;
+    ep.table = embed.m; ep.tokens = tok.data(); ep.T = T; ep.x = x.data();
+    cuda::embed_run(ep, s);
+    for (int64_t li = 0; li < c.n_layer; ++li) {
+      DevLayer& L = layers[static_cast<size_t>(li)];
+      norm_quant(x.data(), L.attn_norm.data(), h.data(), hq.data(), T, D);
+      if (L.kind == LayerKind::Attention) attention_layer(L, ci, li, T, pos0);
+      else gdn_layer(L, ci, li, T);
+      norm_quant(x.data(), L.ffn_norm.data(), h.data(), hq.data(), T, D);
+      ffn_layer(L, T);
+    }
+    ci.pos += T;
+    norm_quant(x.data() + (T - 1) * D, output_norm.data(), hn.data(), hnq.data(), 1, D);
+    mv(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false);
+  }
+
+  std::vector<float> fetch_logits() {
+    std::vector<float> l = logits.download();
+    for (size_t i = 0; i < l.size(); ++i)
+      if (!std::isfinite(l[i])) fail("non-finite logit (", l[i], ") at index ", i, " (lm_head)");
+    return l;
+  }
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+const ModelConfig& Model::config() const { return impl_->c; }
+const Arms& Model::arms() const { return impl_->arms; }
+void Model::set_arms(const Arms& a) { impl_->arms = a; }
+
+namespace {
+
+std::unique_ptr<Model::Impl> new_impl(Engine& e, const ModelConfig& c) {
+  c.validate();
+  auto m = std::make_unique<Model::Impl>();
+  m->e = &e;
+  m->s = stream_of(e);
+  m->c = c;
+  m->arms.gdn_prefill = GdnPrefill::recurrent;  // the only GDN prefill form on the GPU (model.h)
+  m->layers.resize(static_cast<size_t>(c.n_layer));
+  return m;
+}
+
+}  // namespace
+
+Model Model::from_raw(Engine& e, const ModelConfig& c, const RawWeights& w) {
+  auto m = new_impl(e, c);
+  m->tiled = w.gdn_tiled_v_heads;
+  m->embed = upload(e, w.embed, "token_embd");
+  m->output = upload(e, w.output, "output");
+  m->output_norm = upload_vec(e, w.output_norm);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const RawLayer& R = w.layers[static_cast<size_t>(i)];
+    DevLayer& L = m->layers[static_cast<size_t>(i)];
+    const std::string P = "layer " + std::to_string(i) + " ";
+    L.kind = c.layer_kind[static_cast<size_t>(i)];
+    L.attn_norm = upload_vec(e, R.attn_norm);
+    L.ffn_norm = upload_vec(e, R.ffn_norm);
+    if (R.attn) {
+      L.wq = upload(e, R.attn->wq, P + "wq");
+      L.wgate = upload(e, R.attn->wgate, P + "wgate");
+      L.wk = upload(e, R.attn->wk, P + "wk");
+      L.wv = upload(e, R.attn->wv, P + "wv");
+      L.wo = upload(e, R.attn->wo, P + "wo");
+      L.q_norm = upload_vec(e, R.attn->q_norm);
+      L.k_norm = upload_vec(e, R.attn->k_norm);
+    }
+    if (R.gdn) {
+      L.wqkv = upload(e, R.gdn->wqkv, P + "wqkv");
+      L.wz = upload(e, R.gdn->wz, P + "wz");
+      L.wb = upload(e, R.gdn->wb, P + "wb");
+      L.wa = upload(e, R.gdn->wa, P + "wa");
+      L.wout = upload(e, R.gdn->wout, P + "wout");
+      L.conv = upload_vec(e, R.gdn->conv);
+      L.ssm_a = upload_vec(e, R.gdn->ssm_a);
+      L.dt_bias = upload_vec(e, R.gdn->dt_bias);
+      L.gnorm = upload_vec(e, R.gdn->norm);
+    }
+    if (R.ffn) {
+      L.gate = upload(e, R.ffn->gate, P + "ffn_gate");
+      L.up = upload(e, R.ffn->up, P + "ffn_up");
+      L.down = upload(e, R.ffn->down, P + "ffn_down");
+    }
+    if (R.moe) {
+      L.moe = true;
+      L.router = upload(e, R.moe->router, P + "router");
+      L.egate = upload(e, R.moe->experts.gate, P + "experts.gate");
+      L.eup = upload(e, R.moe->experts.up, P + "experts.up");
+      L.edown = upload(e, R.moe->experts.down, P + "experts.down");
+      if (!R.moe->shared.empty()) {
+        L.sgate = upload(e, R.moe->shared.gate, P + "shared.gate");
+        L.sup = upload(e, R.moe->shared.up, P + "shared.up");
+        L.sdown = upload(e, R.moe->shared.down, P + "shared.down");
+        RawMatrix sgm;
+        sgm.type = DType::F32;
+        sgm.rows = 1;
+        sgm.cols = c.n_embd;
+        sgm.slab_scale = {1.0f};
+        sgm.data.resize(sizeof(float) * static_cast<size_t>(c.n_embd));
+        std::memcpy(sgm.data.data(), R.moe->shared_gate.data(), sgm.data.size());
+        L.shared_gate = upload(e, sgm, P + "shared_gate");
+      }
+    }
+  }
+  e.synchronize();  // the uploads read host memory owned by `w`
+  return Model(std::move(m));
+}
+
+Model Model::load(Engine& e, const WeightSource& src, const LoadOptions& opt) {
+  if (opt.devices.size() != 1 || opt.devices[0] != e.device())
+    fail("Model::load: one device, the engine's (", e.device(), "), is supported");
+  const ModelConfig c = ModelConfig::from_source(src);
+  const RawWeights w = load_raw_weights(src, c);
+  return with_context(src.path(), [&] { return from_raw(e, c, w); });
+}
+
+Model Model::synthetic(Engine& e, const ModelConfig& c, DType t, uint64_t seed) {
+  auto m = new_impl(e, c);
+  const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+  const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+  uint64_t sd = seed;
+  auto M = [&](int64_t rows, int64_t cols, int64_t slabs, const std::string& what) {
+    return synth_matrix(e, t, rows, cols, slabs, ++sd, what);
+  };
+  auto V = [&](int64_t n, float v) { return upload_vec(e, std::vector<float>(static_cast<size_t>(n), v)); };
+  m->embed = M(c.n_vocab, D, 1, "token_embd");
+  if (!c.tied_embeddings) m->output = M(c.n_vocab, D, 1, "output");
+  m->output_norm = V(D, 1.0f);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    DevLayer& L = m->layers[static_cast<size_t>(i)];
+    L.kind = c.layer_kind[static_cast<size_t>(i)];
+    L.attn_norm = V(D, 1.0f);
+    L.ffn_norm = V(D, 1.0f);
+    if (L.kind == LayerKind::Attention) {
+      L.wq = M(qd, D, 1, "wq");
+      if (c.attn_gated()) L.wgate = M(qd, D, 1, "wgate");
+      L.wk = M(kvd, D, 1, "wk");
+      L.wv = M(kvd, D, 1, "wv");
+      L.wo = M(D, qd, 1, "wo");
+      L.q_norm = V(c.head_dim, 1.0f);
+      L.k_norm = V(c.head_dim, 1.0f);
+    } else {
+      L.wqkv = M(cd, D, 1, "wqkv");
+      L.wz = M(vd, D, 1, "wz");
+      L.wb = M(nv, D, 1, "wb");
+      L.wa = M(nv, D, 1, "wa");
+      L.wout = M(D, vd, 1, "wout");
+      L.conv = V(cd * c.ssm_conv_kernel, 0.25f);
+      L.ssm_a = V(nv, -1.0f);
+      L.dt_bias = V(nv, 0.0f);
+      L.gnorm = V(c.ssm_d_v, 1.0f);
+    }
+    if (c.ffn_kind[static_cast<size_t>(i)] == FfnKind::Moe) {
+      L.moe = true;
+      const int64_t E = c.n_expert, I = c.n_ff_exp;
+      L.router = synth_matrix(e, DType::F32, E, D, 1, ++sd, "router");
+      L.egate = M(E * I, D, E, "experts.gate");
+      L.eup = M(E * I, D, E, "experts.up");
+      L.edown = M(E * D, I, E, "experts.down");
+      if (c.n_ff_shexp > 0) {
+        L.sgate = M(c.n_ff_shexp, D, 1, "shared.gate");
+        L.sup = M(c.n_ff_shexp, D, 1, "shared.up");
+        L.sdown = M(D, c.n_ff_shexp, 1, "shared.down");
+        L.shared_gate = synth_matrix(e, DType::F32, 1, D, 1, ++sd, "shared_gate");
+      }
+    } else {
+      L.gate = M(c.n_ff, D, 1, "ffn_gate");
+      L.up = M(c.n_ff, D, 1, "ffn_up");
+      L.down = M(D, c.n_ff, 1, "ffn_down");
+    }
+  }
+  e.synchronize();
+  return Model(std::move(m));
+}
+
+Cache Model::new_cache(int64_t max_ctx) const {
+  if (max_ctx <= 0) fail("new_cache: max_ctx ", max_ctx, " must be > 0");
+  const ModelConfig& c = impl_->c;
+  Engine& e = *impl_->e;
+  auto ci = std::make_unique<Cache::Impl>();
+  ci->owner = impl_.get();
+  ci->s = impl_->s;
+  ci->max_ctx = max_ctx;
+  ci->k.resize(static_cast<size_t>(c.n_layer));
+  ci->v.resize(static_cast<size_t>(c.n_layer));
+  ci->conv.resize(static_cast<size_t>(c.n_layer));
+  ci->state.resize(static_cast<size_t>(c.n_layer));
+  const size_t kv = static_cast<size_t>(max_ctx * c.n_head_kv * c.head_dim);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const size_t li = static_cast<size_t>(i);
+    if (c.layer_kind[li] == LayerKind::Attention) {
+      ci->k[li] = DeviceBuffer<float>(e, kv);
+      ci->v[li] = DeviceBuffer<float>(e, kv);
+    } else {
+      ci->conv[li] = DeviceBuffer<float>(e, static_cast<size_t>((c.ssm_conv_kernel - 1) * c.ssm_conv_dim()));
+      ci->state[li] = DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v));
+    }
+  }
+  ci->reset();
+  return Cache(std::move(ci));
+}
+
+std::vector<float> Model::forward_last(std::span<const int32_t> tokens) {
+  if (tokens.empty()) fail("forward_last: empty prompt");
+  Cache c = new_cache(static_cast<int64_t>(tokens.size()));
+  impl_->run(tokens, *c.impl());
+  return impl_->fetch_logits();
+}
+
+Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
+  impl_->check_cache(cache);
+  impl_->run(tokens, *cache.impl());
+  Prime p;
+  p.logits = impl_->fetch_logits();
+  p.hidden = impl_->hn.download();
+  return p;
+}
+
+Step Model::decode_step(int32_t token, Cache& cache) {
+  impl_->check_cache(cache);
+  const int32_t one[1] = {token};
+  impl_->run(one, *cache.impl());
+  Step s;
+  s.logits = impl_->fetch_logits();
+  s.hidden = impl_->hn.download();
+  return s;
+}
+
+int32_t Model::decode_greedy(int32_t token, Cache& cache) {
+  impl_->check_cache(cache);
+  const int32_t one[1] = {token};
+  impl_->run(one, *cache.impl());
+  cuda::argmax_run(impl_->logits.data(), impl_->c.n_vocab, impl_->amax.data(), impl_->s);
+  int32_t out = 0;
+  copy_to_host(&out, impl_->amax.data(), sizeof(out), impl_->e->stream());
+  return out;
+}
+
+int64_t Model::weight_bytes() const {
+  int64_t n = impl_->embed.total_bytes() + impl_->output.total_bytes();
+  for (const DevLayer& L : impl_->layers)
+    for (const DevMatrix* m : {&L.wq, &L.wgate, &L.wk, &L.wv, &L.wo, &L.wqkv, &L.wz, &L.wb, &L.wa, &L.wout, &L.gate,
+                               &L.up, &L.down, &L.router, &L.egate, &L.eup, &L.edown, &L.sgate, &L.sup, &L.sdown,
+                               &L.shared_gate})
+      n += m->total_bytes();
+  return n;
+}
+
+int64_t Model::decode_bytes_per_token() const {
+  const Impl& m = *impl_;
+  int64_t n = m.embed.m.row_bytes + (m.output.empty() ? m.embed.total_bytes() : m.output.total_bytes());
+  for (const DevLayer& L : m.layers) {
+    for (const DevMatrix* d : {&L.wq, &L.wgate, &L.wk, &L.wv, &L.wo, &L.wqkv, &L.wz, &L.wb, &L.wa, &L.wout, &L.gate,
+                               &L.up, &L.down, &L.router, &L.sgate, &L.sup, &L.sdown, &L.shared_gate})
+      n += d->total_bytes();
+    for (const DevMatrix* d : {&L.egate, &L.eup, &L.edown})
+      if (!d->empty()) n += d->total_bytes() / d->n_slab * m.c.n_expert_used;
+  }
+  return n;
+}
+
+}  // namespace memra

@@ -1,0 +1,78 @@
+// src/cuda/moe.cu — routing (a warp per token) and the weighted combine (see moe.cuh).
+#include "cuda/common.cuh"
+#include "cuda/moe.cuh"
+
+namespace memra::cuda {
+
+namespace {
+
+constexpr int kMaxPerLane = 32;  // E <= 1024
+
+// --- kernels
+
+__global__ void moe_route_kernel(MoeRouteParams p) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (t >= p.T) return;
+  const float* l = p.logits + t * p.E;
+  float mx = -INFINITY;
+  for (int e = lane; e < p.E; e += 32) mx = fmaxf(mx, l[e]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+  for (int e = lane; e < p.E; e += 32) sum = __fadd_rn(sum, expf(l[e] - mx));
+  sum = warp_sum_xor(sum);
+  uint32_t taken = 0;  // bit m: expert lane + 32m already selected
+  float sel_p[16];
+  float tot = 0.0f;
+  for (int j = 0; j < p.k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int m = 0, e = lane; e < p.E; ++m, e += 32)
+      if (!(taken >> m & 1u) && (l[e] > bv || bi == 0x7fffffff)) { bv = l[e]; bi = e; }
+    for (int off = 16; off > 0; off >>= 1) {  // max value, then lowest index
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+      if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+    }
+    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+    const float pj = __fdiv_rn(expf(bv - mx), sum);
+    sel_p[j] = pj;
+    tot = __fadd_rn(tot, pj);
+    if (lane == 0) p.ids[t * p.k + j] = bi;
+  }
+  if (lane == 0)
+    for (int j = 0; j < p.k; ++j) p.weights[t * p.k + j] = p.renorm ? __fdiv_rn(sel_p[j], tot) : sel_p[j];
+}
+
+__global__ void moe_combine_kernel(MoeCombineParams p) {
+  const int64_t t = blockIdx.x;
+  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < p.k; ++j) acc = fmaf(p.weights[t * p.k + j], p.y[(t * p.k + j) * p.D + d], acc);
+    if (p.y_shared) {
+      const float g = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.sg[t])));
+      acc = fmaf(g, p.y_shared[t * p.D + d], acc);
+    }
+    p.x[t * p.D + d] = __fadd_rn(p.x[t * p.D + d], acc);
+  }
+}
+
+}  // namespace
+
+// --- launchers / dispatch
+
+void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.E > 32 * kMaxPerLane || p.k > 16 || p.k > p.E)
+    fail("moe route: E = ", p.E, " (<= 1024), k = ", p.k, " (<= 16) unsupported");
+  moe_route_kernel<<<static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s>>>(p);
+  MEMRA_CUDA_CHECK_LAUNCH("moe_route_kernel");
+}
+
+void moe_combine_run(const MoeCombineParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  moe_combine_kernel<<<static_cast<unsigned>(p.T), 256, 0, s>>>(p);
+  MEMRA_CUDA_CHECK_LAUNCH("moe_combine_kernel");
+}
+
+}  // namespace memra::cuda

@@ -1,0 +1,82 @@
+// GPU test fixtures: tiny models of every family in every weight type the GPU model streams,
+// built in memory (no files) from deterministic random canonical weights.
+//
+//   gguf: llama.cpp names; matrices stored as F32 / BF16 / Q8_0 / NVFP4 (+ "<name>.scale")
+//         where the row length allows the block, except the MoE router and the conv taps
+//         (kept F32, as llama.cpp's quantizer does);
+//   hf:   HF names (Qwen3-Next's interleaved qkvz/ba, zero-centred norms), matrices BF16.
+// The oracle and the GPU model load the SAME source, so the only differences between them are
+// the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memra/config.h"
+#include "memra/memory_source.h"
+#include "memra/quant.h"
+#include "memra/weights.h"
+#include "unit/oracle_fixtures.h"
+
+namespace memra::gpu_test {
+
+inline const char* family_id(Family f) {
+  switch (f) {
+    case Family::Qwen3: return "qwen3";
+    case Family::Qwen3Next: return "qwen3next";
+    case Family::Qwen35: return "qwen35";
+    case Family::Qwen35Moe: return "qwen35moe";
+  }
+  return "?";
+}
+
+inline bool keep_f32(const std::string& name) {
+  return name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos ||
+         name.ends_with(".scale");
+}
+
+// Re-stores every eligible matrix of `src` as `type`.
+inline void convert_matrices(MemorySource& src, DType type) {
+  if (type == DType::F32) return;
+  const int64_t bs = type_traits(type).block_elems;
+  for (const std::string& name : src.tensor_names()) {
+    const TensorView t = *src.find(name);
+    if (t.ne.size() < 2 || keep_f32(name) || t.type != DType::F32 || t.ne[0] % bs != 0) continue;
+    const int64_t cols = t.ne[0], rows = t.nelements() / cols;
+    const float* x = reinterpret_cast<const float*>(t.data.data());
+    std::vector<std::byte> bytes(static_cast<size_t>(row_bytes(type, cols) * rows));
+    if (type == DType::NVFP4) {
+      const float s2 = quantize_nvfp4_tensor(x, bytes.data(), rows, cols);
+      const std::string base = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+      src.add(name, type, t.ne, std::move(bytes));
+      const float sv[1] = {s2};
+      src.add_f32(base + ".scale", {1}, sv);
+    } else {
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, x + r * cols, bytes.data() + r * row_bytes(type, cols), cols);
+      src.add(name, type, t.ne, std::move(bytes));
+    }
+  }
+}
+
+struct FixtureModel {
+  std::string id;
+  ModelConfig config;
+  std::unique_ptr<MemorySource> source;
+};
+
+// id "<family>-<type>-<gguf|hf>", e.g. "qwen35moe-nvfp4-gguf".
+inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 7) {
+  FixtureModel m;
+  m.config = testing_fixtures::tiny_config(f);
+  const ModelWeights w = random_weights(m.config, seed + static_cast<uint64_t>(f));
+  m.source = std::make_unique<MemorySource>(hf ? to_hf_source(m.config, w) : to_gguf_source(m.config, w));
+  convert_matrices(*m.source, type);
+  std::string t(dtype_name(type));
+  for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  m.id = std::string(family_id(f)) + "-" + t + (hf ? "-hf" : "-gguf");
+  return m;
+}
+
+}  // namespace memra::gpu_test

@@ -1,0 +1,313 @@
+// Gate: GPU model == CPU oracle, teacher-forced along the oracle's greedy stream, on every tiny
+// fixture (4 families x F32/BF16/Q8_0/NVFP4 GGUF + BF16 HF). Plus the GPU model's own laws:
+// prime_cache + decode_step == forward_last (bitwise), run-to-run determinism (sha256 of the
+// logits stream), arm equivalences, and bad input as errors.
+//
+// Oracle: memra::oracle::Model (f64 accumulation) on the same in-memory source, with the
+// recurrent GDN prefill form (the GPU's). Tolerance, per position i (docs/gpu.md "band"):
+//   noise_i = max_j |gpu_j - oracle_j| must stay below noise_ceiling(type) * max_j |oracle_j|;
+//   the GPU's argmax must equal the oracle's, or the oracle's margin between its pick and the
+//   GPU's pick must be <= 2 noise_i (a swap that logit noise of that size can explain).
+// Canary (gate_gpu_oracle_canary): the same gate fed a wrong token must fail.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "exactness/gpu_fixture.h"
+#include "memra/engine.h"
+#include "memra/error.h"
+#include "memra/hash.h"
+#include "memra/model.h"
+#include "memra/oracle.h"
+#include "memra/testing/gate.h"
+#include "memra/testing/gpu.h"
+
+namespace memra {
+namespace {
+
+using gpu_test::FixtureModel;
+
+constexpr int kPrompt = 12;  // prompt tokens
+constexpr int kSteps = 20;   // teacher-forced decode steps
+
+// Relative logit-noise ceilings, from docs/gpu.md. Float weights: the GPU sees exactly the
+// oracle's weights and differs by f32 vs f64 accumulation; Q8_0/NVFP4: plus q8_1 activations.
+double noise_ceiling(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::BF16: return 2e-4;
+    default: return 3e-2;
+  }
+}
+
+Engine& engine() {
+  static Engine e = Engine::open(testing::test_device());
+  return e;
+}
+
+struct Loaded {
+  FixtureModel fx;
+  std::unique_ptr<oracle::Model> oracle;
+  std::unique_ptr<Model> gpu;
+  DType type;
+};
+
+Loaded& loaded(Family f, DType t, bool hf) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  FixtureModel fx = gpu_test::make_fixture(f, t, hf);
+  auto& slot = cache[fx.id];
+  if (!slot) {
+    slot = std::make_unique<Loaded>();
+    oracle::Options o;
+    o.gdn_prefill = oracle::GdnForm::Recurrent;
+    slot->oracle = std::make_unique<oracle::Model>(oracle::Model::load(*fx.source, o));
+    slot->gpu = std::make_unique<Model>(Model::load(engine(), *fx.source));
+    slot->type = t;
+    slot->fx = std::move(fx);
+  }
+  return *slot;
+}
+
+int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
+
+struct TfResult {
+  int positions = 0;
+  int disagreements = 0, outside_band = 0, over_ceiling = 0;
+  double max_rel_noise = 0, max_abs_noise = 0;
+  int first_bad = -1;
+  std::string first_bad_why;
+};
+
+// The teacher-forced walk; `wrong_token` feeds the GPU token+1 (the canary's broken arm).
+TfResult teacher_forced(Loaded& m, bool wrong_token) {
+  const ModelConfig& c = m.fx.config;
+  const auto prompt = testing_fixtures::prompt(kPrompt, c.n_vocab, 3);
+  oracle::Cache oc = m.oracle->new_cache(kPrompt + kSteps + 1);
+  Cache gc = m.gpu->new_cache(kPrompt + kSteps + 1);
+  std::vector<float> ol = m.oracle->prime(prompt, oc);
+  std::vector<float> gl = m.gpu->prime_cache(prompt, gc).logits;
+  TfResult r;
+  const double ceil = noise_ceiling(m.type);
+  for (int i = 0; i <= kSteps; ++i) {
+    double amax = 0, dmax = 0;
+    for (size_t j = 0; j < ol.size(); ++j) {
+      amax = std::max(amax, std::abs(static_cast<double>(ol[j])));
+      dmax = std::max(dmax, std::abs(static_cast<double>(gl[j]) - ol[j]));
+    }
+    EXPECT_GT(amax, 0.0) << "oracle logits all zero at position " << i << " (vacuous fixture)";
+    const double rel = dmax / amax;
+    r.max_rel_noise = std::max(r.max_rel_noise, rel);
+    r.max_abs_noise = std::max(r.max_abs_noise, dmax);
+    const int32_t ot = argmax(ol), gt = argmax(gl);
+    std::string why;
+    if (rel > ceil) {
+      ++r.over_ceiling;
+      why = "logit noise " + std::to_string(rel) + " of max|logit| exceeds the ceiling " + std::to_string(ceil);
+    }
+    if (ot != gt) {
+      ++r.disagreements;
+      const double margin = static_cast<double>(ol[ot]) - ol[gt];
+      if (margin > 2 * dmax) {
+        ++r.outside_band;
+        why += (why.empty() ? "" : "; ") + std::string("GPU picks ") + std::to_string(gt) + ", oracle " +
+               std::to_string(ot) + " with margin " + std::to_string(margin) + " > band 2*noise " + std::to_string(2 * dmax);
+      }
+    }
+    if (!why.empty() && r.first_bad < 0) {
+      r.first_bad = i;
+      r.first_bad_why = why;
+    }
+    ++r.positions;
+    if (i == kSteps) break;
+    const int32_t fed = wrong_token ? (ot + 1) % static_cast<int32_t>(c.n_vocab) : ot;
+    ol = m.oracle->decode_step(ot, oc).logits;
+    gl = m.gpu->decode_step(fed, gc).logits;
+  }
+  return r;
+}
+
+struct Case {
+  Family family;
+  DType type;
+  bool hf;
+  std::string name() const {
+    std::string t(dtype_name(type));
+    return std::string(gpu_test::family_id(family)) + "_" + t + (hf ? "_hf" : "_gguf");
+  }
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
+    for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back({f, t, false});
+    v.push_back({f, DType::BF16, true});
+  }
+  return v;
+}
+
+struct CaseName {
+  std::string operator()(const ::testing::TestParamInfo<Case>& i) const { return i.param.name(); }
+};
+
+class GpuGate : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
+};
+
+void gate_body(Loaded& m, bool wrong) {
+  const TfResult r = teacher_forced(m, wrong);
+  ::testing::Test::RecordProperty("max_rel_noise", std::to_string(r.max_rel_noise));
+  ::testing::Test::RecordProperty("disagreements", r.disagreements);
+  std::printf("[tf] %s: positions %d, disagreements %d (outside band %d), max rel noise %.3e, max abs noise %.3e\n",
+              m.fx.id.c_str(), r.positions, r.disagreements, r.outside_band, r.max_rel_noise, r.max_abs_noise);
+  EXPECT_EQ(r.positions, kSteps + 1);
+  EXPECT_EQ(r.over_ceiling + r.outside_band, 0)
+      << m.fx.id << ": first failing position " << r.first_bad << ": " << r.first_bad_why;
+}
+
+#ifndef MEMRA_GPU_CANARY
+
+TEST_P(GpuGate, TeacherForcedAgreesWithOracle) {
+  const Case& c = GetParam();
+  gate_body(loaded(c.family, c.type, c.hf), false);
+}
+
+// prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise: every kernel computes a token's
+// values by the same operations whatever the number of tokens in the call.
+TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
+  const Case& c = GetParam();
+  Loaded& m = loaded(c.family, c.type, c.hf);
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 5);
+  const std::vector<float> full = m.gpu->forward_last(p);
+  Cache cache = m.gpu->new_cache(kPrompt);
+  m.gpu->prime_cache(std::span(p).first(kPrompt - 1), cache);
+  const Step s = m.gpu->decode_step(p.back(), cache);
+  ASSERT_EQ(full.size(), s.logits.size());
+  EXPECT_EQ(std::memcmp(full.data(), s.logits.data(), full.size() * sizeof(float)), 0)
+      << "forward_last and prime+decode differ in bits";
+  EXPECT_EQ(cache.pos(), kPrompt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate, ::testing::ValuesIn(all_cases()), CaseName());
+
+// Two identical runs (prime + greedy decode), the same sha256 of the whole logits stream.
+std::string logits_stream_sha(Model& m, const std::vector<int32_t>& prompt, int steps) {
+  Sha256 h;
+  Cache c = m.new_cache(static_cast<int64_t>(prompt.size()) + steps);
+  Prime p = m.prime_cache(prompt, c);
+  h.update(p.logits.data(), p.logits.size() * sizeof(float));
+  int32_t tok = argmax(p.logits);
+  for (int i = 0; i < steps; ++i) {
+    Step s = m.decode_step(tok, c);
+    h.update(s.logits.data(), s.logits.size() * sizeof(float));
+    tok = argmax(s.logits);
+  }
+  return h.finish_hex();
+}
+
+class GpuModel : public ::testing::Test {
+ protected:
+  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
+};
+
+TEST_F(GpuModel, RunToRunDeterminismSha256) {
+  for (Family f : {Family::Qwen3, Family::Qwen35Moe, Family::Qwen3Next}) {
+    Loaded& m = loaded(f, DType::Q8_0, false);
+    const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 9);
+    const std::string a = logits_stream_sha(*m.gpu, p, 16), b = logits_stream_sha(*m.gpu, p, 16);
+    EXPECT_EQ(a, b) << m.fx.id;
+    RecordProperty(m.fx.id + "_sha256", a);
+  }
+}
+
+// decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's logits.
+TEST_F(GpuModel, DeviceArgmaxMatchesHost) {
+  Loaded& m = loaded(Family::Qwen35, DType::NVFP4, false);
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 11);
+  Cache a = m.gpu->new_cache(kPrompt + 8), b = m.gpu->new_cache(kPrompt + 8);
+  int32_t ta = argmax(m.gpu->prime_cache(p, a).logits), tb = ta;
+  m.gpu->prime_cache(p, b);
+  for (int i = 0; i < 8; ++i) {
+    const Step s = m.gpu->decode_step(ta, a);
+    const int32_t g = m.gpu->decode_greedy(tb, b);
+    EXPECT_EQ(argmax(s.logits), g) << "step " << i;
+    ta = argmax(s.logits);
+    tb = g;
+  }
+}
+
+// Fused and unfused RMSNorm + q8_1 write the same f32 values and the same blocks (norm.cu):
+// the whole stream is bit-identical under fuse_norm_quant on/off.
+TEST_F(GpuModel, FusedNormQuantBitIdentical) {
+  Loaded& m = loaded(Family::Qwen3, DType::Q8_0, false);
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 13);
+  const std::string fused = logits_stream_sha(*m.gpu, p, 6);
+  Arms a = m.gpu->arms();
+  a.fuse_norm_quant = false;
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  EXPECT_EQ(logits_stream_sha(*m.gpu, p, 6), fused);
+}
+
+// The dp4a family (block reduce) is a different summation order: in band, not bitwise.
+TEST_F(GpuModel, Dp4aArmInBand) {
+  for (DType t : {DType::Q8_0, DType::NVFP4}) {
+    Loaded& m = loaded(Family::Qwen35Moe, t, false);
+    Arms a = m.gpu->arms();
+    a.decode_matvec = DecodeMatvec::dp4a;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    gate_body(m, false);
+  }
+}
+
+TEST_F(GpuModel, BadInputIsAnError) {
+  Loaded& m = loaded(Family::Qwen3, DType::Q8_0, false);
+  const int64_t V = m.fx.config.n_vocab;
+  Cache c = m.gpu->new_cache(4);
+  const std::vector<int32_t> bad = {1, static_cast<int32_t>(V)};
+  EXPECT_THAT([&] { m.gpu->prime_cache(bad, c); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("out of range")));
+  EXPECT_EQ(c.pos(), 0) << "a rejected prompt must not advance the cache";
+  const std::vector<int32_t> neg = {-1};
+  EXPECT_THAT([&] { m.gpu->decode_step(-1, c); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("token id -1")));
+  const std::vector<int32_t> longp = {1, 2, 3, 4, 5};
+  EXPECT_THAT([&] { m.gpu->prime_cache(longp, c); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("max_ctx")));
+  EXPECT_THAT([&] { m.gpu->forward_last({}); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("empty prompt")));
+  Loaded& other = loaded(Family::Qwen35, DType::Q8_0, false);
+  Cache oc = other.gpu->new_cache(4);
+  EXPECT_THAT([&] { m.gpu->decode_step(1, oc); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("another model")));
+  Arms a = m.gpu->arms();
+  a.prefill_act = PrefillAct::w4a4;
+  {
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    EXPECT_THAT([&] { m.gpu->forward_last(longp); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("w4a4")));
+  }
+  // A matrix type the GPU cannot stream: named with the tensor.
+  FixtureModel fx = gpu_test::make_fixture(Family::Qwen3, DType::F32, false);
+  const TensorView& t = *fx.source->find("blk.0.attn_k.weight");
+  std::vector<std::byte> q40(static_cast<size_t>(row_bytes(DType::Q4_0, t.ne[0]) * (t.nelements() / t.ne[0])));
+  fx.source->add("blk.0.attn_k.weight", DType::Q4_0, t.ne, std::move(q40));
+  EXPECT_THAT([&] { Model::load(engine(), *fx.source); },
+              ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("blk.0.attn_k.weight"),
+                                                               ::testing::HasSubstr("q4_0"))));
+}
+
+#else  // the canary target
+
+class GpuGateCanary : public GpuGate {};
+TEST_P(GpuGateCanary, WrongTokenFails) {
+  const Case& c = GetParam();
+  Loaded& m = loaded(c.family, c.type, c.hf);
+  testing::expect_gate_fails("GPU fed token+1 instead of the oracle's token", [&] { gate_body(m, true); });
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, GpuGateCanary,
+                         ::testing::Values(Case{Family::Qwen3, DType::Q8_0, false},
+                                           Case{Family::Qwen35Moe, DType::NVFP4, false}),
+                         CaseName());
+
+#endif
+
+}  // namespace
+}  // namespace memra

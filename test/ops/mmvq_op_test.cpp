@@ -1,0 +1,172 @@
+// Op: the mat-vec family (src/cuda/mmvq.cu) against its contract, bitwise.
+// Contract (mmvq.cuh, quant.h "THE DOT CONTRACT"): partial p_u per unit (Q8_0: 32-value block,
+// NVFP4: 16-value sub-block, float: 8 values as an fma chain from 0); mmvq: lane u % 32, then
+// the butterfly; dp4a: thread u % 128, a butterfly per warp, then warps 0..3 summed in order;
+// times the slab's scale. The reference below recomputes every partial from the block bytes
+// with the scalar decoders of memra/dtype.h (not with the kernel's code), and for mmvq also
+// checks against memra::dot_q8_0_q8_1 / dot_nvfp4_q8_1 themselves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cuda/mmvq.cuh"
+#include "memra/engine.h"
+#include "memra/quant.h"
+#include "ops/op_harness.h"
+
+namespace memra::ops {
+namespace {
+
+struct MatvecCase : OpCase {
+  DType type;
+  int64_t rows, cols, n_out;
+  DecodeMatvec arm;
+  int slabs;  // > 1: MoE form (slab ids, x_div = 2)
+  MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s)
+      : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s) {}
+  std::string vars() const override {
+    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs).str();
+  }
+};
+
+std::vector<MatvecCase> cases() {
+  std::vector<MatvecCase> v;
+  for (DType t : {DType::Q8_0, DType::NVFP4, DType::BF16, DType::F32, DType::F16})
+    for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
+      // cols: one partial unit per lane or fewer (64), several rounds with a ragged tail
+      // (4096 + 64*3), rows not a multiple of the 4 rows per block; n_out 1 / 13 (NT = 8 tile + tail)
+      v.emplace_back(t, 7, 64, 1, a, 1);
+      v.emplace_back(t, 37, 4096 + 192, 1, a, 1);
+      v.emplace_back(t, 37, 4096 + 192, 13, a, 1);
+      v.emplace_back(t, 9, 512, 6, a, 3);
+    }
+  return v;
+}
+
+// Per-unit partials of one row against one activation row, in unit order.
+std::vector<float> partials(DType t, const uint8_t* w, const BlockQ8_1* xq, const float* xf, int64_t cols) {
+  std::vector<float> p;
+  if (t == DType::Q8_0) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = w + b * 34;
+      uint16_t d;
+      std::memcpy(&d, blk, 2);
+      int32_t isum = 0;
+      for (int j = 0; j < 32; ++j) isum += int32_t{static_cast<int8_t>(blk[2 + j])} * xq[b].qs[j];
+      const float c = fp16_to_f32(d) * fp16_to_f32(xq[b].d);
+      p.push_back(c * static_cast<float>(isum));
+    }
+  } else if (t == DType::NVFP4) {
+    for (int64_t u = 0; u < cols / 16; ++u) {
+      const uint8_t* blk = w + (u / 4) * 36;
+      const int s = static_cast<int>(u % 4);
+      const BlockQ8_1& a = xq[u / 2];
+      const int off = (s % 2) * 16;
+      int32_t isum = 0;
+      for (int j = 0; j < 8; ++j) {
+        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] & 0xf)} * a.qs[off + j];
+        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] >> 4)} * a.qs[off + j + 8];
+      }
+      const float c = ue4m3_to_f32_half(blk[s]) * fp16_to_f32(a.d);
+      p.push_back(c * static_cast<float>(isum));
+    }
+  } else {
+    std::vector<float> wf(static_cast<size_t>(cols));
+    dequantize_row(t, w, wf.data(), cols);
+    for (int64_t u = 0; u < cols / 8; ++u) {
+      float pu = 0.0f;
+      for (int e = 0; e < 8; ++e) pu = std::fma(wf[u * 8 + e], xf[u * 8 + e], pu);
+      p.push_back(pu);
+    }
+  }
+  return p;
+}
+
+float reduce(const std::vector<float>& p, DecodeMatvec arm) {
+  if (arm == DecodeMatvec::mmvq) return accumulate_partials(p.data(), static_cast<int64_t>(p.size()), DotOrder::warp32);
+  std::vector<float> lanes(128, 0.0f);
+  for (size_t u = 0; u < p.size(); ++u) lanes[u % 128] += p[u];
+  float v = 0.0f;
+  for (int w = 0; w < 4; ++w) v += accumulate_partials(lanes.data() + 32 * w, 32, DotOrder::warp32);
+  return v;
+}
+
+using MatvecOp = OpTest<MatvecCase>;
+
+TEST_P(MatvecOp, MatchesContractBitwise) {
+  const MatvecCase& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  const int64_t R = c.rows * c.slabs, rb = row_bytes(c.type, c.cols);
+  const int x_div = c.slabs > 1 ? 2 : 1;
+  const int64_t n_x = (c.n_out + x_div - 1) / x_div;
+  // weights from random values through the reference quantizers; NVFP4 with a tensor scale
+  std::vector<float> wf(static_cast<size_t>(R * c.cols));
+  for (float& v : wf) v = U(rng) * 0.1f;
+  std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));  // + the padding weight buffers carry (mmvq.cu v2)
+  std::vector<float> scale(static_cast<size_t>(c.slabs), 1.0f);
+  if (c.type == DType::NVFP4) {
+    scale.assign(scale.size(), quantize_nvfp4_tensor(wf.data(), w.data(), R, c.cols));
+  } else {
+    for (int64_t r = 0; r < R; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+    if (c.slabs > 1) for (int s = 0; s < c.slabs; ++s) scale[static_cast<size_t>(s)] = 0.5f + 0.25f * static_cast<float>(s);
+  }
+  std::vector<float> xf(static_cast<size_t>(n_x * c.cols));
+  for (float& v : xf) v = U(rng);
+  std::vector<BlockQ8_1> xq(static_cast<size_t>(n_x * c.cols / 32));
+  for (int64_t a = 0; a < n_x; ++a) quantize_row_q8_1(xf.data() + a * c.cols, xq.data() + a * c.cols / 32, c.cols);
+  std::vector<int32_t> slab(static_cast<size_t>(c.n_out));
+  for (int64_t a = 0; a < c.n_out; ++a) slab[static_cast<size_t>(a)] = static_cast<int32_t>((a * 7 + 1) % c.slabs);
+
+  DeviceBuffer<uint8_t> dw(e, w.size());
+  dw.upload(w);
+  DeviceBuffer<float> ds(e, scale.size()), dxf(e, xf.size()), dy(e, static_cast<size_t>(c.n_out * c.rows));
+  ds.upload(scale);
+  dxf.upload(xf);
+  DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
+  dxq.upload(xq);
+  DeviceBuffer<int32_t> dslab(e, slab.size());
+  dslab.upload(slab);
+  dy.fill_bytes(0xFF);
+
+  cuda::MatvecParams p;
+  p.w.type = c.type; p.w.rows = R; p.w.cols = c.cols; p.w.row_bytes = rb; p.w.slab_rows = c.rows;
+  p.w.data = dw.data(); p.w.slab_scale = ds.data();
+  p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
+  p.xf = dxf.data(); p.ld_xf = c.cols;
+  p.n_out = c.n_out; p.x_div = x_div; p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
+  p.y = dy.data(); p.ld_y = c.rows;
+  cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+  e.synchronize();
+  const std::vector<float> got = dy.download();
+
+  std::vector<float> ref(got.size());
+  for (int64_t a = 0; a < c.n_out; ++a) {
+    const int64_t xr = a / x_div;
+    const int s = c.slabs > 1 ? slab[static_cast<size_t>(a)] : 0;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
+      const float v = reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols), c.arm);
+      ref[static_cast<size_t>(a * c.rows + r)] = v * scale[static_cast<size_t>(s)];
+      if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
+        const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
+        if (c.type == DType::Q8_0)
+          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
+        if (c.type == DType::NVFP4)
+          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
+      }
+    }
+  }
+  double norm = 0;
+  for (float v : ref) norm += std::abs(v);
+  ASSERT_GT(norm, 0.0) << "vacuous case: reference all zero";
+  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, MatvecOp, ::testing::ValuesIn(cases()), OpCaseName());
+
+}  // namespace
+}  // namespace memra::ops
