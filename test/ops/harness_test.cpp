@@ -65,7 +65,7 @@ TEST(OpHarness, PoisonedElementFailsEvenUnderNmse) {
   std::memcpy(&got[1], &poison, 4);
   const auto r = mo::compare_to_contract(got, ref, mo::Tolerance::nmse(1.0));
   EXPECT_FALSE(r);
-  EXPECT_THAT(r.message(), HasSubstr("kernel output [1] is nan where the contract has 2"));
+  EXPECT_THAT(r.message(), HasSubstr("kernel output [1] is -nan where the contract has 2"));
   EXPECT_FALSE(mo::compare_to_contract(got, ref, mo::Tolerance::exact()));
 }
 

@@ -71,13 +71,17 @@ double nmse(std::span<const float> got, std::span<const float> ref) {
                                          << why.str();
   }
   for (size_t i = 0; i < got.size(); ++i)
-    if (!std::isfinite(got[i]) && std::isfinite(ref[i]))
-      return ::testing::AssertionFailure()
-             << "kernel output [" << i << "] is " << got[i] << " where the contract has " << ref[i]
-             << " (unwritten elements stay poisoned as NaN)";
+    if (!std::isfinite(got[i]) && std::isfinite(ref[i])) {
+      std::ostringstream os;
+      os << "kernel output [" << i << "] is " << got[i] << " where the contract has " << ref[i]
+         << " (unwritten elements stay poisoned as NaN)";
+      return ::testing::AssertionFailure() << os.str();
+    }
   const double e = nmse(got, ref);
   if (e <= tol.max_nmse) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "nmse " << e << " > " << tol.max_nmse;
+  std::ostringstream os;  // 6 significant digits, not AssertionResult's round-trip precision
+  os << "nmse " << e << " > " << tol.max_nmse;
+  return ::testing::AssertionFailure() << os.str();
 }
 
 }  // namespace memra::ops
