@@ -2,11 +2,14 @@
 //
 //   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe [--preset tiny|bank|qwen3-0.6b|
 //                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N]
-//                   [--type f32|bf16|q8_0|nvfp4] [--gguf FILE] [--hf DIR]
+//                   [--type T[,T...]] [--gguf FILE] [--hf DIR]
 //                   [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run]
 //                   [--measure STEPS]
 //
-// tiny and bank models are built in memory and can be written as GGUF (--gguf, in --type) and
+// T is f32, bf16, q8_0 or nvfp4 (the matrices' storage type; norms and the like stay f32).
+// Several types write several GGUFs from one draw of the weights: FILE must then contain
+// "{type}", replaced by each type's name.
+// tiny and bank models are built in memory and can be written as GGUF (--gguf) and
 // as an HF directory (--hf: config.json + model.safetensors in f32 + tokenizer.json). The
 // realistic presets are streamed straight into a GGUF (--hf refused: they do not fit in memory
 // as f32); --dry-run prints their layout and size without writing.
@@ -33,7 +36,7 @@ using namespace memra;
 int usage(const std::string& msg) {
   std::cerr << "memra-mkfixture: " << msg << "\n"
             << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe [--preset P] [--seed S]\n"
-               "         [--layers N] [--vocab N] [--type f32|bf16|q8_0|nvfp4] [--gguf FILE] [--hf DIR]\n"
+               "         [--layers N] [--vocab N] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] [--hf DIR]\n"
                "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
@@ -139,7 +142,21 @@ int main(int argc, char** argv) {
   try {
     spec.family = fixture::family_from_name(family);
     spec.preset = fixture::preset_from_name(preset);
-    const DType mtype = type_from_name(type);
+    std::vector<std::string> types;
+    for (size_t a = 0, b; a <= type.size(); a = b + 1) {
+      b = type.find(',', a);
+      if (b == std::string::npos) b = type.size();
+      types.push_back(type.substr(a, b - a));
+    }
+    for (const auto& t : types) (void)type_from_name(t);
+    if (types.size() > 1 && gguf.find("{type}") == std::string::npos && !gguf.empty())
+      fail("--gguf ", gguf, ": several --type values need a {type} placeholder in the file name");
+    auto gguf_for = [&](const std::string& t) {
+      std::string p = gguf;
+      if (const size_t k = p.find("{type}"); k != std::string::npos) p.replace(k, 6, t);
+      return p;
+    };
+    const DType mtype = type_from_name(types[0]);
     const ModelConfig c = fixture::fixture_config(spec);
     const uint64_t seed = fixture::fixture_seed(spec);
 
@@ -165,7 +182,8 @@ int main(int argc, char** argv) {
       o.dry_run = dry || gguf.empty();
       o.tokenizer = &tspec;
       o.name = name;
-      const auto r = fixture::write_gguf_streamed(gguf, c, seed, o);
+      if (types.size() > 1) fail("--type: streamed presets take one type");
+      const auto r = fixture::write_gguf_streamed(gguf_for(types[0]), c, seed, o);
       std::fprintf(stderr, "memra-mkfixture: %s %s: %llu tensors, %.3f B params, %.3f GB, %.1f s%s\n",
                    name.c_str(), type.c_str(), static_cast<unsigned long long>(r.n_tensors),
                    static_cast<double>(r.n_params) * 1e-9, static_cast<double>(r.file_bytes) * 1e-9,
@@ -175,7 +193,8 @@ int main(int argc, char** argv) {
     }
 
     ModelWeights w = fixture::fixture_weights(c, seed);
-    if (!gguf.empty()) fixture::write_fixture_gguf(gguf, c, w, &tspec, mtype, name);
+    if (!gguf.empty())
+      for (const auto& t : types) fixture::write_fixture_gguf(gguf_for(t), c, w, &tspec, type_from_name(t), name);
     if (!hf.empty()) {
       // The real tokenizer.json only describes the model when the vocabulary was not truncated.
       const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;

@@ -1,0 +1,162 @@
+// memra-logits — a model's logits for a token sequence, as JSON.
+//
+//   memra-logits --model FILE|DIR (--tokens 1,2,3 | --prompt TEXT) [--all-positions]
+//                [--backend cpu|gpu] [--ctx N] --out FILE.json
+//
+// Output: {"model": path, "backend": "cpu", "tokens": [...], "positions": [...],
+//          "logits": [[...], ...]} with one row per position listed (the last one, or every one
+// with --all-positions), each value printed with 9 significant digits (exact for f32).
+// --out - writes to stdout. --backend gpu is refused until the GPU engine lands.
+// Bad input (a missing model, a token id outside the vocabulary, a sequence over the context)
+// prints "memra-logits: <what>" and exits 1.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "memra/error.h"
+#include "memra/gguf.h"
+#include "memra/oracle.h"
+#include "memra/source.h"
+#include "memra/tokenizer.h"
+
+namespace {
+
+using namespace memra;
+namespace fs = std::filesystem;
+
+int usage(const std::string& msg) {
+  std::cerr << "memra-logits: " << msg << "\n"
+            << "usage: memra-logits --model FILE|DIR (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
+               "                    [--backend cpu|gpu] [--ctx N] --out FILE.json\n";
+  return 2;
+}
+
+std::vector<int64_t> parse_tokens(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t n = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &n);
+    } catch (...) {
+      n = 0;
+    }
+    if (item.empty() || n != item.size()) fail("--tokens: item ", out.size(), " '", item, "' is not an integer");
+    out.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Tokenizer model_tokenizer(const WeightSource& src, const std::string& path) {
+  if (const GgufFile* g = src.gguf()) return Tokenizer::from_gguf(*g);
+  fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path tj = dir / "tokenizer.json";
+  if (!fs::exists(tj)) fail(path, ": no tokenizer for --prompt (no tokenizer.json); use --tokens");
+  return Tokenizer::from_hf_json(tj.string());
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\', o += static_cast<char>(ch);
+    else if (ch < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", ch);
+      o += b;
+    } else o += static_cast<char>(ch);
+  }
+  return o + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, tokens, prompt, out, backend = "cpu";
+  bool have_tokens = false, have_prompt = false, all = false;
+  long long ctx = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    if (a == "--model" && more) model = argv[++i];
+    else if (a == "--tokens" && more) tokens = argv[++i], have_tokens = true;
+    else if (a == "--prompt" && more) prompt = argv[++i], have_prompt = true;
+    else if (a == "--out" && more) out = argv[++i];
+    else if (a == "--backend" && more) backend = argv[++i];
+    else if (a == "--ctx" && more) ctx = std::atoll(argv[++i]);
+    else if (a == "--all-positions") all = true;
+    else if (a == "-h" || a == "--help") {
+      usage("logits as JSON");
+      return 0;
+    } else {
+      return usage("unknown or incomplete argument '" + a + "'");
+    }
+  }
+  if (model.empty() || out.empty()) return usage("--model and --out are required");
+  if (have_tokens == have_prompt) return usage("give exactly one of --tokens and --prompt");
+  if (backend != "cpu" && backend != "gpu") return usage("--backend must be cpu or gpu");
+
+  try {
+    if (backend == "gpu") fail("--backend gpu: no GPU backend in this build/at runtime");
+    if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
+    const auto src = open_weights(model);
+    const oracle::Model m = oracle::Model::load(*src);
+    const ModelConfig& c = m.config();
+    std::vector<int32_t> ids;
+    if (have_tokens) {
+      const std::vector<int64_t> raw = parse_tokens(tokens);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] < 0 || raw[i] >= c.n_vocab)
+          fail("token ", i, " has id ", raw[i], ", outside the model's vocabulary [0, ", c.n_vocab, ")");
+        ids.push_back(static_cast<int32_t>(raw[i]));
+      }
+    } else {
+      ids = model_tokenizer(*src, model).encode(prompt);
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] >= c.n_vocab)
+          fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");
+    }
+    if (ids.empty()) fail("no tokens");
+    const int64_t max_ctx = ctx > 0 ? ctx : c.n_ctx_train;
+    if (static_cast<int64_t>(ids.size()) > max_ctx)
+      fail("the sequence has ", ids.size(), " tokens, over the context of ", max_ctx);
+
+    std::vector<std::vector<float>> rows;
+    std::vector<size_t> positions;
+    if (all) {
+      rows = m.forward_all(ids);
+      for (size_t i = 0; i < ids.size(); ++i) positions.push_back(i);
+    } else {
+      rows.push_back(m.forward_last(ids));
+      positions.push_back(ids.size() - 1);
+    }
+
+    std::FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
+    if (!f) fail(out, ": cannot open for writing");
+    std::string head = "{\"model\":" + json_string(model) + ",\"backend\":\"cpu\",\"tokens\":[";
+    for (size_t i = 0; i < ids.size(); ++i) head += (i ? "," : "") + std::to_string(ids[i]);
+    head += "],\"positions\":[";
+    for (size_t i = 0; i < positions.size(); ++i) head += (i ? "," : "") + std::to_string(positions[i]);
+    head += "],\"logits\":[";
+    std::fputs(head.c_str(), f);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      std::fputs(r ? ",[" : "[", f);
+      for (size_t i = 0; i < rows[r].size(); ++i) std::fprintf(f, i ? ",%.9g" : "%.9g", static_cast<double>(rows[r][i]));
+      std::fputs("]", f);
+    }
+    std::fputs("]}\n", f);
+    const bool bad = std::ferror(f) != 0;
+    if (f != stdout && std::fclose(f) != 0) fail(out, ": write failed");
+    if (bad) fail(out, ": write failed");
+  } catch (const std::exception& e) {
+    std::cerr << "memra-logits: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
