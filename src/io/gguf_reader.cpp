@@ -53,6 +53,25 @@ std::string show_magic(std::span<const std::byte> b) {
   return s + "'";
 }
 
+// A key or name for an error message: control bytes, quotes and backslashes escaped, cut after
+// 80 bytes (a hostile key may be as long as the file).
+std::string show_name(const std::string& s) {
+  constexpr size_t kMax = 80;
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f || c == '\\' || c == '\'') {
+      out += "\\x";
+      out += "0123456789abcdef"[c >> 4];
+      out += "0123456789abcdef"[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > kMax) out += "...(" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
 std::string show_ne(const std::vector<int64_t>& ne) {
   std::string s = "{";
   for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
@@ -260,9 +279,9 @@ void GgufFile::parse() {
     c.item = "kv " + std::to_string(i);
     std::string key = c.read_string("key");
     if (key.empty()) fail(c.item, ": empty key");
-    c.item += " ('" + key + "')";
+    c.item += " ('" + show_name(key) + "')";
     if (auto it = kv_index_.find(key); it != kv_index_.end())
-      fail("duplicate key '", key, "' (kv ", it->second, " and kv ", i, ")");
+      fail("duplicate key '", show_name(key), "' (kv ", it->second, " and kv ", i, ")");
     const uint32_t type_id = c.read<uint32_t>("type");
     if (!gguf_type_valid(type_id)) fail(c.item, ": unknown value type ", type_id);
     GgufValue v = read_value(c, static_cast<GgufType>(type_id));
@@ -293,9 +312,10 @@ void GgufFile::parse() {
     if (t.name.size() > kMaxNameBytes)
       fail(c.item, ": name length ", t.name.size(), " exceeds ", kMaxNameBytes,
            " bytes (GGML_MAX_NAME)");
-    c.item += " ('" + t.name + "')";
+    c.item += " ('" + show_name(t.name) + "')";
     if (auto it = tensor_index_.find(t.name); it != tensor_index_.end())
-      fail("duplicate tensor name '", t.name, "' (tensor info ", it->second, " and ", i, ")");
+      fail("duplicate tensor name '", show_name(t.name), "' (tensor info ", it->second, " and ",
+           i, ")");
     const uint32_t n_dims = c.read<uint32_t>("n_dims");
     if (n_dims == 0 || n_dims > kMaxDims)
       fail(c.item, ": n_dims ", n_dims, " (must be 1..", kMaxDims, ")");
@@ -345,12 +365,12 @@ void GgufFile::parse() {
     const uint64_t offset = tensor_offsets_[i];
     const uint64_t nbytes = nbytes_of[i];
     if (offset != expected)
-      fail("tensor '", t.name, "' has offset ", offset, ", expected ", expected);
+      fail("tensor '", show_name(t.name), "' has offset ", offset, ", expected ", expected);
     const uint64_t size = bytes_.size();
     if (data_offset_ > size || offset > size - data_offset_ ||
         nbytes > size - data_offset_ - offset)
-      fail("tensor '", t.name, "': data at file offset ", data_offset_, " + ", offset, " (",
-           nbytes, " bytes) extends past the end of the file (size ", size, ")");
+      fail("tensor '", show_name(t.name), "': data at file offset ", data_offset_, " + ",
+           offset, " (", nbytes, " bytes) extends past the end of the file (size ", size, ")");
     t.data = bytes_.subspan(data_offset_ + offset, nbytes);
     // Cannot overflow: offset + nbytes <= file size, and padding adds less than alignment
     // (a u32).

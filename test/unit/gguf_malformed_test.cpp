@@ -120,6 +120,15 @@ std::vector<Case> cases() {
       {"DuplicateKey",
        [] { return Bytes{}.header(3, 0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2).b; },
        "duplicate key 'a.b' (kv 0 and kv 1)"},
+      {"LongDuplicateKeyShortened",
+       [] {
+         const std::string key(200, 'k');
+         return Bytes{}.header(3, 0, 2).kv_u32(key, 1).kv_u32(key, 2).b;
+       },
+       "duplicate key '" + std::string(80, 'k') + "...(200 bytes)' (kv 0 and kv 1)"},
+      {"ControlBytesInKeyEscaped",
+       [] { return Bytes{}.header(3, 0, 1).str("a\nb'").u32(13).u32(0).b; },
+       "kv 0 ('a\\x0ab\\x27'): unknown value type 13"},
       {"UnknownKvType", [] { return Bytes{}.header(3, 0, 1).str("k").u32(13).u32(0).b; },
        "kv 0 ('k'): unknown value type 13"},
       {"TruncatedKvValue", [] { return Bytes{}.header(3, 0, 1).str("k").u32(10).u32(0).zeros(2).b; },
