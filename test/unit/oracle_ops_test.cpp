@@ -313,27 +313,29 @@ TEST_P(OracleGdnForms, ChunkedEqualsRecurrent) {
 INSTANTIATE_TEST_SUITE_P(Lengths, OracleGdnForms, ::testing::Values(1, 63, 64, 65, 130));
 
 // A whole GDN layer against a literal scalar implementation of the HF formulas (conv with zero
-// history, SiLU, L2 norms with eps 1e-6, q scale, GVA head map, gates, gated norm, out proj).
+// history, SiLU, L2 norms with eps 1e-6, q scale, GVA head map h -> h / (nv/nk), gates, gated
+// norm, out proj). n_k = 2, n_v = 4: value heads 0,1 read key head 0 and 2,3 key head 1.
 TEST(OracleGdn, LayerMatchesLiteralReference) {
   std::mt19937 g(4);
+  const int D = 6, nk = 2, nv = 4, dk = 2, dv = 3, K = 3, T = 4;
+  const int kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd;
   ModelConfig c;
   c.family = Family::Qwen35;
-  c.n_embd = 6;
+  c.n_embd = D;
   c.rms_eps = 1e-6;
-  c.ssm_n_k_heads = 1;
-  c.ssm_n_v_heads = 2;
-  c.ssm_d_k = 2;
-  c.ssm_d_v = 3;
-  c.ssm_conv_kernel = 3;
-  const int D = 6, kd = 2, vd = 6, cd = 10, K = 3, T = 4, nv = 2, dk = 2, dv = 3;
+  c.ssm_n_k_heads = nk;
+  c.ssm_n_v_heads = nv;
+  c.ssm_d_k = dk;
+  c.ssm_d_v = dv;
+  c.ssm_conv_kernel = K;
   GdnWeights w;
   w.wqkv = rand_mat(g, cd, D);
   w.wz = rand_mat(g, vd, D);
   w.wb = rand_mat(g, nv, D);
   w.wa = rand_mat(g, nv, D);
   w.conv = rand_mat(g, cd, K, 0.8f);
-  w.ssm_a = {-0.7f, -3.0f};
-  w.dt_bias = {0.9f, 1.2f};
+  w.ssm_a = {-0.7f, -3.0f, -1.5f, -0.3f};
+  w.dt_bias = {0.9f, 1.2f, 0.6f, 1.0f};
   w.norm = rand_vec(g, dv, 0.5f, 1.5f);
   w.wout = rand_mat(g, D, vd);
   std::vector<float> x = rand_vec(g, T * D, -1, 1), out(T * D);
@@ -350,7 +352,7 @@ TEST(OracleGdn, LayerMatchesLiteralReference) {
   std::vector<std::vector<double>> mixed(T);
   std::vector<double> xd(x.begin(), x.end());
   for (int t = 0; t < T; ++t) mixed[t] = lin(w.wqkv, &xd[t * D]);
-  double S[2][2][3] = {};
+  std::vector<double> S(nv * dk * dv, 0.0);  // S[h][i][j]
   for (int t = 0; t < T; ++t) {
     std::vector<double> y(cd);
     for (int ch = 0; ch < cd; ++ch) {  // y_t = silu(sum_j W[c,j] x_{t-K+1+j}), zero before t=0
@@ -361,22 +363,27 @@ TEST(OracleGdn, LayerMatchesLiteralReference) {
       }
       y[ch] = s * sig(s);
     }
-    double q[2], k[2];
-    const double qn = std::sqrt(y[0] * y[0] + y[1] * y[1] + 1e-6), kn = std::sqrt(y[2] * y[2] + y[3] * y[3] + 1e-6);
-    for (int i = 0; i < 2; ++i) { q[i] = y[i] / qn / std::sqrt(2.0); k[i] = y[kd + i] / kn; }
     auto b = lin(w.wb, &xd[t * D]), a = lin(w.wa, &xd[t * D]), z = lin(w.wz, &xd[t * D]);
-    std::vector<double> o(vd);
-    for (int h = 0; h < nv; ++h) {  // one key head serves both value heads
+    std::vector<double> o(vd, 0.0);
+    for (int h = 0; h < nv; ++h) {
+      const int kh = h / (nv / nk);  // repeat_interleave: grouped value heads
+      double q[dk], k[dk], qn = 0, kn = 0;
+      for (int i = 0; i < dk; ++i) { qn += y[kh * dk + i] * y[kh * dk + i]; kn += y[kd + kh * dk + i] * y[kd + kh * dk + i]; }
+      for (int i = 0; i < dk; ++i) {
+        q[i] = y[kh * dk + i] / std::sqrt(qn + 1e-6) / std::sqrt(double(dk));
+        k[i] = y[kd + kh * dk + i] / std::sqrt(kn + 1e-6);
+      }
       const double beta = sig(b[h]), gdec = w.ssm_a[h] * std::log1p(std::exp(a[h] + w.dt_bias[h]));
-      double kvmem[3] = {};
-      for (int i = 0; i < 2; ++i) for (int j = 0; j < 3; ++j) { S[h][i][j] *= std::exp(gdec); kvmem[j] += S[h][i][j] * k[i]; }
-      for (int i = 0; i < 2; ++i) for (int j = 0; j < 3; ++j) S[h][i][j] += k[i] * beta * (y[2 * kd + h * dv + j] - kvmem[j]);
+      double* Sh = &S[h * dk * dv];
+      double kvmem[dv] = {};
+      for (int i = 0; i < dk; ++i) for (int j = 0; j < dv; ++j) { Sh[i * dv + j] *= std::exp(gdec); kvmem[j] += Sh[i * dv + j] * k[i]; }
+      for (int i = 0; i < dk; ++i) for (int j = 0; j < dv; ++j) Sh[i * dv + j] += k[i] * beta * (y[2 * kd + h * dv + j] - kvmem[j]);
       double ss = 0;
-      for (int j = 0; j < 3; ++j) { for (int i = 0; i < 2; ++i) o[h * dv + j] += S[h][i][j] * q[i]; }
-      for (int j = 0; j < 3; ++j) ss += o[h * dv + j] * o[h * dv + j];
-      for (int j = 0; j < 3; ++j) {
+      for (int j = 0; j < dv; ++j) for (int i = 0; i < dk; ++i) o[h * dv + j] += Sh[i * dv + j] * q[i];
+      for (int j = 0; j < dv; ++j) ss += o[h * dv + j] * o[h * dv + j];
+      for (int j = 0; j < dv; ++j) {
         const double zz = z[h * dv + j];
-        o[h * dv + j] = w.norm[j] * o[h * dv + j] / std::sqrt(ss / 3 + 1e-6) * zz * sig(zz);
+        o[h * dv + j] = w.norm[j] * o[h * dv + j] / std::sqrt(ss / dv + 1e-6) * zz * sig(zz);
       }
     }
     auto want = lin(w.wout, o.data());

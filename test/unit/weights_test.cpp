@@ -158,6 +158,25 @@ TEST(WeightsConventions, Qwen35GgufValueHeadsAreTiled) {
   EXPECT_EQ(at1(gn, "blk.1.ssm_dt.bias", 1), wn.layers[1].gdn->dt_bias[1]);
 }
 
+// With r = n_v / n_k = 3 != n_k = 2 the grouped<->tiled map is not its own inverse, so a loader
+// that applied it in the wrong direction would be caught here.
+TEST(WeightsConventions, Qwen35TiledOrderWithThreeValueHeadsPerKeyHead) {
+  ModelConfig c = tiny_config(Family::Qwen35Moe);
+  c.ssm_n_v_heads = 6;
+  ModelWeights w = random_weights(c, 26);
+  MemorySource g = to_gguf_source(c, w);
+  const GdnWeights& G = *w.layers[0].gdn;
+  // grouped head k*3 + j sits at tiled j*2 + k: 1 (k0 j1) -> 2, 2 (k0 j2) -> 4, 3 (k1 j0) -> 1,
+  // 4 (k1 j1) -> 3, 5 (k1 j2) -> 5.
+  const int64_t tiled_of[6] = {0, 2, 4, 1, 3, 5};
+  for (int64_t h = 0; h < 6; ++h) {
+    EXPECT_EQ(at1(g, "blk.0.ssm_dt.bias", tiled_of[h]), G.dt_bias[h]) << h;
+    EXPECT_EQ(at(g, "blk.0.ssm_out.weight", 3, tiled_of[h] * 12 + 7), G.wout.at(3, h * 12 + 7)) << h;
+  }
+  MemorySource h = to_hf_source(c, w);
+  expect_same_weights(load_weights(g, ModelConfig::from_source(g)), load_weights(h, ModelConfig::from_source(h)));
+}
+
 TEST(WeightsExperts, FusedAndPerExpertLayoutsLoadTheSame) {
   ModelConfig c = tiny_config(Family::Qwen35Moe);
   ModelWeights w = random_weights(c, 17);
