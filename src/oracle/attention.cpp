@@ -12,7 +12,7 @@ namespace memra::oracle::ops {
 
 void attention(const ModelConfig& c, const AttnWeights& w, const float* x, int64_t T, int64_t pos0,
                AttnCacheLayer& cache, float* out, int threads) {
-  const int64_t H = c.n_head, KV = c.n_head_kv, hd = c.head_dim, D = c.n_embd;
+  const int64_t H = c.n_head, KV = c.n_head_kv, hd = c.head_dim;
   const int64_t qd = H * hd, kvd = KV * hd, group = H / KV;
   std::vector<float> q(static_cast<size_t>(T * qd)), k(static_cast<size_t>(T * kvd)),
       v(static_cast<size_t>(T * kvd)), gate;
@@ -69,7 +69,6 @@ void attention(const ModelConfig& c, const AttnWeights& w, const float* x, int64
       }
     }
   });
-  (void)D;
   matmul(w.wo, o.data(), T, out, threads);
 }
 
