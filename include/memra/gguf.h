@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -275,6 +276,17 @@ class GgufWriter {
   void add_tensor(std::string name, DType type, std::vector<int64_t> ne,
                   std::span<const std::byte> data);
 
+  // A tensor whose bytes are produced at write time, for files too large to hold in memory:
+  // `generate(emit)` must pass exactly nbytes(type, ne) bytes to emit, in any number of
+  // pieces (the writer fails naming the tensor otherwise). Same checks as add_tensor.
+  using Emit = std::function<void(std::span<const std::byte>)>;
+  using Generator = std::function<void(const Emit& emit)>;
+  void add_tensor_generated(std::string name, DType type, std::vector<int64_t> ne,
+                            Generator generate);
+
+  // The exact size write() will produce, without producing it (tensor data is not generated).
+  uint64_t file_size() const;
+
   // The alignment write() will use: general.alignment when set (must be a u32 power of two),
   // else 32.
   uint64_t alignment() const;
@@ -288,8 +300,11 @@ class GgufWriter {
     std::string name;
     DType type;
     std::vector<int64_t> ne;
-    std::vector<std::byte> data;
+    uint64_t nbytes;
+    std::vector<std::byte> data;  // add_tensor
+    Generator generate;           // add_tensor_generated
   };
+  uint64_t check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const;
   std::vector<std::pair<std::string, GgufValue>> kvs_;
   std::vector<Tensor> tensors_;
 

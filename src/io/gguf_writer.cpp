@@ -21,8 +21,18 @@ constexpr size_t kMaxNameBytes = 63;          // GGML_MAX_NAME - 1
 
 uint64_t pad_to(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
 
+// Counts bytes (file_size): metadata is measured, tensor data only added up.
+struct CountSink {
+  static constexpr bool kMeasureOnly = true;
+  uint64_t n = 0;
+  void put(const void*, size_t k) { n += k; }
+  void skip(uint64_t k) { n += k; }
+  uint64_t pos() const { return n; }
+};
+
 // Accumulates bytes in memory.
 struct VectorSink {
+  static constexpr bool kMeasureOnly = false;
   std::vector<std::byte>& out;
   void put(const void* p, size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
@@ -33,6 +43,7 @@ struct VectorSink {
 
 // Streams to a file, failing with the path on the first error.
 struct FileSink {
+  static constexpr bool kMeasureOnly = false;
   std::ofstream& os;
   const std::string& path;
   uint64_t written = 0;
@@ -107,9 +118,10 @@ void GgufWriter::remove(std::string_view key) {
   std::erase_if(kvs_, [&](const auto& kv) { return kv.first == key; });
 }
 
-void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne,
-                            std::span<const std::byte> data) {
-  with_context("gguf writer: tensor '" + name + "'", [&] {
+// Validates a new tensor and returns its byte size.
+uint64_t GgufWriter::check_tensor(const std::string& name, DType type,
+                                  const std::vector<int64_t>& ne) const {
+  return with_context("gguf writer: tensor '" + name + "'", [&] {
     if (name.empty()) fail("empty name");
     if (name.size() > kMaxNameBytes)
       fail("name length ", name.size(), " exceeds ", kMaxNameBytes, " bytes (GGML_MAX_NAME)");
@@ -129,13 +141,28 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> n
     const int64_t row = row_bytes(type, ne[0]);
     if (rows != 0 && row > std::numeric_limits<int64_t>::max() / rows)
       fail("byte size overflows int64");
-    const uint64_t nbytes = static_cast<uint64_t>(row) * static_cast<uint64_t>(rows);
-    if (data.size() != nbytes)
-      fail("data is ", data.size(), " bytes, expected ", nbytes, " for ", dtype_name(type),
-           " with ne[0] = ", ne[0], " and ", rows, " rows");
+    return static_cast<uint64_t>(row) * static_cast<uint64_t>(rows);
   });
-  tensors_.push_back(Tensor{std::move(name), type, std::move(ne),
-                            std::vector<std::byte>(data.begin(), data.end())});
+}
+
+void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne,
+                            std::span<const std::byte> data) {
+  const uint64_t nbytes = check_tensor(name, type, ne);
+  if (data.size() != nbytes) {
+    int64_t rows = 1;
+    for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+    fail("gguf writer: tensor '", name, "': data is ", data.size(), " bytes, expected ", nbytes,
+         " for ", dtype_name(type), " with ne[0] = ", ne[0], " and ", rows, " rows");
+  }
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), nbytes,
+                            std::vector<std::byte>(data.begin(), data.end()), nullptr});
+}
+
+void GgufWriter::add_tensor_generated(std::string name, DType type, std::vector<int64_t> ne,
+                                      Generator generate) {
+  const uint64_t nbytes = check_tensor(name, type, ne);
+  if (!generate) fail("gguf writer: tensor '", name, "': no generator");
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), nbytes, {}, std::move(generate)});
 }
 
 uint64_t GgufWriter::alignment() const {
@@ -182,13 +209,38 @@ void GgufWriter::emit(Sink& s) const {
     for (int64_t n : t.ne) put_le<Sink, int64_t>(s, n);
     put_le<Sink, uint32_t>(s, static_cast<uint32_t>(t.type));
     put_le<Sink, uint64_t>(s, offset);
-    offset += pad_to(t.data.size(), align);
+    offset += pad_to(t.nbytes, align);
   }
   put_zeros(s, pad_to(s.pos(), align) - s.pos());
-  for (const Tensor& t : tensors_) {
-    s.put(t.data.data(), t.data.size());
-    put_zeros(s, pad_to(t.data.size(), align) - t.data.size());
+  if constexpr (Sink::kMeasureOnly) {
+    s.skip(offset);
+    return;
   }
+  for (const Tensor& t : tensors_) {
+    if (t.generate) {
+      // A generator that emits too much or too little would shift every later tensor.
+      uint64_t emitted = 0;
+      t.generate([&](std::span<const std::byte> piece) {
+        if (piece.size() > t.nbytes - emitted)
+          fail("gguf writer: tensor '", t.name, "': generator emitted more than ", t.nbytes,
+               " bytes");
+        s.put(piece.data(), piece.size());
+        emitted += piece.size();
+      });
+      if (emitted != t.nbytes)
+        fail("gguf writer: tensor '", t.name, "': generator emitted ", emitted,
+             " bytes, expected ", t.nbytes);
+    } else {
+      s.put(t.data.data(), t.data.size());
+    }
+    put_zeros(s, pad_to(t.nbytes, align) - t.nbytes);
+  }
+}
+
+uint64_t GgufWriter::file_size() const {
+  CountSink sink;
+  emit(sink);
+  return sink.n;
 }
 
 std::vector<std::byte> GgufWriter::to_bytes() const {
@@ -203,9 +255,16 @@ void GgufWriter::write(const std::string& path) const {
   std::ofstream os(path, std::ios::binary | std::ios::trunc);
   if (!os) fail("gguf ", path, ": cannot create: ", std::strerror(errno));
   FileSink sink{os, path};
-  emit(sink);
-  os.close();
-  if (!os) fail("gguf ", path, ": write failed on close");
+  try {
+    emit(sink);
+    os.close();
+    if (!os) fail("gguf ", path, ": write failed on close");
+  } catch (...) {
+    // A half-written file would fail to load later with a less useful message.
+    os.close();
+    std::remove(path.c_str());
+    throw;
+  }
 }
 
 }  // namespace memra

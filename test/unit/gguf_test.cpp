@@ -525,6 +525,63 @@ TEST(GgufWriterChecks, SetReplacesInPlaceAndKeepsUserQuantizationVersion) {
   EXPECT_FALSE(w.has("b"));
 }
 
+// A generated tensor (bytes emitted in pieces at write time) lands exactly where a copied one
+// does; file_size() predicts the size without running the generators.
+TEST(GgufWriterGenerated, PiecesLandLikeCopiedData) {
+  const std::vector<std::byte> q = filler(3 * 34, 4);  // Q8_0 {32, 3}
+  GgufWriter copied;
+  copied.set_string("general.architecture", "qwen3");
+  copied.add_tensor("a", DType::F32, {3}, filler(12, 1));
+  copied.add_tensor("q", DType::Q8_0, {32, 3}, q);
+
+  int calls = 0;
+  GgufWriter generated;
+  generated.set_string("general.architecture", "qwen3");
+  generated.add_tensor("a", DType::F32, {3}, filler(12, 1));
+  generated.add_tensor_generated("q", DType::Q8_0, {32, 3}, [&](const GgufWriter::Emit& emit) {
+    ++calls;
+    emit(std::span(q).subspan(0, 1));
+    emit(std::span(q).subspan(1, 0));
+    emit(std::span(q).subspan(1, 60));
+    emit(std::span(q).subspan(61));
+  });
+  const uint64_t predicted = generated.file_size();
+  EXPECT_EQ(calls, 0);
+  const auto bytes = generated.to_bytes();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(bytes, copied.to_bytes());
+  EXPECT_EQ(predicted, bytes.size());
+  EXPECT_EQ(copied.file_size(), bytes.size());
+
+  const std::string path = temp_path("generated.gguf");
+  generated.write(path);
+  EXPECT_EQ(std::filesystem::file_size(path), predicted);
+  auto f = GgufFile::open(path);
+  const auto& t = f->tensor("q");
+  EXPECT_TRUE(std::equal(q.begin(), q.end(), t.data.begin(), t.data.end()));
+}
+
+TEST(GgufWriterGenerated, WrongByteCountFailsAndLeavesNoFile) {
+  GgufWriter shortw;
+  shortw.add_tensor_generated("s", DType::F32, {4}, [](const GgufWriter::Emit& emit) {
+    emit(filler(12, 0));
+  });
+  const std::string path = temp_path("short.gguf");
+  EXPECT_EQ(error_of([&] { shortw.write(path); }),
+            "gguf writer: tensor 's': generator emitted 12 bytes, expected 16");
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a half-written file was left behind";
+
+  GgufWriter longw;
+  longw.add_tensor_generated("l", DType::F32, {1}, [](const GgufWriter::Emit& emit) {
+    emit(filler(4, 0));
+    emit(filler(1, 0));
+  });
+  EXPECT_EQ(error_of([&] { longw.to_bytes(); }),
+            "gguf writer: tensor 'l': generator emitted more than 4 bytes");
+  EXPECT_THAT(error_of([&] { longw.add_tensor_generated("x", DType::Q8_0, {31}, nullptr); }),
+              HasSubstr("not a multiple of the q8_0 block size"));
+}
+
 TEST(GgufWriterChecks, UnwritablePathNamesIt) {
   GgufWriter w;
   EXPECT_THAT(error_of([&] { w.write("/nonexistent-dir/x.gguf"); }),
