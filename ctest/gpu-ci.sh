@@ -84,7 +84,7 @@ rm -rf "$results"
 mkdir -p "$results/reports"
 spec=$results/gpu-resources.json
 "$root/ctest/resource-spec.sh" "$spec" >/dev/null
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${MEMRA_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 git -C "$root" diff --quiet 2>/dev/null || commit="$commit+dirty"
 say "ctest -L '^$label\$' (strict: MEMRA_REQUIRE_GPU=1), results in $results"
 set +e
