@@ -20,12 +20,14 @@
 //     from problem shapes only);
 //   - teacher-forced along the oracle's greedy stream, the argmax agrees with the oracle's or
 //     the oracle's own top-2 margin is inside the near-tie band (docs/gpu.md).
-// Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act = w4a8. Not
-// implemented yet, and an error when set: prefill_act = w4a4, decode_graph = on,
-// gdn_prefill = chunked (the GPU prefill runs the recurrent form; the model's arms start with
-// gdn_prefill = recurrent for that reason).
+// Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act = w4a8,
+// decode_graph (decode_step / decode_greedy replay a CUDA graph captured per cache; the cache
+// position lives on the device, so replays need no parameter update; a scratch reallocation
+// invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
+// Not implemented yet, and an error when set: prefill_act = w4a4, gdn_prefill = chunked (the
+// GPU prefill runs the recurrent form; the model's arms start with gdn_prefill = recurrent).
 //
-// provides: LoadOptions, Step, Prime, Model
+// provides: LoadOptions, Step, GraphStats, Prime, Model
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,13 @@ struct LoadOptions {
 struct Step {
   std::vector<float> logits;  // [n_vocab]
   std::vector<float> hidden;  // [n_embd] final-normed hidden state (the lm_head input)
+};
+
+// Counters a gate reads to prove the graph arm engaged (a vacuous graph gate must fail).
+struct GraphStats {
+  int64_t captures = 0;  // graphs instantiated
+  int64_t replays = 0;   // decode steps served by a graph
+  int64_t latched = 0;   // caches latched to eager (graph_recapture off)
 };
 
 struct Prime {
@@ -91,6 +100,7 @@ class Model {
   // plus router and shared expert), for the bandwidth fraction of benchmarks.
   int64_t decode_bytes_per_token() const;
   int64_t weight_bytes() const;  // every matrix on the device
+  GraphStats graph_stats() const;
 
   struct Impl;
 

@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   const int64_t t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hd = p.hd, kvd = p.KV * hd, kvh = h / (p.H / p.KV);
-  const int64_t n = p.pos0 + t + 1;
+  const int64_t n = *p.pos0 + t + 1;
   const int64_t k0 = static_cast<int64_t>(s) * kAttnSplit;
   if (k0 >= n) return;
   const int nk = static_cast<int>(n - k0 < kAttnSplit ? n - k0 : kAttnSplit);
@@ -73,7 +73,7 @@ __global__ void attn_combine_kernel(AttnParams p, int64_t max_splits) {
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int hd = p.hd;
-  const int64_t ns = n_splits_dev(p.pos0 + t + 1);
+  const int64_t ns = n_splits_dev(*p.pos0 + t + 1);
   const float* w = p.work + (t * p.H + h) * max_splits * (hd + 2);
   float M = -INFINITY;
   for (int64_t s = 0; s < ns; ++s) M = fmaxf(M, w[s * (hd + 2)]);
@@ -105,7 +105,7 @@ int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd) {
 void attention_run(const AttnParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.hd > 256 || p.H % p.KV) fail("attention: head_dim ", p.hd, " (<= 256) / H ", p.H, " KV ", p.KV, " unsupported");
-  const int64_t ms = n_splits(p.pos0 + p.T);
+  const int64_t ms = n_splits(p.ctx_bound);
   const dim3 g1(static_cast<unsigned>(ms), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
   attn_split_kernel<<<g1, kThreads, 0, s>>>(p, ms);
   MEMRA_CUDA_CHECK_LAUNCH("attn_split_kernel");

@@ -27,7 +27,10 @@ struct AttnParams {
   const float* gate = nullptr;     // [T, H*hd] or nullptr (ungated)
   float* out = nullptr;            // [T, H*hd]
   float* work = nullptr;           // attention_workspace_floats(...)
-  int64_t T = 0, pos0 = 0;
+  const int64_t* pos0 = nullptr;  // device: position of query 0
+  int64_t ctx_bound = 0;          // host: >= pos0 + T; sizes the grid and the workspace layout
+                                  // only (splits past a query's keys exit), never the values
+  int64_t T = 0;
   int H = 0, KV = 0, hd = 0;
   float scale = 0;                 // f32(1 / sqrt(hd))
 };

@@ -52,14 +52,17 @@ __device__ __forceinline__ int dev_e2m1x2(uint32_t code) {
 }
 
 // Four nibbles (selected by `shift` 0 or 4 of each byte of w) as packed int8x4 of 2*e2m1.
+// Two 8-entry byte tables (codes 0..7 and their negatives) through __byte_perm, then the sign
+// bit of each code picks the byte (verified exhaustively against e2m1_doubled on the host).
 __device__ __forceinline__ int e2m1x2_pack4(uint32_t w, int shift) {
-  uint32_t out = 0;
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    const int v = dev_e2m1x2((w >> (8 * b + shift)) & 0xfu);
-    out |= (static_cast<uint32_t>(v) & 0xffu) << (8 * b);
-  }
-  return static_cast<int>(out);
+  const uint32_t c = (w >> shift) & 0x0F0F0F0Fu;
+  const uint32_t m = c & 0x07070707u;
+  const uint32_t t = m | (m >> 4);
+  const uint32_t sel = (t & 0xFFu) | ((t >> 8) & 0xFF00u);     // nibble i = magnitude code of byte i
+  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);  // {0,1,2,3,4,6,8,12}
+  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);  // their negatives
+  const uint32_t mask = ((c >> 3) & 0x01010101u) * 0xFFu;
+  return static_cast<int>((pos & ~mask) | (neg & mask));
 }
 
 // --- reductions in the contract's order -------------------------------------------------------

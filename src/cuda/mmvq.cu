@@ -6,6 +6,9 @@
 //      values) per step and keeps NT accumulators (NT output vectors share the weight loads).
 //   v2 Q8_0 weight loads as nine aligned 32-bit words + funnel shifts (v1: seventeen 16-bit
 //      loads per block); same arithmetic, same bits.
+//   v3 m = 1: the unit loop unrolled by 4 (more loads in flight per thread); same bits.
+//   v4 NVFP4 nibbles to int8 through __byte_perm tables (common.cuh; v3: a shift per nibble).
+//   v5 prefill: 16-token tiles from 16 output vectors on (v4: 8), half the weight passes.
 #include "cuda/common.cuh"
 #include "cuda/mmvq.cuh"
 
@@ -45,6 +48,9 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
   const int slab = p.slab_of ? p.slab_of[a0] : 0;  // NT == 1 whenever slab_of is set
   const uint8_t* wrow = p.w.data + (static_cast<int64_t>(slab) * rows + row) * p.w.row_bytes;
   const int64_t cols = p.w.cols;
+  // m = 1: four units in flight per thread (loads of the next units issue before this one's
+  // arithmetic); the accumulation order is unchanged, so the bits are too.
+  constexpr int kUnroll = NT == 1 ? 4 : 1;
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
@@ -54,6 +60,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
 
   if constexpr (W == 3) {  // Q8_0 x Q8_1: unit = block b; isum exact, c = dw*dx, p = c*isum
     const int64_t nb = cols / 32;
+#pragma unroll kUnroll
     for (int64_t b = t_in_row; b < nb; b += TPR) {
       // A 34-byte block is only 2-byte aligned: nine aligned words from the 4-byte boundary at or
       // below it cover it (weight buffers carry 16 bytes of padding), then funnel shifts align qs.
@@ -81,6 +88,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
     }
   } else if constexpr (W == 4) {  // NVFP4 x Q8_1: unit = sub-block u = 4i + s
     const int64_t nu = cols / 16, nqb = cols / 32;
+#pragma unroll kUnroll
     for (int64_t u = t_in_row; u < nu; u += TPR) {
       const int64_t i = u >> 2;
       const int s = static_cast<int>(u & 3);
@@ -104,6 +112,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
     }
   } else {  // float weights x f32 activations: unit = 8 values, p_u = fma chain from 0
     const int64_t nu = cols / 8;
+#pragma unroll kUnroll
     for (int64_t u = t_in_row; u < nu; u += TPR) {
       float wv[8];
       if constexpr (W == 0) {
@@ -160,7 +169,9 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
 
 template <int W, bool kBlock, int NT>
 void launch(const MatvecBatch& b, cudaStream_t s) {
-  const dim3 grid(b.block_start[b.n], static_cast<unsigned>(ceil_div(b.p[0].n_out, NT)));
+  const int64_t gy = ceil_div(b.p[0].n_out, NT);
+  if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
+  const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
   matvec_kernel<W, kBlock, NT><<<grid, kBlock ? 128 : 32 * kWarpRows, 0, s>>>(b);
   MEMRA_CUDA_CHECK_LAUNCH("matvec_kernel");
 }
@@ -173,7 +184,8 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(kBlock ? rows : ceil_div(rows, kWarpRows));
   }
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
-  return launch<W, kBlock, 8>(b, s);
+  if (b.p[0].n_out < 16) return launch<W, kBlock, 8>(b, s);
+  return launch<W, kBlock, 16>(b, s);
 }
 
 template <int W>
@@ -195,7 +207,6 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
     if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr))
       fail("matvec: matrices of one launch must share type, n_out and slab form");
-    if (p.n_out > 65535 * 8) fail("matvec: ", p.n_out, " output vectors exceed the grid");
     b.p[b.n++] = p;
   }
   if (b.n == 0) return;

@@ -130,6 +130,10 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
   return d;
 }
 
+// The cache's position lives on the device too (kernels read it), advanced at the end of every
+// step inside the same stream order — so a captured decode graph needs no parameter update.
+__global__ void advance_pos_kernel(int64_t* pos, int64_t T) { *pos += T; }
+
 struct DevLayer {
   LayerKind kind = LayerKind::Attention;
   DeviceBuffer<float> attn_norm, ffn_norm;
@@ -150,12 +154,23 @@ struct DevLayer {
 struct Cache::Impl {
   const Model::Impl* owner = nullptr;
   cudaStream_t s = nullptr;
-  int64_t max_ctx = 0, pos = 0;
+  int64_t max_ctx = 0, pos = 0;                        // pos: host mirror of pos_dev
+  DeviceBuffer<int64_t> pos_dev;                       // [1]
   std::vector<DeviceBuffer<float>> k, v, conv, state;  // [n_layer], empty for the other kind
+  // The captured decode step of this cache (decode_graph arm): valid while the model's scratch
+  // buffers keep the generation it was captured with.
+  cudaGraphExec_t exec = nullptr;
+  uint64_t exec_gen = 0;
+  bool exec_greedy = false;
+  bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
   void reset() {
     pos = 0;
+    pos_dev.fill_bytes(0);
     for (auto& b : conv) b.fill_bytes(0);
     for (auto& b : state) b.fill_bytes(0);
+  }
+  ~Impl() {
+    if (exec) cudaGraphExecDestroy(exec);
   }
 };
 
@@ -185,6 +200,8 @@ struct Model::Impl {
 
   // scratch, sized for cap_T tokens
   int64_t cap_T = 0, cap_work = 0;
+  uint64_t scratch_gen = 1;  // bumped whenever a scratch buffer moves (captured graphs go stale)
+  GraphStats graph_stats;
   DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
   DeviceBuffer<Q81> hq, oq, fq, hnq;
   DeviceBuffer<int32_t> ids, tok, amax;
@@ -211,6 +228,7 @@ struct Model::Impl {
       ids = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T * K));
       tok = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T));
       cap_T = T;
+      ++scratch_gen;
     }
     if (logits.size() == 0) {
       logits = DeviceBuffer<float>(*e, static_cast<size_t>(c.n_vocab));
@@ -222,13 +240,13 @@ struct Model::Impl {
     if (need > cap_work) {
       work = DeviceBuffer<float>(*e, static_cast<size_t>(need));
       cap_work = need;
+      ++scratch_gen;
     }
   }
 
   void check_arms() const {
     if (arms.prefill_act == PrefillAct::w4a4)
       fail("GPU model: arm prefill_act=w4a4 is not implemented (only w4a8)");
-    if (arms.decode_graph) fail("GPU model: arm decode_graph=on is not implemented");
     if (arms.gdn_prefill == GdnPrefill::chunked && c.has_linear())
       fail("GPU model: arm gdn_prefill=chunked is not implemented (the GPU prefill is recurrent)");
   }
@@ -289,20 +307,20 @@ struct Model::Impl {
     if (n % 32 == 0) rowop(cuda::RowOp::Identity, y, n, nullptr, 0, nullptr, nullptr, qq, rows, n);
   }
 
-  void attention_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t pos0) {
-    const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+  void attention_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound) {
+    const int64_t D = c.n_embd, qd = c.n_head * c.head_dim;
     mv_group({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}, {&L.wgate, gate.data()}}, h.data(), D,
              hq.data(), T);
     cuda::QkPrepParams qp;
     qp.q = q.data(); qp.k = k.data(); qp.v = v.data(); qp.q_norm = L.q_norm.data(); qp.k_norm = L.k_norm.data();
-    qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = pos0;
+    qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = ci.pos_dev.data();
     qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
     qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
     cuda::qk_prep_run(qp, s);
     cuda::AttnParams ap;
     ap.q = q.data(); ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
     ap.gate = L.wgate.empty() ? nullptr : gate.data(); ap.out = o.data(); ap.work = work.data();
-    ap.T = T; ap.pos0 = pos0; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
+    ap.T = T; ap.pos0 = ci.pos_dev.data(); ap.ctx_bound = ctx_bound; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
     ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
     cuda::attention_run(ap, s);
     if (cuda::uses_q8_1(L.wo.m.type)) rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);
@@ -375,29 +393,93 @@ struct Model::Impl {
         fail("token id ", toks[i], " at position ", ci.pos + i, " out of range (vocab ", c.n_vocab, ")");
   }
 
-  // The decoder over T tokens at cache.pos; leaves the last row's final-normed hidden in hn and
-  // its logits in `logits` (device).
-  void run(std::span<const int32_t> toks, Cache::Impl& ci) {
+  // Host half of a step: checks, scratch sized for T tokens and contexts up to ctx_bound, the
+  // token ids uploaded (outside any graph, in stream order before it).
+  void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound) {
     check_arms();
     check_tokens(toks, ci);
-    const int64_t T = static_cast<int64_t>(toks.size()), D = c.n_embd, pos0 = ci.pos;
-    ensure_scratch(T, pos0 + T);
+    const int64_t T = static_cast<int64_t>(toks.size());
+    ensure_scratch(T, ctx_bound);
     tok_host.assign(toks.begin(), toks.end());
     copy_to_device(tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(T), e->stream());
+  }
+
+  // Device half: the decoder over T tokens at the cache's device position; leaves the last
+  // row's final-normed hidden in hn and its logits in `logits`, and advances the device
+  // position. Launches only (capturable).
+  void body(Cache::Impl& ci, int64_t T, int64_t ctx_bound) {
+    const int64_t D = c.n_embd;
     cuda::EmbedParams ep;
     ep.table = embed.m; ep.tokens = tok.data(); ep.T = T; ep.x = x.data();
     cuda::embed_run(ep, s);
     for (int64_t li = 0; li < c.n_layer; ++li) {
       DevLayer& L = layers[static_cast<size_t>(li)];
       norm_quant(x.data(), L.attn_norm.data(), h.data(), hq.data(), T, D);
-      if (L.kind == LayerKind::Attention) attention_layer(L, ci, li, T, pos0);
+      if (L.kind == LayerKind::Attention) attention_layer(L, ci, li, T, ctx_bound);
       else gdn_layer(L, ci, li, T);
       norm_quant(x.data(), L.ffn_norm.data(), h.data(), hq.data(), T, D);
       ffn_layer(L, T);
     }
-    ci.pos += T;
     norm_quant(x.data() + (T - 1) * D, output_norm.data(), hn.data(), hnq.data(), 1, D);
     mv(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false);
+    advance_pos_kernel<<<1, 1, 0, s>>>(ci.pos_dev.data(), T);
+    MEMRA_CUDA_CHECK_LAUNCH("advance_pos_kernel");
+  }
+
+  void run(std::span<const int32_t> toks, Cache::Impl& ci) {
+    const int64_t T = static_cast<int64_t>(toks.size());
+    prepare(toks, ci, ci.pos + T);
+    body(ci, T, ci.pos + T);
+    ci.pos += T;
+  }
+
+  // One decode token: eager, or the captured graph of this cache (decode_graph arm). The graph
+  // launches the same kernels on the same operands in the same order as eager (DESIGN.md law
+  // 3): only the attention grid is sized for max_ctx instead of pos + 1, and its extra splits
+  // exit before computing anything.
+  void decode(int32_t token, Cache::Impl& ci, bool greedy) {
+    const int32_t one[1] = {token};
+    if (!arms.decode_graph || ci.graph_latched_off) {
+      run(one, ci);
+      if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
+      return;
+    }
+    prepare(one, ci, ci.max_ctx);
+    const bool stale = ci.exec && (ci.exec_gen != scratch_gen || ci.exec_greedy != greedy);
+    if (stale && !arms.graph_recapture) {
+      ci.graph_latched_off = true;  // latch to eager, as the arm says
+      cudaGraphExecDestroy(ci.exec);
+      ci.exec = nullptr;
+      ++graph_stats.latched;
+      body(ci, 1, ci.pos + 1);
+      if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
+      ci.pos += 1;
+      return;
+    }
+    if (!ci.exec || stale) {
+      if (ci.exec) cudaGraphExecDestroy(ci.exec);
+      ci.exec = nullptr;
+      cudaGraph_t g = nullptr;
+      MEMRA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+      try {
+        body(ci, 1, ci.max_ctx);
+        if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
+      } catch (...) {
+        cudaStreamEndCapture(s, &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      MEMRA_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+      const cudaError_t ie = cudaGraphInstantiate(&ci.exec, g, 0);
+      cudaGraphDestroy(g);
+      MEMRA_CUDA_CHECK(ie);
+      ci.exec_gen = scratch_gen;
+      ci.exec_greedy = greedy;
+      ++graph_stats.captures;
+    }
+    MEMRA_CUDA_CHECK(cudaGraphLaunch(ci.exec, s));
+    ++graph_stats.replays;
+    ci.pos += 1;
   }
 
   std::vector<float> fetch_logits() {
@@ -570,6 +652,7 @@ Cache Model::new_cache(int64_t max_ctx) const {
   ci->owner = impl_.get();
   ci->s = impl_->s;
   ci->max_ctx = max_ctx;
+  ci->pos_dev = DeviceBuffer<int64_t>(e, 1);
   ci->k.resize(static_cast<size_t>(c.n_layer));
   ci->v.resize(static_cast<size_t>(c.n_layer));
   ci->conv.resize(static_cast<size_t>(c.n_layer));
@@ -607,8 +690,7 @@ Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
 
 Step Model::decode_step(int32_t token, Cache& cache) {
   impl_->check_cache(cache);
-  const int32_t one[1] = {token};
-  impl_->run(one, *cache.impl());
+  impl_->decode(token, *cache.impl(), false);
   Step s;
   s.logits = impl_->fetch_logits();
   s.hidden = impl_->hn.download();
@@ -617,13 +699,13 @@ Step Model::decode_step(int32_t token, Cache& cache) {
 
 int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   impl_->check_cache(cache);
-  const int32_t one[1] = {token};
-  impl_->run(one, *cache.impl());
-  cuda::argmax_run(impl_->logits.data(), impl_->c.n_vocab, impl_->amax.data(), impl_->s);
+  impl_->decode(token, *cache.impl(), true);
   int32_t out = 0;
   copy_to_host(&out, impl_->amax.data(), sizeof(out), impl_->e->stream());
   return out;
 }
+
+GraphStats Model::graph_stats() const { return impl_->graph_stats; }
 
 int64_t Model::weight_bytes() const {
   int64_t n = impl_->embed.total_bytes() + impl_->output.total_bytes();

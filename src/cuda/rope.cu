@@ -17,7 +17,7 @@ __global__ void __launch_bounds__(kThreads) qk_prep_kernel(QkPrepParams p) {
   const int64_t t = blockIdx.x;
   const int hb = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hd = p.hd, kvd = p.KV * hd;
-  const int64_t pos = p.pos0 + t;
+  const int64_t pos = *p.pos0 + t;
   if (hb >= p.H + p.KV) {  // V: straight copy into the cache
     const int kvh = hb - p.H - p.KV;
     if (tid < hd) p.v_cache[pos * kvd + kvh * hd + tid] = p.v[t * kvd + kvh * hd + tid];

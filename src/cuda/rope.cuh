@@ -22,7 +22,9 @@ struct QkPrepParams {
   const float* k_norm = nullptr;  // [hd]
   float* k_cache = nullptr;  // [max_ctx, KV*hd]
   float* v_cache = nullptr;
-  int64_t T = 0, pos0 = 0;
+  const int64_t* pos0 = nullptr;  // device: position of token 0 (read on the device, so a captured
+                                  // decode graph replays at the cache's current position)
+  int64_t T = 0;
   int H = 0, KV = 0, hd = 0, n_rot = 0;
   float eps = 0;
   double theta = 10000;

@@ -36,10 +36,11 @@ std::vector<MatvecCase> cases() {
   for (DType t : {DType::Q8_0, DType::NVFP4, DType::BF16, DType::F32, DType::F16})
     for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
       // cols: one partial unit per lane or fewer (64), several rounds with a ragged tail
-      // (4096 + 64*3), rows not a multiple of the 4 rows per block; n_out 1 / 13 (NT = 8 tile + tail)
+      // (4096 + 64*3), rows not a multiple of the 4 rows per block; n_out 1 / 13 / 37 (NT = 8 and 16 tiles + tails)
       v.emplace_back(t, 7, 64, 1, a, 1);
       v.emplace_back(t, 37, 4096 + 192, 1, a, 1);
       v.emplace_back(t, 37, 4096 + 192, 13, a, 1);
+      v.emplace_back(t, 37, 1024 + 64, 37, a, 1);  // 16-token tiles + a tail
       v.emplace_back(t, 9, 512, 6, a, 3);
     }
   return v;

@@ -1,0 +1,90 @@
+// Op: the RowOp family (src/cuda/norm.cu) against its contracts.
+//   - q8_1 output: bitwise equal to memra::quantize_row_q8_1 of the kernel's own f32 output
+//     (the fused quantisation is the reference quantizer, block for block);
+//   - f32 output: NMSE <= 1e-12 against the f64 formula (norm.cuh) computed here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "cuda/norm.cuh"
+#include "memra/engine.h"
+#include "memra/quant.h"
+#include "ops/op_harness.h"
+
+namespace memra::ops {
+namespace {
+
+struct RowCase : OpCase {
+  cuda::RowOp op;
+  int64_t rows, n;
+  RowCase(cuda::RowOp o, int64_t r, int64_t nn) : op(o), rows(r), n(nn) {}
+  std::string vars() const override {
+    const char* names[] = {"rmsnorm", "rmsnorm_gated", "swiglu", "identity"};
+    return Vars()("op", names[static_cast<int>(op)])("rows", rows)("n", n).str();
+  }
+};
+
+std::vector<RowCase> cases() {
+  std::vector<RowCase> v;
+  for (cuda::RowOp op : {cuda::RowOp::RmsNorm, cuda::RowOp::RmsNormGated, cuda::RowOp::Swiglu, cuda::RowOp::Identity})
+    for (int64_t n : {64, 96, 4096 + 32}) v.emplace_back(op, 3, n);
+  return v;
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+using RowOpTest = OpTest<RowCase>;
+
+TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
+  const RowCase& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(c.rows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
+  for (float& v : x) v = U(rng);
+  for (float& v : z) v = U(rng);
+  for (float& v : w) v = 0.75f + 0.25f * U(rng);
+  DeviceBuffer<float> dx(e, x.size()), dz(e, z.size()), dw(e, w.size()), dy(e, x.size());
+  dx.upload(x);
+  dz.upload(z);
+  dw.upload(w);
+  dy.fill_bytes(0xFF);
+  DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
+  dq.fill_bytes(0xFF);
+  cuda::RowOpParams p;
+  p.op = c.op; p.x = dx.data(); p.ld_x = c.n; p.z = dz.data(); p.ld_z = c.n; p.w = dw.data(); p.eps = 1e-6f;
+  p.y = dy.data(); p.ld_y = c.n; p.q = reinterpret_cast<cuda::Q81*>(dq.data()); p.rows = c.rows; p.n = c.n;
+  cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+  e.synchronize();
+  const std::vector<float> y = dy.download();
+  const std::vector<BlockQ8_1> q = dq.download();
+
+  std::vector<float> ref(y.size());
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const float* xr = x.data() + r * c.n;
+    double ss = 0;
+    for (int64_t i = 0; i < c.n; ++i) ss += double(xr[i]) * xr[i];
+    const double inv = 1.0 / std::sqrt(ss / double(c.n) + 1e-6);
+    for (int64_t i = 0; i < c.n; ++i) {
+      const double zi = z[static_cast<size_t>(r * c.n + i)];
+      double v = xr[i];
+      if (c.op == cuda::RowOp::RmsNorm) v = v * inv * w[static_cast<size_t>(i)];
+      if (c.op == cuda::RowOp::RmsNormGated) v = v * inv * w[static_cast<size_t>(i)] * silu(zi);
+      if (c.op == cuda::RowOp::Swiglu) v = silu(v) * zi;
+      ref[static_cast<size_t>(r * c.n + i)] = static_cast<float>(v);
+    }
+  }
+  EXPECT_TRUE(compare_to_contract(y, ref, Tolerance::nmse(1e-12)));
+  std::vector<BlockQ8_1> want(q.size());
+  for (int64_t r = 0; r < c.rows; ++r) quantize_row_q8_1(y.data() + r * c.n, want.data() + r * c.n / 32, c.n);
+  ASSERT_EQ(q.size(), want.size());
+  for (size_t b = 0; b < q.size(); ++b)
+    ASSERT_EQ(std::memcmp(&q[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, RowOpTest, ::testing::ValuesIn(cases()), OpCaseName());
+
+}  // namespace
+}  // namespace memra::ops
