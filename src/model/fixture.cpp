@@ -7,13 +7,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <set>
 #include <thread>
 
@@ -21,7 +18,6 @@
 
 #include "memra/error.h"
 #include "memra/gguf.h"
-#include "memra/hash.h"
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/safetensors.h"

@@ -272,7 +272,7 @@ TEST(FixtureTokenizer, ByteLevelFallbackRoundTrips) {
 
 TEST(FixtureTokenizer, TruncatedQwen3StaysAValidBpe) {
   const auto path = fixture::find_qwen3_tokenizer(MEMRA_SOURCE_DIR);
-  if (!path) GTEST_SKIP() << "no Qwen3 tokenizer.json in the npm cache (tools/fetch-tokenizers.sh)";
+  ASSERT_TRUE(path) << "no Qwen3 tokenizer.json in the npm cache (run tools/fetch-tokenizers.sh)";
   const TokenizerSpec full = read_hf_tokenizer_spec(*path);
   const TokenizerSpec small = fixture::fit_vocab(full, 4096);
   ASSERT_EQ(small.tokens.size(), 4096u);

@@ -156,7 +156,7 @@ TEST_P(HfBank, OracleMatchesTransformers) {
 // vocabulary, as embedded in the fixture's GGUF).
 TEST_P(HfBank, PromptIdsAreTheFixtureTokenizers) {
   const auto tok_json = fixture::find_qwen3_tokenizer(MEMRA_SOURCE_DIR);
-  if (!tok_json) GTEST_SKIP() << "no Qwen3 tokenizer.json in the npm cache (tools/fetch-tokenizers.sh)";
+  ASSERT_TRUE(tok_json) << "no Qwen3 tokenizer.json in the npm cache (run tools/fetch-tokenizers.sh)";
   const Bank bank = read_bank(GetParam());
   fixture::FixtureSpec spec;
   spec.family = fixture::family_from_name(bank.j.at("family").get<std::string>());
