@@ -6,7 +6,8 @@
 //
 // Presets (docs/fixtures.md):
 //   tiny    CI speed: D=64, 4 layers, the real Qwen3 vocabulary (151936, tied embeddings) and
-//           tokenizer embedded. The default model of memra-run is tiny qwen3.
+//           tokenizer embedded; rms_eps 2^-20 (f32-exact, so its GGUF and its config.json
+//           describe the same model bit for bit). The default model of memra-run is tiny qwen3.
 //   bank    tiny's shapes with a 4096-token vocabulary (the Qwen3 tokenizer truncated), untied
 //           lm_head for qwen3next/qwen35moe: small enough that transformers' logits for whole
 //           rows can be committed (test/fixtures/banks).
