@@ -128,9 +128,11 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
-void BM_Prefill512(benchmark::State& st, Shape s) {
+// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (Model::set_prefill_gemm)
+void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
+  m.set_prefill_gemm(std::string(arm) == "gemm");
   std::vector<int32_t> prompt(512);
   for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
   Timer t;
@@ -142,6 +144,7 @@ void BM_Prefill512(benchmark::State& st, Shape s) {
   }
   st.SetItemsProcessed(st.iterations() * 512);
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * 512), benchmark::Counter::kIsRate);
+  m.set_prefill_gemm(false);
 }
 
 void register_all() {
@@ -151,8 +154,9 @@ void register_all() {
     for (const char* arm : {"mmvq", "dp4a", "graph"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name).c_str(), BM_Prefill512, s)
-        ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+    for (const char* arm : {"mmvq", "gemm"})
+      benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name + "/" + arm).c_str(), BM_Prefill512, s, arm)
+          ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
   }
 }
 

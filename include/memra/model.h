@@ -24,10 +24,11 @@
 // decode_graph (decode_step / decode_greedy replay a CUDA graph captured per cache; the cache
 // position lives on the device, so replays need no parameter update; a scratch reallocation
 // invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
-// Not implemented yet, and an error when set: prefill_act = w4a4, gdn_prefill = chunked (the
-// GPU prefill runs the recurrent form; the model's arms start with gdn_prefill = recurrent).
+// gdn_prefill: recurrent (the model's default: the form the oracle gate was calibrated with)
+// or chunked (the WY form over 64-token chunks, for calls of more than one token).
+// Not implemented yet, and an error when set: prefill_act = w4a4.
 //
-// provides: LoadOptions, Step, GraphStats, Prime, Model
+// provides: LoadOptions, Step, Counters, Prime, Model
 #pragma once
 
 #include <cstdint>
@@ -54,11 +55,13 @@ struct Step {
   std::vector<float> hidden;  // [n_embd] final-normed hidden state (the lm_head input)
 };
 
-// Counters a gate reads to prove the graph arm engaged (a vacuous graph gate must fail).
-struct GraphStats {
-  int64_t captures = 0;  // graphs instantiated
-  int64_t replays = 0;   // decode steps served by a graph
-  int64_t latched = 0;   // caches latched to eager (graph_recapture off)
+// Counters a gate reads to prove an arm engaged (a vacuous gate must fail).
+struct Counters {
+  int64_t captures = 0;       // decode graphs instantiated
+  int64_t replays = 0;        // decode steps served by a graph
+  int64_t latched = 0;        // caches latched to eager (graph_recapture off)
+  int64_t gemm_launches = 0;  // tensor-core prefill GEMM launches
+  int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
 };
 
 struct Prime {
@@ -100,7 +103,17 @@ class Model {
   // plus router and shared expert), for the bandwidth fraction of benchmarks.
   int64_t decode_bytes_per_token() const;
   int64_t weight_bytes() const;  // every matrix on the device
-  GraphStats graph_stats() const;
+  Counters counters() const;
+
+  // Prefill (calls of >= 32 tokens) through the int8 tensor-core GEMM (src/cuda/gemm.cuh,
+  // DotOrder::sequential) for Q8_0 / NVFP4 matrices, instead of the token-tiled mat-vec (warp32
+  // order). OFF by default until it has run on a GPU (docs/gpu.md); with it on, prime_cache +
+  // decode_step and forward_last differ by floating-point composition instead of being
+  // bit-identical.
+  // `min_tokens`: the smallest call that takes the GEMM (tests set 1 to drive whole streams
+  // through it).
+  void set_prefill_gemm(bool on, int64_t min_tokens = 32);
+  bool prefill_gemm() const;
 
   struct Impl;
 

@@ -1,7 +1,9 @@
 // src/cuda/gdn.cu — GDN conv and recurrence (see gdn.cuh).
 // v1: gdn_conv_kernel a thread per channel walking the tokens; gdn_recurrent_kernel a block per
 //     value head holding S in shared memory, a thread per state column j (of d_v), tokens in
-//     order, state loaded once and stored once per call.
+//     order, state loaded once and stored once per call; gdn_chunked_kernel the WY form per
+//     64-token chunk (block per value head, everything in shared memory: 213 KB at d_k = d_v =
+//     128).
 #include "cuda/common.cuh"
 #include "cuda/gdn.cuh"
 
@@ -95,6 +97,131 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
 }
 
+
+// The chunked (WY) form of the same recurrence, chunk kGdnChunk (oracle/gdn.cpp's
+// delta_rule_chunked, in f32), for prefill: per chunk of C tokens with gamma = cumsum(g),
+//   L[i,j] = beta_i (k_i.k_j) e^(gamma_i - gamma_j) (j < i);  (I+L) U = beta V;
+//   (I+L) W = beta e^gamma K;  V' = U - W S;
+//   O_i = e^gamma_i q_i S + Σ_{j<=i} (q_i.k_j) e^(gamma_i - gamma_j) V'_j;
+//   S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ.
+// One block per value head; S and the chunk's K, Q, U/V', W, L in shared memory.
+constexpr int kChunk = 64;
+
+__global__ void __launch_bounds__(kThreads) gdn_chunked_kernel(GdnParams p) {
+  extern __shared__ float sm[];
+  const int dk = p.dk, dv = p.dv, nv = p.nv, kd = p.nk * dk, h = blockIdx.x, tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  float* S = sm;                    // [dk, dv]
+  float* Ks = S + dk * dv;          // [C, dk]
+  float* Qs = Ks + kChunk * dk;     // [C, dk]
+  float* Us = Qs + kChunk * dk;     // [C, dv]  v -> U -> V'
+  float* Ws = Us + kChunk * dv;     // [C, dk]
+  float* Ls = Ws + kChunk * dk;     // [C, C]   L, then the masked (q.k) e^(...) of the output
+  float* gam = Ls + kChunk * kChunk;  // [C]
+  float* bet = gam + kChunk;          // [C]
+  const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
+  const int64_t cd = 2 * kd + static_cast<int64_t>(nv) * dv;
+  float* Sg = p.state + static_cast<int64_t>(h) * dk * dv;
+  for (int i = tid; i < dk * dv; i += kThreads) S[i] = Sg[i];
+  const float qscale = rsqrtf(static_cast<float>(dk));
+  for (int64_t c0 = 0; c0 < p.T; c0 += kChunk) {
+    const int C = static_cast<int>(p.T - c0 < kChunk ? p.T - c0 : kChunk);
+    // 1. per token: L2-normed q (scaled) and k, v, beta, g (a warp per token)
+    for (int i = warp; i < C; i += kThreads / 32) {
+      const float* row = p.qkv + (c0 + i) * cd;
+      float qq = 0.0f, kk = 0.0f;
+      for (int a = lane; a < dk; a += 32) {
+        qq = fmaf(row[key * dk + a], row[key * dk + a], qq);
+        kk = fmaf(row[kd + key * dk + a], row[kd + key * dk + a], kk);
+      }
+      qq = warp_sum_xor(qq);
+      kk = warp_sum_xor(kk);
+      const float iq = __fmul_rn(rsqrtf(__fadd_rn(qq, 1e-6f)), qscale), ik = rsqrtf(__fadd_rn(kk, 1e-6f));
+      for (int a = lane; a < dk; a += 32) {
+        Qs[i * dk + a] = __fmul_rn(row[key * dk + a], iq);
+        Ks[i * dk + a] = __fmul_rn(row[kd + key * dk + a], ik);
+      }
+      for (int d = lane; d < dv; d += 32) Us[i * dv + d] = row[2 * kd + h * dv + d];
+      if (lane == 0) {
+        const int64_t t = c0 + i;
+        bet[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * nv + h])));
+        const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
+        gam[i] = __fmul_rn(p.ssm_a[h], ax > 20.0f ? ax : log1pf(expf(ax)));  // g_i, summed below
+      }
+    }
+    __syncthreads();
+    if (tid == 0)
+      for (int i = 1; i < C; ++i) gam[i] = __fadd_rn(gam[i], gam[i - 1]);  // gamma = cumsum(g)
+    __syncthreads();
+    // 2. L (strictly lower)
+    for (int e = tid; e < C * C; e += kThreads) {
+      const int i = e / C, j = e % C;
+      float v = 0.0f;
+      if (j < i) {
+        for (int a = 0; a < dk; ++a) v = fmaf(Ks[i * dk + a], Ks[j * dk + a], v);
+        v = __fmul_rn(__fmul_rn(bet[i], v), expf(gam[i] - gam[j]));
+      }
+      Ls[e] = v;
+    }
+    __syncthreads();
+    // 3. forward substitution, row by row: U_i = beta_i v_i - Σ_j<i L_ij U_j; W likewise
+    for (int i = 0; i < C; ++i) {
+      const float eg = expf(gam[i]);
+      for (int col = tid; col < dv + dk; col += kThreads) {
+        if (col < dv) {
+          float u = __fmul_rn(bet[i], Us[i * dv + col]);
+          for (int j = 0; j < i; ++j) u = fmaf(-Ls[i * C + j], Us[j * dv + col], u);
+          Us[i * dv + col] = u;
+        } else {
+          const int a = col - dv;
+          float w = __fmul_rn(__fmul_rn(bet[i], eg), Ks[i * dk + a]);
+          for (int j = 0; j < i; ++j) w = fmaf(-Ls[i * C + j], Ws[j * dk + a], w);
+          Ws[i * dk + a] = w;
+        }
+      }
+      __syncthreads();
+    }
+    // 4. V' = U - W S
+    for (int e = tid; e < C * dv; e += kThreads) {
+      const int i = e / dv, d = e % dv;
+      float v = Us[e];
+      for (int a = 0; a < dk; ++a) v = fmaf(-Ws[i * dk + a], S[a * dv + d], v);
+      Us[e] = v;
+    }
+    // 5. A[i,j] = (q_i.k_j) e^(gamma_i - gamma_j), j <= i (into Ls: L is no longer needed)
+    for (int e = tid; e < C * C; e += kThreads) {
+      const int i = e / C, j = e % C;
+      float v = 0.0f;
+      if (j <= i) {
+        for (int a = 0; a < dk; ++a) v = fmaf(Qs[i * dk + a], Ks[j * dk + a], v);
+        v = __fmul_rn(v, expf(gam[i] - gam[j]));
+      }
+      Ls[e] = v;
+    }
+    __syncthreads();
+    // 6. O_i = e^gamma_i q_i S + Σ_j<=i A_ij V'_j
+    for (int e = tid; e < C * dv; e += kThreads) {
+      const int i = e / dv, d = e % dv;
+      float qs = 0.0f;
+      for (int a = 0; a < dk; ++a) qs = fmaf(Qs[i * dk + a], S[a * dv + d], qs);
+      float o = __fmul_rn(expf(gam[i]), qs);
+      for (int j = 0; j <= i; ++j) o = fmaf(Ls[i * C + j], Us[j * dv + d], o);
+      p.o[(c0 + i) * nv * dv + h * dv + d] = o;
+    }
+    __syncthreads();
+    // 7. S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ
+    const float gl = gam[C - 1];
+    for (int e = tid; e < dk * dv; e += kThreads) {
+      const int a = e / dv, d = e % dv;
+      float v = __fmul_rn(expf(gl), S[e]);
+      for (int j = 0; j < C; ++j) v = fmaf(__fmul_rn(expf(gl - gam[j]), Ks[j * dk + a]), Us[j * dv + d], v);
+      S[e] = v;
+    }
+    __syncthreads();
+  }
+  for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
+}
+
 }  // namespace
 
 // --- launchers / dispatch
@@ -104,6 +231,18 @@ void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   if (p.K < 1 || p.K > kMaxK) fail("gdn conv: kernel size ", p.K, " unsupported (1..", kMaxK, ")");
   gdn_conv_kernel<<<static_cast<unsigned>(ceil_div(p.cd, 128)), 128, 0, s>>>(p);
   MEMRA_CUDA_CHECK_LAUNCH("gdn_conv_kernel");
+}
+
+void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.dk > kThreads || p.dv > kThreads) fail("gdn: d_k ", p.dk, " / d_v ", p.dv, " unsupported (<= ", kThreads, ")");
+  const size_t floats = static_cast<size_t>(p.dk) * p.dv + static_cast<size_t>(kChunk) * (3 * p.dk + p.dv) +
+                        static_cast<size_t>(kChunk) * kChunk + 2 * kChunk;
+  const size_t smem = floats * sizeof(float);
+  if (smem > 48 * 1024)
+    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  gdn_chunked_kernel<<<static_cast<unsigned>(p.nv), kThreads, smem, s>>>(p);
+  MEMRA_CUDA_CHECK_LAUNCH("gdn_chunked_kernel");
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {

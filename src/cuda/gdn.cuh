@@ -7,10 +7,11 @@
 //           value head h reads key head  tiled ? h % n_k : h / (n_v/n_k)   (raw_weights.h)
 //   state S [d_k, d_v] per value head, f32 (the oracle keeps f64):
 //           S <- decay S;  u = beta (v - Sᵀk);  S <- S + k uᵀ;  o = Sᵀ q
-// Prefill runs the same recurrence token by token over the prompt (Arms::gdn_prefill =
-// recurrent); the chunked WY form is not implemented on the GPU yet (an error, not a fallback).
+// Prefill runs either the same recurrence token by token (Arms::gdn_prefill = recurrent) or the
+// chunked WY form over 64-token chunks (chunked), which leaves the same final state up to
+// f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
-// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run
+// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,5 +43,6 @@ struct GdnParams {
   bool tiled = false;
 };
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
+void gdn_chunked_run(const GdnParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -22,6 +22,7 @@
 #include "cuda/common.cuh"
 #include "cuda/embed.cuh"
 #include "cuda/gdn.cuh"
+#include "cuda/gemm.cuh"
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
@@ -201,7 +202,8 @@ struct Model::Impl {
   // scratch, sized for cap_T tokens
   int64_t cap_T = 0, cap_work = 0;
   uint64_t scratch_gen = 1;  // bumped whenever a scratch buffer moves (captured graphs go stale)
-  GraphStats graph_stats;
+  Counters counters;
+  bool prefill_gemm = false;
   DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
   DeviceBuffer<Q81> hq, oq, fq, hnq;
   DeviceBuffer<int32_t> ids, tok, amax;
@@ -247,13 +249,23 @@ struct Model::Impl {
   void check_arms() const {
     if (arms.prefill_act == PrefillAct::w4a4)
       fail("GPU model: arm prefill_act=w4a4 is not implemented (only w4a8)");
-    if (arms.gdn_prefill == GdnPrefill::chunked && c.has_linear())
-      fail("GPU model: arm gdn_prefill=chunked is not implemented (the GPU prefill is recurrent)");
+  }
+
+  int64_t gemm_min_tokens = 32;
+  bool use_gemm(const DMat& w, int64_t n_out, const int32_t* slab) const {
+    return prefill_gemm && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type);
+  }
+  void gemm(const DMat& w, const Q81* xq, float* y, int64_t ld_y, int64_t T, bool add) {
+    cuda::GemmParams g;
+    g.w = w; g.xq = xq; g.T = T; g.y = y; g.ld_y = ld_y; g.add_to_y = add;
+    cuda::gemm_run(g, s);
+    ++counters.gemm_launches;
   }
 
   // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
   void mv(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
           bool add, int x_div = 1, const int32_t* slab = nullptr) {
+    if (x_div == 1 && use_gemm(w, n_out, slab)) return gemm(w, xq, y, ld_y, n_out, add);
     cuda::MatvecParams p;
     p.w = w;
     if (cuda::uses_q8_1(w.type)) p.xq = xq;
@@ -273,6 +285,10 @@ struct Model::Impl {
     std::vector<cuda::MatvecParams> ps;
     for (const Job& j : jobs) {
       if (j.w->empty()) continue;
+      if (x_div == 1 && use_gemm(j.w->m, n_out, slab)) {
+        gemm(j.w->m, xq, j.y, j.w->m.slab_rows, n_out, false);
+        continue;
+      }
       cuda::MatvecParams p;
       p.w = j.w->m;
       if (cuda::uses_q8_1(p.w.type)) p.xq = xq;
@@ -340,7 +356,12 @@ struct Model::Impl {
     gp.state = ci.state[li].data(); gp.o = o.data(); gp.T = T;
     gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
     gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = tiled;
-    cuda::gdn_recurrent_run(gp, s);
+    if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
+      cuda::gdn_chunked_run(gp, s);
+      ++counters.gdn_chunked_launches;
+    } else {
+      cuda::gdn_recurrent_run(gp, s);
+    }
     // gated norm per value head (rows T*nv of d_v), in place
     rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(), nullptr,
           T * nv, c.ssm_d_v);
@@ -450,7 +471,7 @@ struct Model::Impl {
       ci.graph_latched_off = true;  // latch to eager, as the arm says
       cudaGraphExecDestroy(ci.exec);
       ci.exec = nullptr;
-      ++graph_stats.latched;
+      ++counters.latched;
       body(ci, 1, ci.pos + 1);
       if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
       ci.pos += 1;
@@ -475,10 +496,10 @@ struct Model::Impl {
       MEMRA_CUDA_CHECK(ie);
       ci.exec_gen = scratch_gen;
       ci.exec_greedy = greedy;
-      ++graph_stats.captures;
+      ++counters.captures;
     }
     MEMRA_CUDA_CHECK(cudaGraphLaunch(ci.exec, s));
-    ++graph_stats.replays;
+    ++counters.replays;
     ci.pos += 1;
   }
 
@@ -507,7 +528,7 @@ std::unique_ptr<Model::Impl> new_impl(Engine& e, const ModelConfig& c) {
   m->e = &e;
   m->s = stream_of(e);
   m->c = c;
-  m->arms.gdn_prefill = GdnPrefill::recurrent;  // the only GDN prefill form on the GPU (model.h)
+  m->arms.gdn_prefill = GdnPrefill::recurrent;  // the verified GDN prefill form (model.h)
   m->layers.resize(static_cast<size_t>(c.n_layer));
   return m;
 }
@@ -705,7 +726,13 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   return out;
 }
 
-GraphStats Model::graph_stats() const { return impl_->graph_stats; }
+Counters Model::counters() const { return impl_->counters; }
+void Model::set_prefill_gemm(bool on, int64_t min_tokens) {
+  if (min_tokens < 1) fail("set_prefill_gemm: min_tokens ", min_tokens, " must be >= 1");
+  impl_->prefill_gemm = on;
+  impl_->gemm_min_tokens = min_tokens;
+}
+bool Model::prefill_gemm() const { return impl_->prefill_gemm; }
 
 int64_t Model::weight_bytes() const {
   int64_t n = impl_->embed.total_bytes() + impl_->output.total_bytes();

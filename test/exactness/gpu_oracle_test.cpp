@@ -198,6 +198,23 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
   EXPECT_EQ(cache.pos(), kPrompt);
 }
 
+// The tensor-core GEMM path (set_prefill_gemm, every call of >= 1 token so that prompt and
+// decode steps all take it) against the oracle, same band. Quantized fixtures only (the GEMM
+// serves Q8_0 / NVFP4 matrices); it must have engaged.
+TEST_P(GpuGate, GemmPathTeacherForcedAgreesWithOracle) {
+  const Case& c = GetParam();
+  if (c.type != DType::Q8_0 && c.type != DType::NVFP4) GTEST_SKIP() << "the GEMM serves Q8_0 / NVFP4 only";
+  Loaded& m = loaded(c.family, c.type, c.hf);
+  const int64_t before = m.gpu->counters().gemm_launches;
+  m.gpu->set_prefill_gemm(true, 1);
+  struct Off {
+    Model& m;
+    ~Off() { m.set_prefill_gemm(false); }
+  } off{*m.gpu};
+  gate_body(m, false);
+  EXPECT_GT(m.gpu->counters().gemm_launches - before, 0) << "the GEMM never engaged";
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate, ::testing::ValuesIn(all_cases()), CaseName());
 
 // Two identical runs (prime + greedy decode), the same sha256 of the whole logits stream.
@@ -285,9 +302,9 @@ TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
     Arms eager = m.gpu->arms(), graph = eager;
     eager.decode_graph = false;
     graph.decode_graph = true;
-    const GraphStats before = m.gpu->graph_stats();
+    const Counters before = m.gpu->counters();
     const std::string e = stream_with_arms(m, eager, 12), g = stream_with_arms(m, graph, 12);
-    const GraphStats after = m.gpu->graph_stats();
+    const Counters after = m.gpu->counters();
     EXPECT_EQ(e, g) << m.fx.id << ": graph and eager decode differ";
     EXPECT_GE(after.replays - before.replays, 12) << m.fx.id << ": the graph arm never engaged";
     EXPECT_GE(after.captures - before.captures, 1);
@@ -307,13 +324,13 @@ TEST_F(GpuModel, GraphInvalidationRecapturesOrLatches) {
     const auto p = testing_fixtures::prompt(kPrompt, V, 19);
     Cache c = m.gpu->new_cache(kPrompt + 8);
     m.gpu->prime_cache(p, c);
-    const GraphStats s0 = m.gpu->graph_stats();
+    const Counters s0 = m.gpu->counters();
     const std::vector<float> l1 = m.gpu->decode_step(p[0], c).logits;
     // grow the scratch: a prompt longer than any before on this model
     const auto big = testing_fixtures::prompt(recapture ? 400 : 600, V, 23);
     (void)m.gpu->forward_last(big);
     const std::vector<float> l2 = m.gpu->decode_step(p[1], c).logits;
-    const GraphStats s1 = m.gpu->graph_stats();
+    const Counters s1 = m.gpu->counters();
     // the eager reference of the same three calls
     Arms ea = a;
     ea.decode_graph = false;
@@ -326,6 +343,30 @@ TEST_F(GpuModel, GraphInvalidationRecapturesOrLatches) {
     EXPECT_EQ(std::memcmp(l2.data(), r2.data(), l2.size() * 4), 0) << "recapture=" << recapture;
     if (recapture) EXPECT_EQ(s1.captures - s0.captures, 2) << "expected a capture, then a re-capture";
     else EXPECT_EQ(s1.latched - s0.latched, 1) << "expected the cache to latch to eager";
+  }
+}
+
+// gdn_prefill = chunked on the GPU: a prompt crossing the 64-token chunk leaves logits within
+// f32 composition of the recurrent form's (float weights: no q8_1 re-rounding to amplify), and
+// the chunked kernel engaged.
+TEST_F(GpuModel, ChunkedGdnPrefillMatchesRecurrent) {
+  for (Family f : {Family::Qwen35, Family::Qwen3Next, Family::Qwen35Moe}) {
+    Loaded& m = loaded(f, DType::F32, false);
+    const auto p = testing_fixtures::prompt(150, m.fx.config.n_vocab, 29);
+    const std::vector<float> rec = m.gpu->forward_last(p);
+    Arms a = m.gpu->arms();
+    a.gdn_prefill = GdnPrefill::chunked;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    const int64_t before = m.gpu->counters().gdn_chunked_launches;
+    const std::vector<float> chk = m.gpu->forward_last(p);
+    EXPECT_GT(m.gpu->counters().gdn_chunked_launches, before) << m.fx.id << ": chunked form never engaged";
+    double num = 0, den = 0;
+    for (size_t j = 0; j < rec.size(); ++j) {
+      num = std::max(num, std::abs(double(chk[j]) - rec[j]));
+      den = std::max(den, std::abs(double(rec[j])));
+    }
+    std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+    EXPECT_LT(num / den, 1e-4) << m.fx.id;
   }
 }
 

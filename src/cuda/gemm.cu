@@ -1,0 +1,150 @@
+// src/cuda/gemm.cu — int8 mma.sync prefill GEMM (see gemm.cuh).
+// v1: no shared memory; A/B fragments loaded per thread from global (L1/L2-resident), the
+//     fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col):
+//       A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
+//                   (+16 for regs 2, 3 of k32);
+//       B (K x 8):  reg j holds 4 consecutive k of column g, k0 = 4*(lane%4) (+16 for reg 1);
+//       C (16 x 8): c0, c1 = row g, cols 2*(lane%4) + {0, 1}; c2, c3 = row g + 8, same cols;
+//     with g = lane / 4.
+#include "cuda/common.cuh"
+#include "cuda/gemm.cuh"
+
+namespace memra::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kRowsPerWarp = 16;
+constexpr int kNTiles = 16;  // 8 tokens each: 128 tokens per block
+constexpr int kTokens = 8 * kNTiles;
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+}
+
+__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+__device__ __forceinline__ int ld_i32_a2(const uint8_t* p) {  // 2-byte aligned
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+  return static_cast<int>(static_cast<uint32_t>(h[0]) | (static_cast<uint32_t>(h[1]) << 16));
+}
+
+// --- kernels
+
+// W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
+template <int W>
+__global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t rows = p.w.slab_rows;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
+  if (r0 >= rows) return;
+  const int64_t ra = imin(r0 + g, rows - 1), rb = imin(r0 + g + 8, rows - 1);  // clamped loads
+  const uint8_t* wa = p.w.data + ra * p.w.row_bytes;
+  const uint8_t* wb = p.w.data + rb * p.w.row_bytes;
+  const int64_t nqb = p.w.cols / 32;  // q8_1 blocks per token row
+  // Per n-tile: this thread's B column (token g of the tile) and its two C columns (2q, 2q+1),
+  // clamped to the last token for loads; results past T are never stored.
+  const int64_t tl = p.T - 1;
+  float acc[kNTiles][4];
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+  if constexpr (W == 3) {
+    for (int64_t b = 0; b < nqb; ++b) {
+      const uint8_t* ba = wa + b * 34;
+      const uint8_t* bb = wb + b * 34;
+      const int a0 = ld_i32_a2(ba + 2 + 4 * q), a2 = ld_i32_a2(ba + 18 + 4 * q);
+      const int a1 = ld_i32_a2(bb + 2 + 4 * q), a3 = ld_i32_a2(bb + 18 + 4 * q);
+      const float dwa = dev_fp16(*reinterpret_cast<const uint16_t*>(ba));
+      const float dwb = dev_fp16(*reinterpret_cast<const uint16_t*>(bb));
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        if (t0 + 8 * n >= p.T) break;  // warp-uniform
+        const int64_t tb = imin(t0 + 8 * n + g, tl), tc0 = imin(t0 + 8 * n + 2 * q, tl), tc1 = imin(t0 + 8 * n + 2 * q + 1, tl);
+        const Q81* xb = p.xq + tb * nqb + b;
+        const int* xi = reinterpret_cast<const int*>(xb->qs);
+        int c[4];
+        mma_k32(c, a0, a1, a2, a3, xi[q], xi[4 + q]);
+        const float dx0 = dev_fp16(p.xq[tc0 * nqb + b].d), dx1 = dev_fp16(p.xq[tc1 * nqb + b].d);
+        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
+        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
+        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));
+        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dx1), static_cast<float>(c[3])));
+      }
+    }
+  } else {
+    const int64_t nu = p.w.cols / 16;
+    for (int64_t u = 0; u < nu; ++u) {
+      const int64_t i = u >> 2;
+      const int s = static_cast<int>(u & 3);
+      // values 4q..4q+3 of sub-block s: low nibbles of qs[8s + 4(q&1) ..] for q < 2, high for q >= 2
+      const uint8_t* ba = wa + i * 36;
+      const uint8_t* bb = wb + i * 36;
+      const uint32_t wa4 = *reinterpret_cast<const uint32_t*>(ba + 4 + 8 * s + 4 * (q & 1));
+      const uint32_t wb4 = *reinterpret_cast<const uint32_t*>(bb + 4 + 8 * s + 4 * (q & 1));
+      const int a0 = e2m1x2_pack4(wa4, (q >> 1) * 4), a1 = e2m1x2_pack4(wb4, (q >> 1) * 4);
+      const float dwa = dev_ue4m3_half(ba[s]), dwb = dev_ue4m3_half(bb[s]);
+      const int64_t xblk = 2 * i + (s >> 1);
+      const int xoff = (s & 1) * 16;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        if (t0 + 8 * n >= p.T) break;
+        const int64_t tb = imin(t0 + 8 * n + g, tl), tc0 = imin(t0 + 8 * n + 2 * q, tl), tc1 = imin(t0 + 8 * n + 2 * q + 1, tl);
+        const Q81* xb = p.xq + tb * nqb + xblk;
+        const int b0 = *reinterpret_cast<const int*>(xb->qs + xoff + 4 * q);
+        int c[4];
+        mma_k16(c, a0, a1, b0);
+        const float dx0 = dev_fp16(p.xq[tc0 * nqb + xblk].d), dx1 = dev_fp16(p.xq[tc1 * nqb + xblk].d);
+        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
+        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
+        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));
+        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dx1), static_cast<float>(c[3])));
+      }
+    }
+  }
+
+  const float scale = p.w.slab_scale[0];
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t r = r0 + g + (j >= 2 ? 8 : 0);
+      const int64_t t = t0 + 8 * n + 2 * q + (j & 1);
+      if (r >= rows || t >= p.T) continue;
+      const float v = __fmul_rn(acc[n][j], scale);
+      float* out = p.y + t * p.ld_y + r;
+      *out = p.add_to_y ? __fadd_rn(*out, v) : v;
+    }
+  }
+}
+
+}  // namespace
+
+// --- launchers / dispatch
+
+void gemm_run(const GemmParams& p, cudaStream_t s) {
+  if (p.T == 0 || p.w.slab_rows == 0) return;
+  const int64_t gy = ceil_div(p.T, kTokens);
+  if (gy > 65535) fail("gemm: ", p.T, " tokens exceed the grid");
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.w.slab_rows, kWarps * kRowsPerWarp)), static_cast<unsigned>(gy));
+  switch (p.w.type) {
+    case DType::Q8_0: gemm_kernel<3><<<grid, 32 * kWarps, 0, s>>>(p); break;
+    case DType::NVFP4: gemm_kernel<4><<<grid, 32 * kWarps, 0, s>>>(p); break;
+    default: fail("gemm: weight type ", dtype_name(p.w.type), " has no tensor-core kernel (Q8_0, NVFP4)");
+  }
+  MEMRA_CUDA_CHECK_LAUNCH("gemm_kernel");
+}
+
+}  // namespace memra::cuda

@@ -1,0 +1,86 @@
+// Op: the int8 tensor-core prefill GEMM (src/cuda/gemm.cu) against quant.h's dot contract in
+// DotOrder::sequential, bitwise: y[t, r] = scale * dot_*(W[r], X[t], sequential). Shapes cross
+// the tiles: rows not a multiple of 16 / 64, tokens not a multiple of 8 / 128.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <random>
+
+#include "cuda/gemm.cuh"
+#include "memra/engine.h"
+#include "memra/quant.h"
+#include "ops/op_harness.h"
+
+namespace memra::ops {
+namespace {
+
+struct GemmCase : OpCase {
+  DType type;
+  int64_t rows, cols, T;
+  GemmCase(DType t, int64_t r, int64_t c, int64_t n) : type(t), rows(r), cols(c), T(n) {}
+  std::string vars() const override {
+    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("T", T).str();
+  }
+};
+
+std::vector<GemmCase> cases() {
+  std::vector<GemmCase> v;
+  for (DType t : {DType::Q8_0, DType::NVFP4}) {
+    v.emplace_back(t, 16, 64, 8);
+    v.emplace_back(t, 37, 512, 5);
+    v.emplace_back(t, 100, 1024 + 64, 131);
+    v.emplace_back(t, 64, 256, 300);
+  }
+  return v;
+}
+
+using GemmOp = OpTest<GemmCase>;
+
+TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
+  const GemmCase& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  const int64_t rb = row_bytes(c.type, c.cols);
+  std::vector<float> wf(static_cast<size_t>(c.rows * c.cols));
+  for (float& v : wf) v = U(rng) * 0.1f;
+  std::vector<uint8_t> w(static_cast<size_t>(rb * c.rows + 16));
+  float scale = 0.75f;
+  if (c.type == DType::NVFP4) scale = quantize_nvfp4_tensor(wf.data(), w.data(), c.rows, c.cols);
+  else for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+  std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
+  for (float& v : xf) v = U(rng);
+  std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
+  for (int64_t t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
+
+  DeviceBuffer<uint8_t> dw(e, w.size());
+  dw.upload(w);
+  DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
+  ds.upload(std::vector<float>{scale});
+  DeviceBuffer<BlockQ8_1> dx(e, xq.size());
+  dx.upload(xq);
+  dy.fill_bytes(0xFF);
+  cuda::GemmParams p;
+  p.w.type = c.type; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = rb; p.w.slab_rows = c.rows;
+  p.w.data = dw.data(); p.w.slab_scale = ds.data();
+  p.xq = reinterpret_cast<const cuda::Q81*>(dx.data()); p.T = c.T; p.y = dy.data(); p.ld_y = c.rows;
+  cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+  e.synchronize();
+  const std::vector<float> got = dy.download();
+  std::vector<float> ref(got.size());
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const uint8_t* wr = w.data() + r * rb;
+      const BlockQ8_1* x = xq.data() + t * c.cols / 32;
+      const float d = c.type == DType::Q8_0
+                          ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
+                          : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
+      ref[static_cast<size_t>(t * c.rows + r)] = d * scale;
+    }
+  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
+
+}  // namespace
+}  // namespace memra::ops
