@@ -11,8 +11,9 @@
 // "{type}", replaced by each type's name.
 // tiny and bank models are built in memory and can be written as GGUF (--gguf) and
 // as an HF directory (--hf: config.json + model.safetensors in f32 + tokenizer.json). The
-// realistic presets are streamed straight into a GGUF (--hf refused: they do not fit in memory
-// as f32); --dry-run prints their layout and size without writing.
+// realistic presets do not fit in memory as f32: they are streamed straight into the GGUF, and
+// into the HF directory (--hf: BF16 safetensors, or F32 when --type is f32); --dry-run prints
+// their sizes without writing.
 // --tokenizer auto looks for the real Qwen3 tokenizer.json in the npm cache ($MEMRA_CACHE_DIR,
 // ~/.cache/memra, <--repo>/.cache/memra) and falls back to a byte-level vocabulary with a
 // warning. --measure runs STEPS greedy decode steps on the CPU oracle and prints the
@@ -174,7 +175,6 @@ int main(int argc, char** argv) {
 
     const bool realistic = spec.preset != fixture::Preset::Tiny && spec.preset != fixture::Preset::Bank;
     if (realistic) {
-      if (!hf.empty()) fail("--hf: preset ", preset, " is written as a streamed GGUF only");
       if (measure_steps) fail("--measure: preset ", preset, " does not fit the CPU oracle");
       fixture::StreamOptions o;
       o.matrix_type = mtype;
@@ -183,11 +183,19 @@ int main(int argc, char** argv) {
       o.tokenizer = &tspec;
       o.name = name;
       if (types.size() > 1) fail("--type: streamed presets take one type");
-      const auto r = fixture::write_gguf_streamed(gguf_for(types[0]), c, seed, o);
-      std::fprintf(stderr, "memra-mkfixture: %s %s: %llu tensors, %.3f B params, %.3f GB, %.1f s%s\n",
-                   name.c_str(), type.c_str(), static_cast<unsigned long long>(r.n_tensors),
-                   static_cast<double>(r.n_params) * 1e-9, static_cast<double>(r.file_bytes) * 1e-9,
-                   r.seconds, o.dry_run ? " (dry run)" : "");
+      auto report = [&](const char* what, const fixture::StreamResult& r, bool dry_run) {
+        std::fprintf(stderr, "memra-mkfixture: %s %s %s: %llu tensors, %.3f B params, %.3f GB, %.1f s%s\n",
+                     name.c_str(), what, type.c_str(), static_cast<unsigned long long>(r.n_tensors),
+                     static_cast<double>(r.n_params) * 1e-9, static_cast<double>(r.file_bytes) * 1e-9,
+                     r.seconds, dry_run ? " (dry run)" : "");
+      };
+      if (!gguf.empty() || hf.empty()) report("gguf", fixture::write_gguf_streamed(gguf_for(types[0]), c, seed, o), o.dry_run);
+      if (!hf.empty()) {
+        o.matrix_type = mtype == DType::F32 ? DType::F32 : DType::BF16;
+        o.dry_run = dry;
+        o.tokenizer_json = tok_json;
+        report("hf", fixture::write_hf_dir_streamed(hf, c, seed, o), dry);
+      }
       std::printf("%s\n", c.summary().c_str());
       return 0;
     }

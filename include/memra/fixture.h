@@ -27,7 +27,7 @@
 //           fixture_scales, fixture_config, fixture_seed, fixture_weights, find_qwen3_tokenizer,
 //           fit_vocab, byte_level_tokenizer_spec, fixture_tokenizer_spec, write_fixture_gguf,
 //           write_fixture_hf_dir, TensorPlan, gguf_tensor_plan, StreamOptions, StreamResult,
-//           write_gguf_streamed, gguf_storage_type
+//           write_gguf_streamed, hf_tensor_plan, write_hf_dir_streamed, gguf_storage_type
 #pragma once
 
 #include <cstdint>
@@ -120,7 +120,7 @@ void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const Mo
 
 // One GGUF tensor as llama.cpp names and shapes it, and how its values are drawn.
 struct TensorPlan {
-  enum class Init { Matrix, Norm, SsmA, DtBias, Conv, SharedGate };
+  enum class Init { Matrix, Norm, SsmA, ALog, DtBias, Conv, SharedGate };
   std::string name;
   std::vector<int64_t> ne;  // ggml order
   Init init = Init::Matrix;
@@ -129,12 +129,16 @@ struct TensorPlan {
 // Every tensor of the model in the order to_gguf_source writes them (the same names and
 // shapes: fixture_test checks it against to_gguf_source).
 std::vector<TensorPlan> gguf_tensor_plan(const ModelConfig& c);
+// The same for save_pretrained's names (to_hf_source's order and shapes, per-expert tensors):
+// zero-centred norms are drawn as w = m - 1, the GDN decay as A_log.
+std::vector<TensorPlan> hf_tensor_plan(const ModelConfig& c);
 
 struct StreamOptions {
   DType matrix_type = DType::Q8_0;
   int threads = 0;       // 0: hardware_concurrency
   bool dry_run = false;  // compute the layout and size only
-  const TokenizerSpec* tokenizer = nullptr;
+  const TokenizerSpec* tokenizer = nullptr;   // GGUF: embedded as tokenizer.ggml.*
+  std::string tokenizer_json;                 // HF: copied into the directory when set
   std::string name;      // general.name
 };
 struct StreamResult {
@@ -148,5 +152,11 @@ struct StreamResult {
 // thread count) and quantizing them before they are written: memory stays at a few pieces.
 StreamResult write_gguf_streamed(const std::string& path, const ModelConfig& c, uint64_t seed,
                                  const StreamOptions& opt);
+// The same model family and scales as an HF directory (config.json + one model.safetensors,
+// streamed the same way); matrix_type F32 or BF16 applies to every tensor, as save_pretrained
+// in that dtype would. The values are not those of the GGUF stream (another naming, another
+// draw): use one format per benchmark comparison.
+StreamResult write_hf_dir_streamed(const std::string& dir, const ModelConfig& c, uint64_t seed,
+                                   const StreamOptions& opt);
 
 }  // namespace memra::fixture

@@ -1,7 +1,8 @@
 // Fixture models (include/memra/fixture.h): presets, determinism, the GGUF/safetensors writers
 // (the same weights through either give bit-identical oracle logits), quantized storage
-// types, the streamed realistic-shape writer, the tokenizer fitting, and non-degenerate greedy
-// decoding (with a negative control showing the check fails on plain random weights).
+// types, the streamed realistic-shape writers (GGUF and HF), the tokenizer fitting, and
+// non-degenerate greedy decoding (with a negative control showing the check fails on plain
+// random weights).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,6 +181,18 @@ TEST_P(FixtureFiles, TensorPlanIsTheExportedTensorList) {
   }
 }
 
+TEST_P(FixtureFiles, HfTensorPlanIsTheExportedTensorList) {
+  const ModelConfig c = fixture::fixture_config({GetParam(), Preset::Bank});  // untied for MoE families
+  const MemorySource src = to_hf_source(c, fixture::fixture_weights(c, 1));
+  const auto plan = fixture::hf_tensor_plan(c);
+  const auto names = src.tensor_names();
+  ASSERT_EQ(plan.size(), names.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    EXPECT_EQ(plan[i].name, names[i]);
+    EXPECT_EQ(plan[i].ne, src.find(names[i])->ne) << names[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FixtureFiles, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return fam(info.param); });
 
@@ -209,6 +222,55 @@ TEST(StreamedGguf, LoadsIsThreadCountIndependentAndMatchesDryRun) {
       EXPECT_EQ(m.config(), want);
       for (float x : m.forward_last(ids(4, c.n_vocab, 2))) ASSERT_TRUE(std::isfinite(x));
     }
+  }
+}
+
+// The loaded (canonical) values of a streamed model lie where the draw put them, whichever
+// format: norm multipliers in [0.75, 1.25] (HF zero-centred w = m - 1 folded back), GDN decay
+// ssm_a = -exp(A_log) in [-8, -0.5], dt_bias in [0.5, 1.5].
+void expect_canonical_ranges(const ModelWeights& w, const std::string& what) {
+  auto in = [&](const std::vector<float>& v, float lo, float hi, const char* name) {
+    ASSERT_FALSE(v.empty()) << what << " " << name;
+    const auto [a, b] = std::minmax_element(v.begin(), v.end());
+    EXPECT_GE(*a, lo) << what << " " << name;
+    EXPECT_LE(*b, hi) << what << " " << name;
+  };
+  in(w.output_norm, 0.75f, 1.25f, "output_norm");
+  for (const LayerWeights& L : w.layers) {
+    in(L.attn_norm, 0.75f, 1.25f, "attn_norm");
+    if (L.gdn) {
+      // BF16 rounds A_log (|A_log| <= ln 8) by <= 2^-9 relative: exp moves by <= e^0.0041.
+      in(L.gdn->ssm_a, -8.0f * 1.005f, -0.5f / 1.005f, "ssm_a");
+      in(L.gdn->dt_bias, 0.5f, 1.5f, "dt_bias");
+      in(L.gdn->norm, 0.75f, 1.25f, "ssm_norm");
+    }
+    if (L.attn) in(L.attn->q_norm, 0.75f, 1.25f, "q_norm");
+  }
+}
+
+TEST(StreamedHf, LoadsMatchesDryRunAndKeepsConventions) {
+  for (Family f : kFamilies) {
+    const ModelConfig c = fixture::fixture_config({f, Preset::Bank});
+    st_test::TempDir dir("streamhf");
+    for (DType t : {DType::F32, DType::BF16}) {
+      fixture::StreamOptions o;
+      o.matrix_type = t;
+      o.threads = 2;
+      const std::string d = (dir.path() / std::string(dtype_name(t))).string();
+      const auto r = fixture::write_hf_dir_streamed(d, c, 4, o);
+      EXPECT_EQ(r.file_bytes, std::filesystem::file_size(d + "/model.safetensors")) << fam(f);
+      const auto src = open_weights(d);
+      const oracle::Model m = oracle::Model::load(*src);
+      EXPECT_EQ(m.config(), c) << fam(f);
+      expect_canonical_ranges(m.weights(), fam(f) + " hf " + std::string(dtype_name(t)));
+      for (float x : m.forward_last(ids(4, c.n_vocab, 2))) ASSERT_TRUE(std::isfinite(x));
+    }
+    fixture::StreamOptions o;
+    o.matrix_type = DType::Q8_0;
+    const std::string g = (dir.path() / "m.gguf").string();
+    fixture::write_gguf_streamed(g, c, 4, o);
+    const auto gs = GgufFile::open(g);
+    expect_canonical_ranges(oracle::Model::load(*gs).weights(), fam(f) + " gguf");
   }
 }
 
