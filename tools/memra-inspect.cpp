@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "memra/config.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
 #include "memra/safetensors.h"
@@ -100,6 +101,22 @@ bool is_hparam(const std::string& key, const std::string& arch) {
          key[arch.size()] == '.';
 }
 
+// The architecture as memra understands it (memra/config.h), whatever the file format: the
+// family and the hyper-parameters the engine will run with, or why the file is not a model
+// memra can run (a tokenizer-only GGUF, an unknown architecture, a misshaped tensor).
+struct Detected {
+  bool ok = false;
+  std::string text;  // summary() or the error
+};
+
+Detected detect_model(const memra::WeightSource& src) {
+  try {
+    return {true, memra::ModelConfig::from_source(src).summary()};
+  } catch (const memra::Error& e) {
+    return {false, e.what()};
+  }
+}
+
 int inspect(const Options& o) {
   const std::unique_ptr<memra::WeightSource> src = memra::open_weights(o.path);
   const memra::GgufFile* g = src->gguf();
@@ -141,6 +158,8 @@ int inspect(const Options& o) {
       ts.push_back(e);
     }
     j["tensors"] = ts;
+    const Detected d = detect_model(*src);
+    j["model"] = d.ok ? json{{"summary", d.text}} : json{{"error", d.text}};
     j["tensor_count"] = names.size();
     j["total_bytes"] = total;
     // Metadata strings are not guaranteed UTF-8 (token pieces): replace, do not throw.
@@ -182,6 +201,8 @@ int inspect(const Options& o) {
     for (const auto& [k, v] : st->metadata()) std::cout << "  " << k << " = " << v << "\n";
   }
   if (src->hf_config_json()) std::cout << "config.json:  present\n";
+  const Detected d = detect_model(*src);
+  std::cout << "\nmodel:        " << (d.ok ? d.text : "not runnable: " + d.text) << "\n";
 
   size_t w_name = 4, w_type = 4, w_shape = 2;
   for (const std::string& n : names) {
