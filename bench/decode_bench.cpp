@@ -9,8 +9,10 @@
 // (streamed bytes/s over the probe's measured read bandwidth, run first in the same program).
 // Context (GPU, SM, driver, commit $MEMRA_COMMIT) goes into the JSON.
 #include <benchmark/benchmark.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -162,7 +164,32 @@ void register_all() {
 
 }  // namespace
 
+// MEMRA_BENCH_PROFILE=<shape name>: no benchmarks; build that shape, prime it, then run 2 eager
+// decode steps between cudaProfilerStart/Stop (for `ncu --profile-from-start off`: per-kernel
+// times of exactly one decode step's launches, without the setup's).
+int profile_decode(const std::string& name) {
+  for (const Shape& s : kShapes) {
+    if (name != s.name) continue;
+    Model& m = model_for(s);
+    set_arm(m, "mmvq");
+    Cache c = m.new_cache(64);
+    std::vector<int32_t> prompt(16);
+    for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
+    m.prime_cache(prompt, c);
+    int32_t tok = m.decode_greedy(1, c);
+    engine().synchronize();
+    cudaProfilerStart();
+    for (int i = 0; i < 2; ++i) tok = m.decode_greedy(tok, c);
+    engine().synchronize();
+    cudaProfilerStop();
+    return 0;
+  }
+  std::fprintf(stderr, "MEMRA_BENCH_PROFILE: no shape named %s\n", name.c_str());
+  return 2;
+}
+
 int main(int argc, char** argv) {
+  if (const char* prof = std::getenv("MEMRA_BENCH_PROFILE")) return profile_decode(prof);
   benchmark::Initialize(&argc, argv);
   const DeviceProps& p = engine().props();
   int driver = 0;
