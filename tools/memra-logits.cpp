@@ -1,23 +1,31 @@
 // memra-logits — a model's logits for a token sequence, as JSON.
 //
 //   memra-logits --model FILE|DIR (--tokens 1,2,3 | --prompt TEXT) [--all-positions]
-//                [--backend cpu|gpu] [--ctx N] --out FILE.json
+//                [--backend auto|cpu|gpu] [--ctx N] --out FILE.json
 //
-// Output: {"model": path, "backend": "cpu", "tokens": [...], "positions": [...],
+// Output: {"model": path, "backend": "cpu"|"gpu", "tokens": [...], "positions": [...],
 //          "logits": [[...], ...]} with one row per position listed (the last one, or every one
 // with --all-positions), each value printed with 9 significant digits (exact for f32).
-// --out - writes to stdout. --backend gpu is refused until the GPU engine lands.
+// --out - writes to stdout.
+//
+// Backend (memra/backend.h): auto (the default) runs the GPU model when the build has the CUDA
+// part and a device is visible, else the CPU oracle; gpu without either exits 1 naming which is
+// missing; cpu is the oracle. stderr names the one that ran ("backend: gpu (NVIDIA H200, sm_90)"
+// / "backend: cpu oracle"). On the GPU, the last row is Model::forward_last and --all-positions
+// is prime_cache(first token) + teacher-forced decode_step per token, whose last row equals
+// forward_last bitwise with the default arms (memra/model.h).
 // Bad input (a missing model, a token id outside the vocabulary, a sequence over the context)
 // prints "memra-logits: <what>" and exits 1.
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "memra/backend.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
-#include "memra/oracle.h"
 #include "memra/source.h"
 #include "memra/tokenizer.h"
 
@@ -29,7 +37,7 @@ namespace fs = std::filesystem;
 int usage(const std::string& msg) {
   std::cerr << "memra-logits: " << msg << "\n"
             << "usage: memra-logits --model FILE|DIR (--tokens 1,2,3 | --prompt TEXT) [--all-positions]\n"
-               "                    [--backend cpu|gpu] [--ctx N] --out FILE.json\n";
+               "                    [--backend auto|cpu|gpu] [--ctx N] --out FILE.json\n";
   return 2;
 }
 
@@ -78,7 +86,7 @@ std::string json_string(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, tokens, prompt, out, backend = "cpu";
+  std::string model, tokens, prompt, out, backend = "auto";
   bool have_tokens = false, have_prompt = false, all = false;
   long long ctx = 0;
   for (int i = 1; i < argc; ++i) {
@@ -100,14 +108,22 @@ int main(int argc, char** argv) {
   }
   if (model.empty() || out.empty()) return usage("--model and --out are required");
   if (have_tokens == have_prompt) return usage("give exactly one of --tokens and --prompt");
-  if (backend != "cpu" && backend != "gpu") return usage("--backend must be cpu or gpu");
+  BackendRequest req;
+  try {
+    req = parse_backend_request(backend);
+  } catch (const Error& e) {
+    return usage(e.what());
+  }
 
   try {
-    if (backend == "gpu") fail("--backend gpu: no GPU backend in this build/at runtime");
+    // Before touching the model: a GPU that cannot be had is the first thing to say.
+    if (req == BackendRequest::Gpu)
+      if (auto why = gpu_backend_unavailable()) fail("--backend gpu: ", *why);
     if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
     const auto src = open_weights(model);
-    const oracle::Model m = oracle::Model::load(*src);
-    const ModelConfig& c = m.config();
+    const std::unique_ptr<Backend> m = open_backend(req, *src);
+    std::cerr << "memra-logits: backend: " << m->describe() << "\n";
+    const ModelConfig& c = m->config();
     std::vector<int32_t> ids;
     if (have_tokens) {
       const std::vector<int64_t> raw = parse_tokens(tokens);
@@ -130,16 +146,16 @@ int main(int argc, char** argv) {
     std::vector<std::vector<float>> rows;
     std::vector<size_t> positions;
     if (all) {
-      rows = m.forward_all(ids);
+      rows = m->forward_all(ids);
       for (size_t i = 0; i < ids.size(); ++i) positions.push_back(i);
     } else {
-      rows.push_back(m.forward_last(ids));
+      rows.push_back(m->forward_last(ids));
       positions.push_back(ids.size() - 1);
     }
 
     std::FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
     if (!f) fail(out, ": cannot open for writing");
-    std::string head = "{\"model\":" + json_string(model) + ",\"backend\":\"cpu\",\"tokens\":[";
+    std::string head = "{\"model\":" + json_string(model) + ",\"backend\":\"" + m->name() + "\",\"tokens\":[";
     for (size_t i = 0; i < ids.size(); ++i) head += (i ? "," : "") + std::to_string(ids[i]);
     head += "],\"positions\":[";
     for (size_t i = 0; i < positions.size(); ++i) head += (i ? "," : "") + std::to_string(positions[i]);

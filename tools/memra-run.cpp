@@ -1,7 +1,7 @@
 // memra-run — generate text: tokenise, prefill, decode, stream the text, report tokens/s.
 //
 //   memra-run [--model FILE|DIR] [--prompt TEXT | --chat TEXT] [-n N] [--temp T --seed S]
-//             [--ctx N] [--threads N]
+//             [--ctx N] [--threads N] [--backend auto|cpu|gpu]
 //
 // Without --model it runs the embedded default fixture model (tiny qwen3 with the real Qwen3
 // tokenizer, generated at build time into <build>/fixtures/default.gguf; $MEMRA_DEFAULT_MODEL
@@ -9,7 +9,13 @@
 // Qwen's chat template and stops at <|im_end|>. Greedy unless --temp > 0 (Gumbel-max over
 // softmax(logits/T), keyed by --seed and the position: memra/sampling.h).
 //
-// Backend: the CPU oracle (the GPU engine plugs in here and is chosen when a GPU is present).
+// Backend (memra/backend.h): auto (the default) runs the GPU model when the build has the CUDA
+// part and a device is visible, else the CPU oracle; gpu without either exits 1 naming which is
+// missing; cpu is the oracle (--threads applies to it only). Both run the same loop: prefill the
+// prompt (GPU: prime_cache), then one decode per generated token; greedy on the GPU takes
+// Model::decode_greedy (argmax on the device, only the id comes back), sampling takes the full
+// logit row to the host and draws with sample_token, so a seed selects the same text on both
+// backends unless two candidates are within the GPU's logit noise of each other.
 // Text goes to stdout as it is decoded; the summary (model, backend, tokens/s) to stderr.
 // Errors (missing model, prompt over the context, ...) print "memra-run: <what>" and exit 1.
 #include <unistd.h>
@@ -24,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "memra/backend.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
-#include "memra/oracle.h"
 #include "memra/sampling.h"
 #include "memra/source.h"
 #include "memra/tokenizer.h"
@@ -41,7 +47,7 @@ constexpr const char* kDefaultPrompt = "The quick brown fox jumps over the lazy 
 int usage(const std::string& msg) {
   std::cerr << "memra-run: " << msg << "\n"
             << "usage: memra-run [--model FILE|DIR] [--prompt TEXT | --chat TEXT] [-n N] [--temp T --seed S]\n"
-               "                 [--ctx N] [--threads N]\n";
+               "                 [--ctx N] [--threads N] [--backend auto|cpu|gpu]\n";
   return 2;
 }
 
@@ -108,6 +114,7 @@ int main(int argc, char** argv) {
   bool have_prompt = false, have_chat = false;
   int64_t n_gen = 32, ctx = 0, threads = 0;
   SampleSpec spec;
+  BackendRequest req = BackendRequest::Auto;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -123,6 +130,7 @@ int main(int argc, char** argv) {
       else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
       else if (a == "--ctx") ctx = to_int(a, value());
       else if (a == "--threads") threads = to_int(a, value());
+      else if (a == "--backend") req = parse_backend_request(value());
       else if (a == "-h" || a == "--help") {
         usage("generate text");
         return 0;
@@ -138,6 +146,9 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // Before touching the model: a GPU that cannot be had is the first thing to say.
+    if (req == BackendRequest::Gpu)
+      if (auto why = gpu_backend_unavailable()) fail("--backend gpu: ", *why);
     if (model.empty()) {
       model = default_model();
       if (!fs::exists(model))
@@ -146,10 +157,10 @@ int main(int argc, char** argv) {
     }
     if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
     const auto src = open_weights(model);
-    oracle::Options opt;
+    BackendOptions opt;
     opt.threads = static_cast<int>(threads);
-    const oracle::Model m = oracle::Model::load(*src, opt);
-    const ModelConfig& c = m.config();
+    const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
+    const ModelConfig& c = m->config();
     const Tokenizer tok = model_tokenizer(*src, model);
 
     std::string text = have_chat ? "<|im_start|>user\n" + chat + "<|im_end|>\n<|im_start|>assistant\n"
@@ -168,26 +179,34 @@ int main(int argc, char** argv) {
     if (have_chat) stop = tok.find_token("<|im_end|>");
     const int32_t eos = tok.eos_id();
 
-    std::fprintf(stderr, "memra-run: %s\nmemra-run: backend cpu (oracle), %s\n", model.c_str(), c.summary().c_str());
+    std::fprintf(stderr, "memra-run: %s\nmemra-run: backend: %s\nmemra-run: %s\n", model.c_str(), m->describe().c_str(),
+                 c.summary().c_str());
     if (!have_chat) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
     }
-    oracle::Cache cache = m.new_cache(static_cast<int64_t>(ids.size()) + n);
+    const std::unique_ptr<Sequence> seq = m->new_sequence(static_cast<int64_t>(ids.size()) + n);
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
-    std::vector<float> logits = m.prime(ids, cache);
+    const std::vector<float> prompt_logits = seq->prime(ids);
     const auto t1 = clock::now();
+    // The token after position p-1 is drawn with counter = p (the position it will occupy).
+    auto pick = [&](const std::vector<float>& logits) {
+      spec.counter = static_cast<uint64_t>(seq->pos());
+      return sample_token(logits, spec);
+    };
+    const bool greedy = spec.temperature == 0;
     std::string pending;
     int64_t generated = 0;
+    int32_t t = -1;
     for (int64_t s = 0; s < n; ++s) {
-      spec.counter = static_cast<uint64_t>(cache.pos);
-      const int32_t t = sample_token(logits, spec);
+      if (s == 0) t = pick(prompt_logits);
+      else if (greedy) t = seq->decode_greedy(t);  // == sample_token at temperature 0 (lowest-index ties)
+      else t = pick(seq->decode(t));
       ++generated;
       if (t == eos || (stop && t == *stop)) break;
       pending += tok.token_bytes(t);
       flush_utf8(pending, false);
-      if (s + 1 < n) logits = m.decode_step(t, cache).logits;
     }
     flush_utf8(pending, true);
     const auto t2 = clock::now();
