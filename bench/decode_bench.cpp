@@ -130,11 +130,13 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
-// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (Model::set_prefill_gemm)
+// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma)
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
-  m.set_prefill_gemm(std::string(arm) == "gemm");
+  Arms a = m.arms();
+  a.prefill_matmul = std::string(arm) == "gemm" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+  m.set_arms(a);
   std::vector<int32_t> prompt(512);
   for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
   Timer t;
@@ -146,7 +148,6 @@ void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   }
   st.SetItemsProcessed(st.iterations() * 512);
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * 512), benchmark::Counter::kIsRate);
-  m.set_prefill_gemm(false);
 }
 
 void register_all() {
@@ -166,12 +167,27 @@ void register_all() {
 
 // MEMRA_BENCH_PROFILE=<shape name>: no benchmarks; build that shape, prime it, then run 2 eager
 // decode steps between cudaProfilerStart/Stop (for `ncu --profile-from-start off`: per-kernel
-// times of exactly one decode step's launches, without the setup's).
+// times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=mmvq
+// or gemm: one 512-token forward_last instead.
 int profile_decode(const std::string& name) {
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     Model& m = model_for(s);
     set_arm(m, "mmvq");
+    if (const char* what = std::getenv("MEMRA_BENCH_PROFILE_PREFILL")) {  // "mmvq" or "gemm"
+      Arms a = m.arms();
+      a.prefill_matmul = std::string(what) == "gemm" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+      m.set_arms(a);
+      std::vector<int32_t> prompt(512);
+      for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
+      m.forward_last(prompt);  // warm-up (scratch allocation)
+      engine().synchronize();
+      cudaProfilerStart();
+      m.forward_last(prompt);
+      engine().synchronize();
+      cudaProfilerStop();
+      return 0;
+    }
     Cache c = m.new_cache(64);
     std::vector<int32_t> prompt(16);
     for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;

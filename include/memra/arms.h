@@ -7,7 +7,7 @@
 // users and scripts); a bad value there is an error naming the variable and the accepted
 // values, never a silent default.
 //
-// provides: Arms, PrefillAct, DecodeMatvec, GdnPrefill, Arms::from_env, to_string
+// provides: Arms, PrefillAct, DecodeMatvec, GdnPrefill, PrefillMatmul, Arms::from_env, to_string
 #pragma once
 
 #include <functional>
@@ -25,6 +25,10 @@ enum class PrefillAct { w4a8, w4a4 };
 enum class DecodeMatvec { mmvq, dp4a };
 // Gated-DeltaNet prefill form.
 enum class GdnPrefill { chunked, recurrent };
+// Prefill matrix products (calls of >= 32 tokens) of Q8_0 / NVFP4 matrices: the token-tiled
+// mat-vec (the dot contract's warp32 order, bit-identical to decode) or the int8 tensor-core
+// GEMM (mma.sync, DotOrder::sequential).
+enum class PrefillMatmul { mmvq, mma };
 
 struct Arms {
   PrefillAct prefill_act = PrefillAct::w4a8;
@@ -34,13 +38,14 @@ struct Arms {
   bool decode_graph = false;     // replay the decode step as captured CUDA graphs
   bool graph_recapture = true;   // on invalidation: re-capture (true) or latch to eager (false)
   GdnPrefill gdn_prefill = GdnPrefill::chunked;
+  PrefillMatmul prefill_matmul = PrefillMatmul::mmvq;
 
   // The equalised composition (DESIGN.md law 4): dp4a mat-vec and unfused norms, under which
   // decode_step and decode_step_batch at B=1 must be bit-identical.
   static Arms equalised();
 
   // Reads MEMRA_PREFILL_ACT, MEMRA_DECODE_MATVEC, MEMRA_FUSE_NORM_QUANT, MEMRA_B1_FAST,
-  // MEMRA_DECODE_GRAPH, MEMRA_GRAPH_RECAPTURE, MEMRA_GDN_PREFILL over the defaults. Unset or
+  // MEMRA_DECODE_GRAPH, MEMRA_GRAPH_RECAPTURE, MEMRA_GDN_PREFILL, MEMRA_PREFILL_MATMUL over the defaults. Unset or
   // empty leaves the default. Throws memra::Error on a value that is not accepted.
   static Arms from_env();
   // The same with the variables looked up through `getenv` (tests pass a map).
@@ -65,5 +70,6 @@ std::string to_string(const Arms& a);
 std::string_view to_string(PrefillAct v);
 std::string_view to_string(DecodeMatvec v);
 std::string_view to_string(GdnPrefill v);
+std::string_view to_string(PrefillMatmul v);
 
 }  // namespace memra

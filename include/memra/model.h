@@ -12,8 +12,8 @@
 // of memra/quant.h). Everything between the mat-vecs is f32.
 //
 // Consistency (tested in test/exactness/gpu_oracle_test.cpp):
-//   - prime_cache(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) bitwise with the default
-//     arms (recurrent GDN prefill, prefill GEMM off): every kernel
+//   - prime_cache(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) bitwise with
+//     gdn_prefill = recurrent and prefill_matmul = mmvq (the defaults): every kernel
 //     computes a token's values by the same operations whatever the number of tokens in the
 //     call (mat-vec tiles keep per-token accumulators, attention splits have a fixed size, the
 //     GDN recurrence walks tokens in order);
@@ -28,6 +28,7 @@
 // invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
 // gdn_prefill: recurrent (the model's default: the form the oracle gate was calibrated with)
 // or chunked (the WY form over 64-token chunks, for calls of more than one token).
+// prefill_matmul: mmvq (token-tiled mat-vec) or mma (int8 tensor-core GEMM, Q8_0 / NVFP4).
 // Not implemented yet, and an error when set: prefill_act = w4a4.
 //
 // provides: LoadOptions, Step, Counters, Prime, Model
@@ -107,15 +108,12 @@ class Model {
   int64_t weight_bytes() const;  // every matrix on the device
   Counters counters() const;
 
-  // Prefill (calls of >= 32 tokens) through the int8 tensor-core GEMM (src/cuda/gemm.cuh,
-  // DotOrder::sequential) for Q8_0 / NVFP4 matrices, instead of the token-tiled mat-vec (warp32
-  // order). OFF by default until it has run on a GPU (docs/gpu.md); with it on, prime_cache +
-  // decode_step and forward_last differ by floating-point composition instead of being
-  // bit-identical.
-  // `min_tokens`: the smallest call that takes the GEMM (tests set 1 to drive whole streams
-  // through it).
-  void set_prefill_gemm(bool on, int64_t min_tokens = 32);
-  bool prefill_gemm() const;
+  // Arm prefill_matmul = mma: calls of >= `min_tokens` tokens (default 32) run Q8_0 / NVFP4
+  // matrices through the int8 tensor-core GEMM (src/cuda/gemm.cuh, DotOrder::sequential)
+  // instead of the token-tiled mat-vec (warp32 order); prime_cache + decode_step and
+  // forward_last then differ by floating-point composition instead of being bit-identical.
+  // Tests set 1 to drive whole streams through it.
+  void set_gemm_min_tokens(int64_t min_tokens);
 
   struct Impl;
 

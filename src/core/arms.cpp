@@ -19,6 +19,7 @@ constexpr Spelling<DecodeMatvec> kDecodeMatvec[] = {{DecodeMatvec::mmvq, "mmvq"}
                                                     {DecodeMatvec::dp4a, "dp4a"}};
 constexpr Spelling<GdnPrefill> kGdnPrefill[] = {{GdnPrefill::chunked, "chunked"},
                                                 {GdnPrefill::recurrent, "recurrent"}};
+constexpr Spelling<PrefillMatmul> kPrefillMatmul[] = {{PrefillMatmul::mmvq, "mmvq"}, {PrefillMatmul::mma, "mma"}};
 
 template <class E, size_t N>
 std::string_view name_of(const Spelling<E> (&table)[N], E v) {
@@ -47,13 +48,14 @@ std::string_view on_off(bool b) { return b ? "on" : "off"; }
 
 constexpr std::string_view kFields[] = {"prefill_act",     "decode_matvec", "fuse_norm_quant",
                                         "b1_fast",         "decode_graph",  "graph_recapture",
-                                        "gdn_prefill"};
+                                        "gdn_prefill",     "prefill_matmul"};
 
 }  // namespace
 
 std::string_view to_string(PrefillAct v) { return name_of(kPrefillAct, v); }
 std::string_view to_string(DecodeMatvec v) { return name_of(kDecodeMatvec, v); }
 std::string_view to_string(GdnPrefill v) { return name_of(kGdnPrefill, v); }
+std::string_view to_string(PrefillMatmul v) { return name_of(kPrefillMatmul, v); }
 
 Arms Arms::equalised() {
   Arms a;
@@ -70,6 +72,7 @@ void Arms::set(std::string_view field, std::string_view value) {
   else if (field == "decode_graph") decode_graph = parse_bool(field, value);
   else if (field == "graph_recapture") graph_recapture = parse_bool(field, value);
   else if (field == "gdn_prefill") gdn_prefill = parse_enum(kGdnPrefill, field, value);
+  else if (field == "prefill_matmul") prefill_matmul = parse_enum(kPrefillMatmul, field, value);
   else {
     std::string known;
     for (auto f : kFields) known += (known.empty() ? "" : ", ") + std::string(f);
@@ -84,7 +87,8 @@ std::vector<std::pair<std::string_view, std::string_view>> Arms::fields() const 
           {"b1_fast", on_off(b1_fast)},
           {"decode_graph", on_off(decode_graph)},
           {"graph_recapture", on_off(graph_recapture)},
-          {"gdn_prefill", to_string(gdn_prefill)}};
+          {"gdn_prefill", to_string(gdn_prefill)},
+          {"prefill_matmul", to_string(prefill_matmul)}};
 }
 
 std::string Arms::env_name(std::string_view field) {

@@ -4,7 +4,7 @@
 //
 // Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK, MEMRA_CUDA_CHECK_LAUNCH after every launch).
 //
-// provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half,
+// provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, e2m1x2_pack4, e2m1x2_unpack8, prmt_msb,
 //           dev_e2m1x2, warp_sum_xor, warp_max, quantize_block_q8_1
 #pragma once
 
@@ -22,27 +22,19 @@ namespace memra::cuda {
 
 // --- decoders (device twins of memra/dtype.h) ---------------------------------------------
 
-__device__ __forceinline__ float dev_fp16(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));
-  if (e == 0) {
-    const float mag = __fmul_rn(static_cast<float>(m), 0x1p-24f);
-    return sign ? -mag : mag;
-  }
-  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
+// fp16 -> f32 is exact for every non-NaN input, so the hardware conversion (one instruction)
+// gives memra/dtype.h's bits (v1 decoded the fields by hand: ~8 instructions on the mat-vec path).
+__device__ __forceinline__ float dev_fp16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float dev_bf16(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
 
 // ue4m3_to_f32_half: half of the unsigned E4M3 scale (code 0x7F decodes to 0).
 __device__ __forceinline__ float dev_ue4m3_half(uint8_t b) {
   const uint32_t c = b & 0x7fu;
-  if (c == 0x7f) return 0.0f;
-  const uint32_t e = (c >> 3) & 0xfu, m = c & 0x7u;
-  float v;
-  if (e == 0) v = __fmul_rn(static_cast<float>(m), 0x1p-9f);
-  else v = __uint_as_float(((e + 120u) << 23) | (m << 20));
-  return __fmul_rn(v, 0.5f);
+  // normal (e > 0): ((e + 120) << 23 | m << 20) halved = (c << 20) + (119 << 23), exactly;
+  // e == 0: m * 2^-9 / 2 = m * 2^-10 (exact in f32); 0x7F: 0.
+  const float normal = __uint_as_float((c << 20) + (119u << 23));
+  const float sub = __fmul_rn(static_cast<float>(c & 7u), 0x1p-10f);
+  return c == 0x7fu ? 0.0f : (c < 8u ? sub : normal);
 }
 
 // e2m1_doubled: {0,1,2,3,4,6,8,12} with the sign of bit 3.
@@ -63,6 +55,31 @@ __device__ __forceinline__ int e2m1x2_pack4(uint32_t w, int shift) {
   const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);  // their negatives
   const uint32_t mask = ((c >> 3) & 0x01010101u) * 0xFFu;
   return static_cast<int>((pos & ~mask) | (neg & mask));
+}
+
+// PTX prmt (default mode) with selector nibbles that have bit 3 set: the result byte is the msb of
+// the selected byte replicated (0x00 / 0xFF). Inline PTX because __byte_perm documents only the
+// low 3 bits of a selector nibble.
+__device__ __forceinline__ uint32_t prmt_msb(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// Eight nibbles of w (byte k: value k low, value k + 8 high, the NVFP4 sub-block layout) as two
+// packed int8x4 of 2*e2m1: lo = values k = 0..3 of the bytes, hi = their high nibbles (v5: one
+// lookup per 4 nibbles in their packed positions, then two byte permutations to reorder; half the
+// instructions of two e2m1x2_pack4 calls; the same integers).
+__device__ __forceinline__ void e2m1x2_unpack8(uint32_t w, int& lo, int& hi) {
+  const uint32_t s4 = w << 4;  // byte msb = sign of its low nibble
+  // A: nibbles of bytes 0, 1 -> [v(lo0), v(hi0), v(lo1), v(hi1)]; B: bytes 2, 3
+  const uint32_t selA = w & 0x7777u, selB = (w >> 16) & 0x7777u;
+  const uint32_t pA = __byte_perm(0x03020100u, 0x0C080604u, selA), nA = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, selA);
+  const uint32_t pB = __byte_perm(0x03020100u, 0x0C080604u, selB), nB = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, selB);
+  const uint32_t mA = prmt_msb(s4, w, 0xD9C8u), mB = prmt_msb(s4, w, 0xFBEAu);  // 0xFF where negative
+  const uint32_t vA = (pA & ~mA) | (nA & mA), vB = (pB & ~mB) | (nB & mB);
+  lo = static_cast<int>(__byte_perm(vA, vB, 0x6420u));
+  hi = static_cast<int>(__byte_perm(vA, vB, 0x7531u));
 }
 
 // --- reductions in the contract's order -------------------------------------------------------

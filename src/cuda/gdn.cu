@@ -4,6 +4,7 @@
 //     order, state loaded once and stored once per call; gdn_chunked_kernel the WY form per
 //     64-token chunk (block per value head, everything in shared memory: 213 KB at d_k = d_v =
 //     128).
+// v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
 #include "cuda/common.cuh"
 #include "cuda/gdn.cuh"
 
@@ -95,6 +96,77 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     __syncthreads();
   }
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
+}
+
+
+// Decode (T == 1), v2: a block per (value head, 32 state columns): the block's 32 columns of S
+// go through shared memory with every thread's loads in flight (v1 staged the whole 64 KB state
+// of a head through one block with a serial load loop: 17.8 us per 9B layer), then lane j of
+// warp 0 walks column j. Per column the operations and their order are v1's, and the q/k norms
+// are v1's block_sum over kThreads threads, so the bits are v1's (op test: one-token calls ==
+// one multi-token call; gate: prime + decode == forward_last).
+template <int DK>
+__global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
+  __shared__ float qs[DK], ks[DK], red[kThreads / 32];
+  __shared__ float Sc[DK][32];
+  const int h = blockIdx.x, tid = threadIdx.x;
+  const int dv = p.dv, nv = p.nv, kd = p.nk * DK;
+  const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
+  const int j0 = static_cast<int>(blockIdx.y) * 32;
+  float* Sg = p.state + static_cast<int64_t>(h) * DK * dv;
+#pragma unroll
+  for (int k = 0; k < DK * 32 / kThreads; ++k) {
+    const int idx = tid + k * kThreads, i = idx >> 5, jj = idx & 31;
+    Sc[i][jj] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
+  }
+  const float* row = p.qkv;  // the one token
+  const float qscale = rsqrtf(static_cast<float>(DK));
+  const float qv = tid < DK ? row[key * DK + tid] : 0.0f;
+  const float kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
+  const float qn = block_sum(__fmul_rn(qv, qv), red);
+  const float kn = block_sum(__fmul_rn(kv, kv), red);
+  if (tid < DK) {
+    qs[tid] = __fmul_rn(__fmul_rn(qv, rsqrtf(__fadd_rn(qn, 1e-6f))), qscale);
+    ks[tid] = __fmul_rn(kv, rsqrtf(__fadd_rn(kn, 1e-6f)));
+  }
+  const float bl = p.b[h];
+  const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-bl)));
+  const float ax = __fadd_rn(p.a[h], p.dt_bias[h]);
+  const float sp = ax > 20.0f ? ax : log1pf(expf(ax));
+  const float decay = expf(__fmul_rn(p.ssm_a[h], sp));
+  __syncthreads();
+  const int j = j0 + tid;
+  if (tid < 32 && j < dv) {
+    float sk = 0.0f;
+    for (int i = 0; i < DK; ++i) {
+      const float sij = __fmul_rn(Sc[i][tid], decay);
+      Sc[i][tid] = sij;
+      sk = fmaf(sij, ks[i], sk);
+    }
+    const float u = __fmul_rn(beta, __fsub_rn(row[2 * kd + h * dv + j], sk));
+    float o = 0.0f;
+    for (int i = 0; i < DK; ++i) {
+      const float sij = fmaf(ks[i], u, Sc[i][tid]);
+      Sc[i][tid] = sij;
+      o = fmaf(sij, qs[i], o);
+    }
+    p.o[h * dv + j] = o;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < DK * 32 / kThreads; ++k) {
+    const int idx = tid + k * kThreads, i = idx >> 5, jj = idx & 31;
+    if (j0 + jj < dv) Sg[i * dv + j0 + jj] = Sc[i][jj];
+  }
+}
+
+template <int DK>
+bool try_step(const GdnParams& p, cudaStream_t s) {
+  if (p.dk != DK) return false;
+  const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(ceil_div(p.dv, 32)));
+  gdn_step_kernel<DK><<<grid, kThreads, 0, s>>>(p);
+  MEMRA_CUDA_CHECK_LAUNCH("gdn_step_kernel");
+  return true;
 }
 
 
@@ -248,6 +320,9 @@ void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.dk > kThreads || p.dv > kThreads) fail("gdn: d_k ", p.dk, " / d_v ", p.dv, " unsupported (<= ", kThreads, ")");
+  if (p.T == 1 && (try_step<128>(p, s) || try_step<64>(p, s) || try_step<32>(p, s) || try_step<16>(p, s) ||
+                   try_step<8>(p, s)))
+    return;
   const size_t smem = static_cast<size_t>(p.dk) * p.dv * sizeof(float);
   if (smem > 48 * 1024)
     MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));

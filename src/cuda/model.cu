@@ -203,7 +203,6 @@ struct Model::Impl {
   int64_t cap_T = 0, cap_work = 0;
   uint64_t scratch_gen = 1;  // bumped whenever a scratch buffer moves (captured graphs go stale)
   Counters counters;
-  bool prefill_gemm = false;
   DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
   DeviceBuffer<Q81> hq, oq, fq, hnq;
   DeviceBuffer<int32_t> ids, tok, amax;
@@ -253,7 +252,7 @@ struct Model::Impl {
 
   int64_t gemm_min_tokens = 32;
   bool use_gemm(const DMat& w, int64_t n_out, const int32_t* slab) const {
-    return prefill_gemm && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type);
+    return arms.prefill_matmul == PrefillMatmul::mma && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type);
   }
   void gemm(const DMat& w, const Q81* xq, float* y, int64_t ld_y, int64_t T, bool add) {
     cuda::GemmParams g;
@@ -362,10 +361,14 @@ struct Model::Impl {
     } else {
       cuda::gdn_recurrent_run(gp, s);
     }
-    // gated norm per value head (rows T*nv of d_v), in place
-    rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(), nullptr,
-          T * nv, c.ssm_d_v);
-    if (cuda::uses_q8_1(L.wout.m.type)) rowop(cuda::RowOp::Identity, o.data(), vd, nullptr, 0, nullptr, nullptr, oq.data(), T, vd);
+    // gated norm per value head (rows T*nv of d_v), in place. With d_v % 32 == 0 the q8_1 blocks
+    // lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
+    // the same values, one launch fewer than a separate Identity pass.
+    const bool q_in_norm = cuda::uses_q8_1(L.wout.m.type) && c.ssm_d_v % 32 == 0;
+    rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(),
+          q_in_norm ? oq.data() : nullptr, T * nv, c.ssm_d_v);
+    if (cuda::uses_q8_1(L.wout.m.type) && !q_in_norm)
+      rowop(cuda::RowOp::Identity, o.data(), vd, nullptr, 0, nullptr, nullptr, oq.data(), T, vd);
     mv(L.wout.m, o.data(), vd, oq.data(), x.data(), D, T, true);
   }
 
@@ -727,12 +730,10 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
 }
 
 Counters Model::counters() const { return impl_->counters; }
-void Model::set_prefill_gemm(bool on, int64_t min_tokens) {
-  if (min_tokens < 1) fail("set_prefill_gemm: min_tokens ", min_tokens, " must be >= 1");
-  impl_->prefill_gemm = on;
+void Model::set_gemm_min_tokens(int64_t min_tokens) {
+  if (min_tokens < 1) fail("set_gemm_min_tokens: min_tokens ", min_tokens, " must be >= 1");
   impl_->gemm_min_tokens = min_tokens;
 }
-bool Model::prefill_gemm() const { return impl_->prefill_gemm; }
 
 int64_t Model::weight_bytes() const {
   int64_t n = impl_->embed.total_bytes() + impl_->output.total_bytes();

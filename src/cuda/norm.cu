@@ -1,8 +1,10 @@
 // src/cuda/norm.cu — RowOp kernels (see norm.cuh).
 //
-// Variants: one templated kernel rowop_kernel<RowOp>; v1 (this) keeps the row in shared memory
-// so the fused quantisation reads the very f32 values the unfused path would write (fused and
-// unfused are bit-identical by construction).
+// Variants: v1 rowop_kernel<RowOp> keeps the row in shared memory so the fused quantisation
+// reads the very f32 values the unfused path would write (fused and unfused are bit-identical by
+// construction). v2 (same bits): norms of long rows on 1024 threads (the reduction still on the
+// first 256, in v1's order); SwiGLU and Identity on a warp per 32-value group over the whole
+// grid (rowop_wide_kernel).
 #include "cuda/common.cuh"
 #include "cuda/norm.cuh"
 
@@ -10,14 +12,19 @@ namespace memra::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;      // the reduction's threads (the order of the sum of squares)
+constexpr int kNormThreads = 1024;  // rows of >= 1024 values: elementwise pass and quantisation
 
 __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
 
 // --- kernels
 
-template <RowOp Op>
-__global__ void __launch_bounds__(kThreads) rowop_kernel(RowOpParams p) {
+// Norms: the sum of squares is taken by the first kThreads threads exactly as v1 did (strided
+// partials, butterfly, the kThreads/32 warps in index order), whatever the block size; a block
+// of kNormThreads then does the elementwise pass and the quantisation (v2: v1 ran those with 8
+// warps on one SM, 10 us per 4096-row; the bits are v1's).
+template <RowOp Op, int kBlock>
+__global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   extern __shared__ float row[];  // [n]
   __shared__ float warp_part[kThreads / 32];
   const int64_t r = blockIdx.x;
@@ -25,16 +32,18 @@ __global__ void __launch_bounds__(kThreads) rowop_kernel(RowOpParams p) {
   const float* x = p.x + r * p.ld_x;
   float scale = 1.0f;
   if constexpr (Op == RowOp::RmsNorm || Op == RowOp::RmsNormGated) {
-    float ss = 0.0f;
-    for (int64_t i = tid; i < p.n; i += kThreads) ss = fmaf(x[i], x[i], ss);
-    ss = warp_sum_xor(ss);
-    if (lane == 0) warp_part[warp] = ss;
+    if (tid < kThreads) {
+      float ss = 0.0f;
+      for (int64_t i = tid; i < p.n; i += kThreads) ss = fmaf(x[i], x[i], ss);
+      ss = warp_sum_xor(ss);
+      if (lane == 0) warp_part[warp] = ss;
+    }
     __syncthreads();
     float tot = 0.0f;
     for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, warp_part[w]);
     scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(p.n)), p.eps));
   }
-  for (int64_t i = tid; i < p.n; i += kThreads) {
+  for (int64_t i = tid; i < p.n; i += kBlock) {
     float v = x[i];
     if constexpr (Op == RowOp::RmsNorm) v = __fmul_rn(__fmul_rn(v, scale), p.w[i]);
     if constexpr (Op == RowOp::RmsNormGated)
@@ -44,23 +53,54 @@ __global__ void __launch_bounds__(kThreads) rowop_kernel(RowOpParams p) {
   }
   __syncthreads();
   if (p.y)
-    for (int64_t i = tid; i < p.n; i += kThreads) p.y[r * p.ld_y + i] = row[i];
+    for (int64_t i = tid; i < p.n; i += kBlock) p.y[r * p.ld_y + i] = row[i];
   if (p.q) {
     const int64_t nb = p.n / 32;
-    for (int64_t b = warp; b < nb; b += kThreads / 32)
+    for (int64_t b = warp; b < nb; b += kBlock / 32)
       quantize_block_q8_1(row[b * 32 + lane], p.q + r * nb + b, lane);
   }
+}
+
+// Swiglu / Identity have no row reduction: a warp per 32-value group, grid (groups/8, rows) —
+// v1 ran a 12288-wide SwiGLU row on one block (44 us). Each value is computed by the same
+// operations as in rowop_kernel, and quantised from the same register value it writes.
+template <RowOp Op>
+__global__ void __launch_bounds__(kThreads) rowop_wide_kernel(RowOpParams p) {
+  const int64_t r = blockIdx.y;
+  const int lane = threadIdx.x & 31;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
+  const int64_t i = g * 32 + lane;
+  if (g * 32 >= p.n) return;  // whole warp
+  const bool in = i < p.n;
+  float v = in ? p.x[r * p.ld_x + i] : 0.0f;
+  if constexpr (Op == RowOp::Swiglu) v = in ? __fmul_rn(silu_f(v), p.z[r * p.ld_z + i]) : 0.0f;
+  if (p.y && in) p.y[r * p.ld_y + i] = v;
+  if (p.q) quantize_block_q8_1(v, p.q + r * (p.n / 32) + g, lane);  // n % 32 == 0 (checked)
 }
 
 // --- launchers
 
 template <RowOp Op>
 void launch(const RowOpParams& p, cudaStream_t s) {
+  if constexpr (Op == RowOp::Swiglu || Op == RowOp::Identity) {
+    const int64_t groups = ceil_div(p.n, 32);
+    if (p.rows > 65535) fail("rowop: ", p.rows, " rows exceed the grid (65535)");
+    const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
+    rowop_wide_kernel<Op><<<grid, kThreads, 0, s>>>(p);
+    MEMRA_CUDA_CHECK_LAUNCH("rowop_wide_kernel");
+  } else {
   const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
-  if (smem > 48 * 1024)
-    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(rowop_kernel<Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  rowop_kernel<Op><<<static_cast<unsigned>(p.rows), kThreads, smem, s>>>(p);
+  // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
+  // norms): kThreads.
+  if (p.n >= 1024) {
+    if (smem > 48 * 1024)
+      MEMRA_CUDA_CHECK(cudaFuncSetAttribute(rowop_kernel<Op, kNormThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    rowop_kernel<Op, kNormThreads><<<static_cast<unsigned>(p.rows), kNormThreads, smem, s>>>(p);
+  } else {
+    rowop_kernel<Op, kThreads><<<static_cast<unsigned>(p.rows), kThreads, smem, s>>>(p);
+  }
   MEMRA_CUDA_CHECK_LAUNCH("rowop_kernel");
+  }
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ struct RowOpParams {
   int64_t rows = 0, n = 0;
 };
 
-// One block per row. Sum of squares: per-thread strided partials, warp butterfly, warps in
+// Norms: one block per row (1024 threads for rows of >= 1024 values). SwiGLU / Identity: a warp
+// per 32-value group. Sum of squares: per-thread strided partials, warp butterfly, warps in
 // index order — a fixed order, so results depend only on (x, n), never on the batch.
 void rowop_run(const RowOpParams& p, cudaStream_t s);
 

@@ -187,6 +187,10 @@ TEST_P(GpuGate, TeacherForcedAgreesWithOracle) {
 TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
   const Case& c = GetParam();
   Loaded& m = loaded(c.family, c.type, c.hf);
+  Arms a = m.gpu->arms();  // the law's arms (model.h), whatever the model's defaults
+  a.gdn_prefill = GdnPrefill::recurrent;
+  a.prefill_matmul = PrefillMatmul::mmvq;
+  testing::ScopedArms<Model> arm(*m.gpu, a);
   const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 5);
   const std::vector<float> full = m.gpu->forward_last(p);
   Cache cache = m.gpu->new_cache(kPrompt);
@@ -198,7 +202,7 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
   EXPECT_EQ(cache.pos(), kPrompt);
 }
 
-// The tensor-core GEMM path (set_prefill_gemm, every call of >= 1 token so that prompt and
+// The tensor-core GEMM path (arm prefill_matmul = mma, every call of >= 1 token so that prompt and
 // decode steps all take it) against the oracle, same band. Quantized fixtures only (the GEMM
 // serves Q8_0 / NVFP4 matrices); it must have engaged.
 TEST_P(GpuGate, GemmPathTeacherForcedAgreesWithOracle) {
@@ -206,11 +210,14 @@ TEST_P(GpuGate, GemmPathTeacherForcedAgreesWithOracle) {
   if (c.type != DType::Q8_0 && c.type != DType::NVFP4) GTEST_SKIP() << "the GEMM serves Q8_0 / NVFP4 only";
   Loaded& m = loaded(c.family, c.type, c.hf);
   const int64_t before = m.gpu->counters().gemm_launches;
-  m.gpu->set_prefill_gemm(true, 1);
-  struct Off {
+  Arms a = m.gpu->arms();
+  a.prefill_matmul = PrefillMatmul::mma;
+  m.gpu->set_gemm_min_tokens(1);
+  struct Restore {
     Model& m;
-    ~Off() { m.set_prefill_gemm(false); }
-  } off{*m.gpu};
+    ~Restore() { m.set_gemm_min_tokens(32); }
+  } restore{*m.gpu};
+  testing::ScopedArms<Model> arm(*m.gpu, a);
   gate_body(m, false);
   EXPECT_GT(m.gpu->counters().gemm_launches - before, 0) << "the GEMM never engaged";
 }

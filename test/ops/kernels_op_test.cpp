@@ -188,6 +188,40 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
   }
 }
 
+// The decode path (T == 1: gdn_step_kernel, the state column in registers) against the
+// multi-token recurrent kernel, bitwise: three one-token calls vs one three-token call from the
+// same state (the same per-column operations in the same order).
+TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
+  for (auto [dk, dv] : {std::pair{32, 16}, std::pair{128, 128}, std::pair{8, 40}})
+    for (bool tiled : {false, true}) {
+      const int T = 3, nk = 2, nv = 4;
+      const int kd = nk * dk, cd = 2 * kd + nv * dv;
+      auto x = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
+      auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
+      auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS1 = up(S0), dS2 = up(S0);
+      DeviceBuffer<float> o1(e(), T * nv * dv), o2(e(), T * nv * dv);
+      o1.fill_bytes(0xFF);
+      o2.fill_bytes(0xFF);
+      cuda::GdnParams gp;
+      gp.qkv = dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
+      gp.state = dS1.data(); gp.o = o1.data(); gp.T = T; gp.nk = nk; gp.nv = nv; gp.dk = dk; gp.dv = dv; gp.tiled = tiled;
+      cuda::gdn_recurrent_run(gp, s());
+      for (int t = 0; t < T; ++t) {
+        cuda::GdnParams g1 = gp;
+        g1.qkv = dx.data() + t * cd; g1.b = db.data() + t * nv; g1.a = da.data() + t * nv;
+        g1.state = dS2.data(); g1.o = o2.data() + t * nv * dv; g1.T = 1;
+        cuda::gdn_recurrent_run(g1, s());
+      }
+      e().synchronize();
+      const auto go1 = o1.download(), go2 = o2.download(), gS1 = dS1.download(), gS2 = dS2.download();
+      double norm = 0;
+      for (float v : go1) norm += std::abs(v);
+      ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+      EXPECT_TRUE(compare_to_contract(go2, go1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
+      EXPECT_TRUE(compare_to_contract(gS2, gS1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
+    }
+}
+
 // The chunked (WY, 64) GDN prefill over T = 150 tokens (two full chunks and a tail), against the
 // oracle's f64 delta_rule_chunked on the same conv output: outputs and the final state.
 TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {

@@ -38,16 +38,17 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_FALSE(a.decode_graph);
   EXPECT_TRUE(a.graph_recapture);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
+  EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
   EXPECT_EQ(from_map({}), a);
 }
 
 TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
-            "graph_recapture=on gdn_prefill=chunked");
+            "graph_recapture=on gdn_prefill=chunked prefill_matmul=mmvq");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
-            "graph_recapture=on gdn_prefill=chunked");
+            "graph_recapture=on gdn_prefill=chunked prefill_matmul=mmvq");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -58,6 +59,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_DECODE_GRAPH", "true"},
                                   {"MEMRA_GRAPH_RECAPTURE", "false"},
                                   {"MEMRA_GDN_PREFILL", "recurrent"},
+                                  {"MEMRA_PREFILL_MATMUL", "mma"},
                                   {"MEMRA_UNRELATED", "whatever"}});
   EXPECT_EQ(a.prefill_act, memra::PrefillAct::w4a4);
   EXPECT_EQ(a.decode_matvec, memra::DecodeMatvec::dp4a);
@@ -66,6 +68,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_TRUE(a.decode_graph);
   EXPECT_FALSE(a.graph_recapture);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
+  EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
 }
 
 TEST(Arms, EmptyVariableKeepsTheDefault) {
@@ -101,6 +104,7 @@ TEST(Arms, FieldsRoundTripThroughSet) {
   a.prefill_act = memra::PrefillAct::w4a4;
   a.b1_fast = false;
   a.gdn_prefill = memra::GdnPrefill::recurrent;
+  a.prefill_matmul = memra::PrefillMatmul::mma;
   memra::Arms b;
   for (const auto& [k, v] : a.fields()) b.set(k, v);
   EXPECT_EQ(a, b);
