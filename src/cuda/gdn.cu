@@ -19,24 +19,45 @@ __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn
 
 // --- kernels
 
+// KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a
+// runtime K they lived in local memory); KT == 0: any K up to kMaxK. The same operations in the
+// same order either way.
+template <int KT>
 __global__ void gdn_conv_kernel(GdnConvParams p) {
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (ch >= p.cd) return;
-  const int K = p.K;
-  float win[kMaxK];  // win[0..K-2]: previous inputs, oldest first
-  float tap[kMaxK];
-  for (int j = 0; j < K; ++j) tap[j] = p.taps[ch * K + j];
-  for (int j = 0; j < K - 1; ++j) win[j] = p.state[j * p.cd + ch];
+  const int K = KT > 0 ? KT : p.K;
+  constexpr int kCap = KT > 0 ? KT : kMaxK;
+  float win[kCap];  // win[0..K-2]: previous inputs, oldest first
+  float tap[kCap];
+#pragma unroll
+  for (int j = 0; j < kCap; ++j)
+    if (j < K) tap[j] = p.taps[ch * K + j];
+#pragma unroll
+  for (int j = 0; j < kCap - 1; ++j)
+    if (j < K - 1) win[j] = p.state[j * p.cd + ch];
   for (int64_t t = 0; t < p.T; ++t) {
     const float xt = p.x[t * p.cd + ch];
     float s = 0.0f;
-    for (int j = 0; j < K - 1; ++j) s = fmaf(tap[j], win[j], s);
-    s = fmaf(tap[K - 1], xt, s);
+#pragma unroll
+    for (int j = 0; j < kCap - 1; ++j)
+      if (j < K - 1) s = fmaf(tap[j], win[j], s);
+    float tl = tap[0];
+#pragma unroll
+    for (int j = 0; j < kCap; ++j)
+      if (j == K - 1) tl = tap[j];
+    s = fmaf(tl, xt, s);
     p.y[t * p.cd + ch] = silu_f(s);
-    for (int j = 0; j + 1 < K - 1; ++j) win[j] = win[j + 1];
-    if (K > 1) win[K - 2] = xt;
+#pragma unroll
+    for (int j = 0; j + 1 < kCap - 1; ++j)
+      if (j + 1 < K - 1) win[j] = win[j + 1];
+#pragma unroll
+    for (int j = 0; j < kCap - 1; ++j)
+      if (j == K - 2) win[j] = xt;
   }
-  for (int j = 0; j < K - 1; ++j) p.state[j * p.cd + ch] = win[j];
+#pragma unroll
+  for (int j = 0; j < kCap - 1; ++j)
+    if (j < K - 1) p.state[j * p.cd + ch] = win[j];
 }
 
 __device__ float block_sum(float v, float* red) {  // fixed order: warps in index order
@@ -58,6 +79,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int64_t cd = 2 * kd + static_cast<int64_t>(nv) * dv;
   float* Sg = p.state + static_cast<int64_t>(h) * dk * dv;
+#pragma unroll 8
   for (int i = tid; i < dk * dv; i += kThreads) S[i] = Sg[i];
   const float qscale = rsqrtf(static_cast<float>(dk));
   for (int64_t t = 0; t < p.T; ++t) {
@@ -79,13 +101,15 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     if (tid < dv) {
       const int j = tid;
       float sk = 0.0f;
-      for (int i = 0; i < dk; ++i) {
+#pragma unroll 8
+      for (int i = 0; i < dk; ++i) {  // unrolled: loads ahead, the fma chain keeps its order
         const float sij = __fmul_rn(S[i * dv + j], decay);  // S <- decay S
         S[i * dv + j] = sij;
         sk = fmaf(sij, ks[i], sk);                           // Sᵀk
       }
       const float u = __fmul_rn(beta, __fsub_rn(row[2 * kd + h * dv + j], sk));  // u = beta (v - Sᵀk)
       float o = 0.0f;
+#pragma unroll 8
       for (int i = 0; i < dk; ++i) {
         const float sij = fmaf(ks[i], u, S[i * dv + j]);     // S <- S + k uᵀ
         S[i * dv + j] = sij;
@@ -95,6 +119,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     }
     __syncthreads();
   }
+#pragma unroll 8
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
 }
 
@@ -120,7 +145,10 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
     Sc[i][jj] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
   }
   const float* row = p.qkv;  // the one token
-  const float qscale = rsqrtf(static_cast<float>(DK));
+  // From the runtime p.dk as in v1: rsqrtf of the constant DK would be folded by the compiler to
+  // the correctly rounded value, while v1 runs the hardware approximation (1 ulp apart: caught by
+  // the op test on the H200).
+  const float qscale = rsqrtf(static_cast<float>(p.dk));
   const float qv = tid < DK ? row[key * DK + tid] : 0.0f;
   const float kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
   const float qn = block_sum(__fmul_rn(qv, qv), red);
@@ -138,13 +166,15 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   const int j = j0 + tid;
   if (tid < 32 && j < dv) {
     float sk = 0.0f;
-    for (int i = 0; i < DK; ++i) {
+#pragma unroll 16
+    for (int i = 0; i < DK; ++i) {  // unrolled: the loads issue ahead, the fma chain keeps its order
       const float sij = __fmul_rn(Sc[i][tid], decay);
       Sc[i][tid] = sij;
       sk = fmaf(sij, ks[i], sk);
     }
     const float u = __fmul_rn(beta, __fsub_rn(row[2 * kd + h * dv + j], sk));
     float o = 0.0f;
+#pragma unroll 16
     for (int i = 0; i < DK; ++i) {
       const float sij = fmaf(ks[i], u, Sc[i][tid]);
       Sc[i][tid] = sij;
@@ -301,7 +331,9 @@ __global__ void __launch_bounds__(kThreads) gdn_chunked_kernel(GdnParams p) {
 void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.K < 1 || p.K > kMaxK) fail("gdn conv: kernel size ", p.K, " unsupported (1..", kMaxK, ")");
-  gdn_conv_kernel<<<static_cast<unsigned>(ceil_div(p.cd, 128)), 128, 0, s>>>(p);
+  const unsigned grid = static_cast<unsigned>(ceil_div(p.cd, 128));
+  if (p.K == 4) gdn_conv_kernel<4><<<grid, 128, 0, s>>>(p);
+  else gdn_conv_kernel<0><<<grid, 128, 0, s>>>(p);
   MEMRA_CUDA_CHECK_LAUNCH("gdn_conv_kernel");
 }
 

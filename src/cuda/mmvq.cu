@@ -9,8 +9,11 @@
 //   v3 m = 1: the unit loop unrolled by 4 (more loads in flight per thread); same bits.
 //   v4 NVFP4 nibbles to int8 through __byte_perm tables (common.cuh; v3: a shift per nibble).
 //   v5 prefill: 16-token tiles from 16 output vectors on (v4: 8), half the weight passes.
-//   v6 m = 1, mmvq, Q8_0 / NVFP4: chunks of 32 units staged through shared memory with coalesced
-//      16-byte loads (see the kernel); same arithmetic (q8_0_unit / nvfp4_unit), same bits.
+//   v6 fp16 scales through the hardware conversion (dev_fp16_fast), NVFP4 nibbles through
+//      e2m1x2_unpack8 (8 nibbles per lookup round), the ue4m3 scale by bit arithmetic: fewer
+//      instructions per unit, the same integers and floats, so the same bits. (A variant that
+//      staged chunks of 32 units through shared memory with 16-byte loads measured slower on the
+//      H200 than v5's direct loads, 3.37 vs 2.68 ms per 9B Q8_0 step, and was dropped.)
 #include "cuda/common.cuh"
 #include "cuda/mmvq.cuh"
 
@@ -23,43 +26,6 @@ constexpr int kWarpRows = 4;  // mmvq: rows (warps) per block
 
 __device__ __forceinline__ void store(const MatvecParams& p, int64_t i, float v) {
   p.y[i] = p.add_to_y ? __fadd_rn(p.y[i], v) : v;
-}
-
-__device__ __forceinline__ int64_t ceil_div_dev(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// One Q8_0 unit's partial p = (dw * dx) * isum from a block at any 2-byte-aligned address (global
-// or shared): nine aligned words from the 4-byte boundary at or below it, funnel shifts align qs.
-__device__ __forceinline__ float q8_0_unit(const uint8_t* blk, const Q81* xb) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(blk);
-  const uint32_t* a4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
-  const bool odd = (addr & 3) != 0;  // block starts at +2 of a word
-  uint32_t wd[9];
-#pragma unroll
-  for (int k = 0; k < 9; ++k) wd[k] = a4[k];
-  const float dw = dev_fp16(static_cast<uint16_t>(odd ? wd[0] >> 16 : wd[0] & 0xffffu));
-  const int* xi = reinterpret_cast<const int*>(xb->qs);
-  int isum = 0;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) isum = __dp4a(static_cast<int>(odd ? wd[k + 1] : __funnelshift_r(wd[k], wd[k + 1], 16)), xi[k], isum);
-  const float c = __fmul_rn(dw, dev_fp16(xb->d));
-  return __fmul_rn(c, static_cast<float>(isum));
-}
-
-// One NVFP4 unit's partial: sub-block `sub` of the 36-byte block at `blk` (4-byte aligned).
-__device__ __forceinline__ float nvfp4_unit(const uint8_t* blk, int sub, const Q81* xb) {
-  const float dws = dev_ue4m3_half(blk[sub]);
-  const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4 + 8 * sub);
-  const uint32_t w1 = *reinterpret_cast<const uint32_t*>(blk + 8 + 8 * sub);
-  const int* xi = reinterpret_cast<const int*>(xb->qs + (sub & 1) * 16);
-  int lo0, hi0, lo1, hi1;
-  e2m1x2_unpack8(w0, lo0, hi0);  // values 0..3, 8..11
-  e2m1x2_unpack8(w1, lo1, hi1);  // values 4..7, 12..15
-  int isum = __dp4a(lo0, xi[0], 0);
-  isum = __dp4a(lo1, xi[1], isum);
-  isum = __dp4a(hi0, xi[2], isum);
-  isum = __dp4a(hi1, xi[3], isum);
-  const float c = __fmul_rn(dws, dev_fp16(xb->d));
-  return __fmul_rn(c, static_cast<float>(isum));
 }
 
 // --- kernels
@@ -97,61 +63,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
 #pragma unroll
   for (int t = 0; t < NT; ++t) xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
 
-  if constexpr (NT == 1 && !kBlock && (W == 3 || W == 4)) {
-    // v6 (m = 1, mmvq): the row is read in chunks of 32 units (one per lane, the contract's lane
-    // assignment) with coalesced 16-byte loads into this warp's shared memory, kGroup chunks in
-    // flight; each lane then decodes its unit from shared memory. v2-v5 read each 34/36-byte block
-    // with 4-byte loads at a 34/36-byte lane stride (a ~10x L1 wavefront amplification); the
-    // per-unit arithmetic and the accumulation order are unchanged, so the bits are too.
-    constexpr int kChunkBytes = W == 3 ? 32 * 34 : 8 * 36;     // 32 units
-    constexpr int kVecs = (kChunkBytes + 15) / 16 + 1;          // + 1: the chunk may start mid-vector
-    constexpr int kGroup = W == 3 ? 4 : 8;
-    constexpr int kPer = (kVecs + 31) / 32;
-    __shared__ uint4 stage[kWarpRows][kGroup][kVecs];
-    const int64_t n_units = W == 3 ? cols / 32 : cols / 16;
-    const int64_t n_chunks = ceil_div_dev(n_units, 32);
-    const int64_t nqb = cols / 32;
-    for (int64_t c0 = 0; c0 < n_chunks; c0 += kGroup) {
-      uint4 r[kGroup][kPer];
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const int64_t c = c0 + g;
-        const int64_t units = c < n_chunks ? (n_units - c * 32 < 32 ? n_units - c * 32 : 32) : 0;
-        const uintptr_t start = reinterpret_cast<uintptr_t>(wrow) + static_cast<uintptr_t>(c * kChunkBytes);
-        const uintptr_t al = start & ~uintptr_t{15};
-        const int64_t need = static_cast<int64_t>(start - al) + units * (W == 3 ? 34 : 9);  // bytes from al
-#pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-          const int v = lane + 32 * k;
-          if (v < kVecs && 16 * static_cast<int64_t>(v) < need) r[g][k] = __ldg(reinterpret_cast<const uint4*>(al) + v);
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-        for (int k = 0; k < kPer; ++k)
-          if (lane + 32 * k < kVecs) stage[warp][g][lane + 32 * k] = r[g][k];
-      __syncwarp();
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const int64_t c = c0 + g;
-        const int64_t u = c * 32 + lane;
-        if (c >= n_chunks || u >= n_units) continue;
-        const uintptr_t start = reinterpret_cast<uintptr_t>(wrow) + static_cast<uintptr_t>(c * kChunkBytes);
-        const uint8_t* sb = reinterpret_cast<const uint8_t*>(stage[warp][g]) + (start & 15);
-        if constexpr (W == 3) {
-          const Q81* xb = p.xq + xr[0] * nqb + u;
-          acc[0] = __fadd_rn(acc[0], q8_0_unit(sb + 34 * lane, xb));
-        } else {
-          const int64_t i = u >> 2;
-          const int sub = static_cast<int>(u & 3);
-          const Q81* xb = p.xq + xr[0] * nqb + 2 * i + (sub >> 1);
-          acc[0] = __fadd_rn(acc[0], nvfp4_unit(sb + 36 * (lane >> 2), sub, xb));
-        }
-      }
-      __syncwarp();
-    }
-  } else if constexpr (W == 3) {  // Q8_0 x Q8_1: unit = block b; isum exact, c = dw*dx, p = c*isum
+  if constexpr (W == 3) {  // Q8_0 x Q8_1: unit = block b; isum exact, c = dw*dx, p = c*isum
     const int64_t nb = cols / 32;
 #pragma unroll kUnroll
     for (int64_t b = t_in_row; b < nb; b += TPR) {
@@ -164,7 +76,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
       uint32_t wd[9];
 #pragma unroll
       for (int k = 0; k < 9; ++k) wd[k] = a4[k];
-      const float dw = dev_fp16(static_cast<uint16_t>(odd ? wd[0] >> 16 : wd[0] & 0xffffu));
+      const float dw = dev_fp16_fast(static_cast<uint16_t>(odd ? wd[0] >> 16 : wd[0] & 0xffffu));
       int wq[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) wq[k] = static_cast<int>(odd ? wd[k + 1] : __funnelshift_r(wd[k], wd[k + 1], 16));
@@ -175,7 +87,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
         int isum = 0;
 #pragma unroll
         for (int k = 0; k < 8; ++k) isum = __dp4a(wq[k], xi[k], isum);
-        const float c = __fmul_rn(dw, dev_fp16(xb->d));
+        const float c = __fmul_rn(dw, dev_fp16_fast(xb->d));
         acc[t] = __fadd_rn(acc[t], __fmul_rn(c, static_cast<float>(isum)));
       }
     }
@@ -189,8 +101,9 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
       const float dws = dev_ue4m3_half(blk[s]);
       const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4 + 8 * s);
       const uint32_t w1 = *reinterpret_cast<const uint32_t*>(blk + 8 + 8 * s);
-      const int lo0 = e2m1x2_pack4(w0, 0), lo1 = e2m1x2_pack4(w1, 0);  // values 0..7
-      const int hi0 = e2m1x2_pack4(w0, 4), hi1 = e2m1x2_pack4(w1, 4);  // values 8..15
+      int lo0, hi0, lo1, hi1;
+      e2m1x2_unpack8(w0, lo0, hi0);  // values 0..3, 8..11
+      e2m1x2_unpack8(w1, lo1, hi1);  // values 4..7, 12..15
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         const Q81* xb = p.xq + xr[t] * nqb + 2 * i + (s >> 1);
@@ -199,7 +112,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
         isum = __dp4a(lo1, xi[1], isum);
         isum = __dp4a(hi0, xi[2], isum);
         isum = __dp4a(hi1, xi[3], isum);
-        const float c = __fmul_rn(dws, dev_fp16(xb->d));
+        const float c = __fmul_rn(dws, dev_fp16_fast(xb->d));
         acc[t] = __fadd_rn(acc[t], __fmul_rn(c, static_cast<float>(isum)));
       }
     }

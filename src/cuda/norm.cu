@@ -34,7 +34,8 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   if constexpr (Op == RowOp::RmsNorm || Op == RowOp::RmsNormGated) {
     if (tid < kThreads) {
       float ss = 0.0f;
-      for (int64_t i = tid; i < p.n; i += kThreads) ss = fmaf(x[i], x[i], ss);
+#pragma unroll 8
+      for (int64_t i = tid; i < p.n; i += kThreads) ss = fmaf(x[i], x[i], ss);  // loads ahead, same chain
       ss = warp_sum_xor(ss);
       if (lane == 0) warp_part[warp] = ss;
     }
@@ -43,6 +44,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
     for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, warp_part[w]);
     scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(p.n)), p.eps));
   }
+#pragma unroll 4
   for (int64_t i = tid; i < p.n; i += kBlock) {
     float v = x[i];
     if constexpr (Op == RowOp::RmsNorm) v = __fmul_rn(__fmul_rn(v, scale), p.w[i]);
