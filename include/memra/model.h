@@ -13,8 +13,7 @@
 //
 // Consistency (tested in test/exactness/gpu_oracle_test.cpp):
 //   - prime_cache(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) bitwise with
-//     gdn_prefill = recurrent (the model's default) and prefill_matmul = mmvq (NOT the model's
-//     default, mma; prompts under 32 tokens never take the GEMM): every kernel
+//     gdn_prefill = recurrent and prefill_matmul = mmvq (the model's defaults): every kernel
 //     computes a token's values by the same operations whatever the number of tokens in the
 //     call (mat-vec tiles keep per-token accumulators, attention splits have a fixed size, the
 //     GDN recurrence walks tokens in order);
@@ -29,8 +28,8 @@
 // invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
 // gdn_prefill: recurrent (the model's default: the form the oracle gate was calibrated with)
 // or chunked (the WY form over 64-token chunks, for calls of more than one token).
-// prefill_matmul: mma (the model's default: int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in
-// calls of >= 32 tokens) or mmvq (the token-tiled mat-vec, bit-identical to decode).
+// prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
+// (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
 // Not implemented yet, and an error when set: prefill_act = w4a4.
 //
 // provides: LoadOptions, Step, Counters, Prime, Model

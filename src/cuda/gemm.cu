@@ -1,4 +1,7 @@
 // src/cuda/gemm.cu — int8 mma.sync prefill GEMM (see gemm.cuh).
+// v1.1: fp16 scales through the hardware conversion (dev_fp16_fast: exact, the same bits for
+//     every non-NaN scale; the configuration of the H200 run at 3e092e8, 1.3x faster than the
+//     field-by-field decode on the 9B Q8_0 prefill).
 // v1: no shared memory; A/B fragments loaded per thread from global (L1/L2-resident), the
 //     fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col):
 //       A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
@@ -67,8 +70,8 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
       const uint8_t* bb = wb + b * 34;
       const int a0 = ld_i32_a2(ba + 2 + 4 * q), a2 = ld_i32_a2(ba + 18 + 4 * q);
       const int a1 = ld_i32_a2(bb + 2 + 4 * q), a3 = ld_i32_a2(bb + 18 + 4 * q);
-      const float dwa = dev_fp16(*reinterpret_cast<const uint16_t*>(ba));
-      const float dwb = dev_fp16(*reinterpret_cast<const uint16_t*>(bb));
+      const float dwa = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(ba));
+      const float dwb = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(bb));
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
         if (t0 + 8 * n >= p.T) break;  // warp-uniform
@@ -77,7 +80,7 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
         const int* xi = reinterpret_cast<const int*>(xb->qs);
         int c[4];
         mma_k32(c, a0, a1, a2, a3, xi[q], xi[4 + q]);
-        const float dx0 = dev_fp16(p.xq[tc0 * nqb + b].d), dx1 = dev_fp16(p.xq[tc1 * nqb + b].d);
+        const float dx0 = dev_fp16_fast(p.xq[tc0 * nqb + b].d), dx1 = dev_fp16_fast(p.xq[tc1 * nqb + b].d);
         acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
         acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
         acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
         const int b0 = *reinterpret_cast<const int*>(xb->qs + xoff + 4 * q);
         int c[4];
         mma_k16(c, a0, a1, b0);
-        const float dx0 = dev_fp16(p.xq[tc0 * nqb + xblk].d), dx1 = dev_fp16(p.xq[tc1 * nqb + xblk].d);
+        const float dx0 = dev_fp16_fast(p.xq[tc0 * nqb + xblk].d), dx1 = dev_fp16_fast(p.xq[tc1 * nqb + xblk].d);
         acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
         acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
         acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));

@@ -532,9 +532,9 @@ std::unique_ptr<Model::Impl> new_impl(Engine& e, const ModelConfig& c) {
   m->s = stream_of(e);
   m->c = c;
   m->arms.gdn_prefill = GdnPrefill::recurrent;  // the verified GDN prefill form (model.h)
-  // The tensor-core prefill GEMM (passed its op test and gate on the H200; faster on the Q8_0
-  // shapes, docs/PERF.md). Prompt + decode then equals forward_last only with mmvq (model.h).
-  m->arms.prefill_matmul = PrefillMatmul::mma;
+  // prefill_matmul stays mmvq (Arms' default): the GEMM passed its op test and gate on the H200
+  // but measured slower than the token-tiled mat-vec on 3 of the 4 benchmark shapes
+  // (docs/PERF.md); it is the arm prefill_matmul = mma.
   m->layers.resize(static_cast<size_t>(c.n_layer));
   return m;
 }
