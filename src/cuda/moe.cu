@@ -44,9 +44,12 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
     for (int j = 0; j < p.k; ++j) p.weights[t * p.k + j] = p.renorm ? __fdiv_rn(sel_p[j], tot) : sel_p[j];
 }
 
+// v2: a thread per (token, element) over a grid (D / 256, T); v1 ran a token's D elements on one
+// block (18.5 us per 35B-A3B layer at T = 1). Each element's operations are v1's.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
-  const int64_t t = blockIdx.x;
-  for (int64_t d = threadIdx.x; d < p.D; d += blockDim.x) {
+  const int64_t t = blockIdx.y;
+  const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (d < p.D) {
     float acc = 0.0f;
     for (int j = 0; j < p.k; ++j) acc = fmaf(p.weights[t * p.k + j], p.y[(t * p.k + j) * p.D + d], acc);
     if (p.y_shared) {
@@ -71,7 +74,8 @@ void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
 
 void moe_combine_run(const MoeCombineParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  moe_combine_kernel<<<static_cast<unsigned>(p.T), 256, 0, s>>>(p);
+  if (p.T > 65535) fail("moe combine: ", p.T, " tokens exceed the grid (65535)");
+  moe_combine_kernel<<<dim3(static_cast<unsigned>(ceil_div(p.D, 256)), static_cast<unsigned>(p.T)), 256, 0, s>>>(p);
   MEMRA_CUDA_CHECK_LAUNCH("moe_combine_kernel");
 }
 
