@@ -70,7 +70,7 @@ LLAMA_COMMIT=$(git -C "$SRC" rev-parse HEAD 2>/dev/null || echo unknown)
 HELPER="$WORK/llamacpp-logits"
 if [[ ! -x "$HELPER" || "$HERE/llamacpp-check/llamacpp-logits.cpp" -nt "$HELPER" || "$LIB" -nt "$HELPER" ]]; then
   ${CXX:-g++} -std=c++17 -O2 -Wall -I"$SRC/include" -I"$SRC/ggml/include" \
-    "$HERE/llamacpp-check/llamacpp-logits.cpp" -L"$LIBDIR" -lllama -Wl,-rpath,"$LIBDIR" -o "$HELPER" ||
+    "$HERE/llamacpp-check/llamacpp-logits.cpp" -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR" -o "$HELPER" ||
     { echo "llamacpp-crosscheck: compiling the helper failed" >&2; exit 1; }
 fi
 
@@ -87,7 +87,8 @@ PROMPTS="short chat long"
 failures=0
 xfails=0
 echo "llama.cpp: $SRC @ $LLAMA_COMMIT"
-echo "memra: $REPO @ $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+MSRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$MB/CMakeCache.txt" 2>/dev/null)
+echo "memra build: $MB (source ${MSRC:-unknown} @ $(git -C "${MSRC:-$REPO}" rev-parse --short HEAD 2>/dev/null || echo 'not a git checkout'))"
 
 # check_file FILE TYPE PROMPTS XFAIL_REGEX: one row per prompt; a load failure ends the file (one
 # row). A rejection whose llama.cpp message matches XFAIL_REGEX is a documented, expected one
@@ -180,8 +181,9 @@ for preset in $PRESETS; do
 done
 
 # (B) The same fixtures reshaped to llama.cpp's limits by tools/llamacpp-check/mkfixture-llamacpp.cpp
-# (d_k := d_v, every qwen3next layer MoE, NVFP4 token_embd without a .scale): the numeric
-# comparison of every family and storage type. qwen3 needs only the NVFP4 change.
+# (d_k := d_v, every qwen3next layer MoE, NVFP4 tensors whose .scale llama.cpp does not load or
+# apply written at scale 1: token_embd, ssm_ba, and qwen3next's attn_qkv/attn_gate/ssm_out): the
+# numeric comparison of every family and storage type. qwen3 needs only the NVFP4 change.
 FIXER="$WORK/mkfixture-llamacpp"
 MEMRA_LIBS=()
 for l in model quant tokenizer io core; do MEMRA_LIBS+=("$MB/libmemra_$l.a"); done

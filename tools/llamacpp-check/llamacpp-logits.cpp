@@ -6,7 +6,11 @@
 // implementation (docs/interop.md). Nothing of llama.cpp is vendored here.
 //
 //   llamacpp-logits --model FILE.gguf (--tokens 1,2,3 | --prompt TEXT) [--all-positions]
-//                   [--threads N] [--verbose] --out FILE.json
+//                   [--threads N] [--verbose] [--dump NAME] --out FILE.json
+//
+// --dump NAME prints every f32 graph tensor whose name starts with NAME (for example
+// "ffn_moe_probs" for the MoE router probabilities, named "ffn_moe_probs-<layer>") to stderr,
+// one line per row: "dump <name> row <i>: v0 v1 ...". Used to look at router near-ties.
 //
 // --prompt tokenizes TEXT with llama.cpp's own tokenizer built from the GGUF's tokenizer.ggml.*
 // keys (no BOS/EOS added, special-token text such as <|im_end|> parsed), so the ids in the
@@ -43,10 +47,28 @@ void log_cb(enum ggml_log_level level, const char* text, void*) {
   }
 }
 
+std::string g_dump;  // --dump prefix; empty: no dump
+
+// Graph evaluation callback: asked first whether a tensor is wanted, then called with its data.
+bool dump_cb(struct ggml_tensor* t, bool ask, void*) {
+  const bool want = t->type == GGML_TYPE_F32 && std::strncmp(t->name, g_dump.c_str(), g_dump.size()) == 0;
+  if (ask) return want;
+  if (!want) return true;
+  const int64_t ncols = t->ne[0], nrows = ggml_nelements(t) / ncols;
+  std::vector<float> v(static_cast<size_t>(ggml_nelements(t)));
+  ggml_backend_tensor_get(t, v.data(), 0, v.size() * sizeof(float));
+  for (int64_t r = 0; r < nrows; ++r) {
+    std::fprintf(stderr, "dump %s row %lld:", t->name, static_cast<long long>(r));
+    for (int64_t c = 0; c < ncols; ++c) std::fprintf(stderr, " %.9g", static_cast<double>(v[r * ncols + c]));
+    std::fprintf(stderr, "\n");
+  }
+  return true;
+}
+
 int usage(const char* msg) {
   std::fprintf(stderr,
                "llamacpp-logits: %s\nusage: llamacpp-logits --model FILE.gguf --tokens 1,2,3 "
-               "(--tokens 1,2,3 | --prompt TEXT) [--all-positions] [--threads N] [--verbose] --out FILE.json\n",
+               "(--tokens 1,2,3 | --prompt TEXT) [--all-positions] [--threads N] [--verbose] [--dump NAME] --out FILE.json\n",
                msg);
   return 2;
 }
@@ -76,33 +98,33 @@ int main(int argc, char** argv) {
   int threads = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) return nullptr;
-      (void)flag;
-      return argv[++i];
-    };
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (a == "--model") {
-      const char* v = value("--model");
+      const char* v = value();
       if (!v) return usage("--model needs a value");
       model_path = v;
     } else if (a == "--tokens") {
-      const char* v = value("--tokens");
+      const char* v = value();
       if (!v || !parse_tokens(v, tokens)) return usage("--tokens needs a comma-separated list of integers");
     } else if (a == "--prompt") {
-      const char* v = value("--prompt");
+      const char* v = value();
       if (!v) return usage("--prompt needs a value");
       prompt = v;
       have_prompt = true;
     } else if (a == "--out") {
-      const char* v = value("--out");
+      const char* v = value();
       if (!v) return usage("--out needs a value");
       out_path = v;
     } else if (a == "--threads") {
-      const char* v = value("--threads");
+      const char* v = value();
       if (!v) return usage("--threads needs a value");
       threads = std::atoi(v);
     } else if (a == "--all-positions") {
       all_positions = true;
+    } else if (a == "--dump") {
+      const char* v = value();
+      if (!v) return usage("--dump needs a tensor name prefix");
+      g_dump = v;
     } else if (a == "--verbose") {
       g_verbose = true;
     } else {
@@ -158,6 +180,10 @@ int main(int argc, char** argv) {
   cp.type_v = GGML_TYPE_F32;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.no_perf = true;
+  if (!g_dump.empty()) {
+    cp.cb_eval = dump_cb;
+    cp.cb_eval_user_data = nullptr;
+  }
   llama_context* ctx = llama_init_from_model(model, cp);
   if (!ctx) {
     std::fprintf(stderr, "llamacpp-logits: %s: llama.cpp failed to create a context\n", model_path.c_str());

@@ -20,6 +20,11 @@
 //      tied lm_head read the NVFP4 rows as they are) and qwen3next's blk.N.ssm_ba; llama.cpp
 //      rejects such a file ("done_getting_tensors: wrong number of tensors"). Here those are
 //      re-quantized from the f32 rows with tensor scale 1 and written without a .scale.
+//   4. llama.cpp's qwen3next graph (models/qwen3next.cpp) loads blk.N.attn_qkv/attn_gate/
+//      ssm_out .scale through the generic pass but never applies them (build_lora_mm without
+//      the scale; its qwen35/qwen35moe graphs do apply theirs), so for qwen3next those tensors
+//      are written at tensor scale 1 without a .scale too. This is a llama.cpp bug; memra's
+//      y = (W x) * scale is what llama.cpp does everywhere else.
 // Everything else (weights' draw, names, metadata, tokenizer) is write_fixture_gguf's, so the
 // check still covers memra's writer and conventions; memra's oracle reads these same files.
 #include <algorithm>
@@ -47,9 +52,13 @@ DType type_from_name(const std::string& s) {
   fail("unknown --type '", s, "' (f32, bf16, q8_0, nvfp4)");
 }
 
-// NVFP4 tensors for which llama.cpp has no "<base>.scale" (finding 3 above).
-bool llamacpp_has_no_scale(const std::string& name) {
-  return name == "token_embd.weight" || (name.starts_with("blk.") && name.ends_with(".ssm_ba.weight"));
+// NVFP4 tensors whose "<base>.scale" llama.cpp does not load or does not apply (3 and 4 above).
+bool llamacpp_has_no_scale(const std::string& arch, const std::string& name) {
+  if (name == "token_embd.weight") return true;
+  if (!name.starts_with("blk.")) return false;
+  if (name.ends_with(".ssm_ba.weight")) return true;
+  return arch == "qwen3next" && (name.ends_with(".attn_qkv.weight") || name.ends_with(".attn_gate.weight") ||
+                                 name.ends_with(".ssm_out.weight"));
 }
 
 std::string scale_of(const std::string& weight) { return weight.substr(0, weight.size() - 7) + ".scale"; }
@@ -60,16 +69,18 @@ void drop_unloaded_scales(const std::string& path, const MemorySource& canonical
   std::vector<std::byte> bytes;
   {
     const auto in = GgufFile::open(path);
+    const std::string arch = in->architecture();
+    auto no_scale = [&](const std::string& n) { return llamacpp_has_no_scale(arch, n); };
     std::vector<std::string> dropped;
     for (const TensorView& t : in->tensors())
-      if (t.type == DType::NVFP4 && llamacpp_has_no_scale(t.name) && in->find(scale_of(t.name)))
+      if (t.type == DType::NVFP4 && no_scale(t.name) && in->find(scale_of(t.name)))
         dropped.push_back(scale_of(t.name));
     if (dropped.empty()) return;
     GgufWriter out;
     for (const std::string& k : in->keys()) out.set(k, *in->kv(k));
     for (const TensorView& t : in->tensors()) {
       if (std::find(dropped.begin(), dropped.end(), t.name) != dropped.end()) continue;
-      if (t.type != DType::NVFP4 || !llamacpp_has_no_scale(t.name)) {
+      if (t.type != DType::NVFP4 || !no_scale(t.name)) {
         out.add_tensor(t.name, t.type, t.ne, t.data);
         continue;
       }
@@ -142,7 +153,7 @@ int main(int argc, char** argv) {
       path.replace(path.find("{type}"), 6, t);
       const DType dt = type_from_name(t);
       fixture::write_fixture_gguf(path, c, w, &tspec, dt, name);
-      if (dt == DType::NVFP4) drop_unloaded_scales(path, canonical);  // finding 3
+      if (dt == DType::NVFP4) drop_unloaded_scales(path, canonical);  // findings 3 and 4
     }
     std::printf("%s\n", c.summary().c_str());
   } catch (const std::exception& e) {
