@@ -211,6 +211,7 @@ int main(int argc, char** argv) {
     flush_utf8(pending, true);
     const auto t2 = clock::now();
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the stderr summary when both go to one file
     const double pre = std::chrono::duration<double>(t1 - t0).count();
     const double dec = std::chrono::duration<double>(t2 - t1).count();
     std::fprintf(stderr, "memra-run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s (%.1f tokens/s)\n",
