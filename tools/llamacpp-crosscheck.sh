@@ -130,7 +130,7 @@ check_file() {
       tokfail="tokenizers differ: llama.cpp [$ids] memra [$mids]"
       failures=$((failures + 1))
     fi
-    if ! "$TOOLS/memra-logits" --model "$f" --tokens "$ids" $allpos --out "$mj" 2>>"$llog"; then
+    if ! "$TOOLS/memra-logits" --backend cpu --model "$f" --tokens "$ids" $allpos --out "$mj" 2>>"$llog"; then
       echo "$name | $p | yes | $tokcol | - | - | - | - | - | - | FAIL: memra-logits: $(tail -n1 "$llog")"
       failures=$((failures + 1))
       continue

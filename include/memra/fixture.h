@@ -103,7 +103,8 @@ TokenizerSpec fixture_tokenizer_spec(const ModelConfig& c, const std::string& js
 // Storage type of one GGUF tensor when the model's matrices are `matrix_type` (F32, BF16, Q8_0,
 // NVFP4): matrices (2-D/3-D weights) take it, except the MoE router (ffn_gate_inp) and the
 // GDN conv taps, which stay F32 as llama.cpp's quantizer keeps them; so do 1-D tensors and
-// matrices whose row length is not a multiple of the block size.
+// matrices whose row length is not a multiple of the block size. In an NVFP4 model the token
+// embedding and qwen3next's ssm_ba are Q8_0 (llama.cpp has no `.scale` slot for them).
 DType gguf_storage_type(std::string_view name, const std::vector<int64_t>& ne, DType matrix_type);
 
 // GGUF with llama.cpp names and metadata (+ tokenizer.ggml.*, general.name) from canonical

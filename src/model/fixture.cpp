@@ -337,6 +337,13 @@ DType gguf_storage_type(std::string_view name, const std::vector<int64_t>& ne, D
   if (ne.size() < 2) return DType::F32;
   if (name.find("ffn_gate_inp") != std::string_view::npos) return DType::F32;
   if (name.find("ssm_conv1d") != std::string_view::npos) return DType::F32;
+  // llama.cpp loads a per-tensor NVFP4 `.scale` only for the tensors its graphs multiply by one:
+  // a `token_embd.scale` or `blk.N.ssm_ba.scale` makes it reject the whole file ("wrong number
+  // of tensors"; docs/interop.md). NVFP4 checkpoints keep the embedding out of FP4 anyway, so
+  // these two go to Q8_0 in an NVFP4 model (tools/llamacpp-crosscheck.sh).
+  if (matrix_type == DType::NVFP4 &&
+      (name == "token_embd.weight" || name.find("ssm_ba.") != std::string_view::npos))
+    matrix_type = DType::Q8_0;
   if (ne[0] % type_traits(matrix_type).block_elems != 0) return DType::F32;
   return matrix_type;
 }
