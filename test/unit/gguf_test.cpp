@@ -620,8 +620,8 @@ std::string f32_bits(float v) {
 
 TEST(GgufIndependentReader, PythonReadsWhatTheWriterWrote) {
   if (!have_python())
-    GTEST_SKIP() << "python3 not found; the independent reader test/fixtures/gguf_check.py "
-                    "needs it";
+    FAIL() << "python3 not found: the independent reader test/fixtures/gguf_check.py needs it "
+              "(every supported build machine has python3; a missing one is a setup error)";
   GgufWriter w;
   w.set_string("general.architecture", "qwen3");
   w.set_u32("general.alignment", 64);
@@ -682,8 +682,8 @@ TEST(GgufIndependentReader, PythonReadsWhatTheWriterWrote) {
 // write_sample docstring; the values below are that list, not the reader's output).
 TEST(GgufIndependentReader, ReadsWhatPythonWrote) {
   if (!have_python())
-    GTEST_SKIP() << "python3 not found; the independent writer test/fixtures/gguf_check.py "
-                    "needs it";
+    FAIL() << "python3 not found: the independent writer test/fixtures/gguf_check.py needs it "
+              "(every supported build machine has python3; a missing one is a setup error)";
   const std::string path = temp_path("from_python.gguf");
   run_checker("--write " + path);
   auto f = GgufFile::open(path);
