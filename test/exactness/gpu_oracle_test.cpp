@@ -24,6 +24,9 @@
 #include "memra/oracle.h"
 #include "memra/testing/gate.h"
 #include "memra/testing/gpu.h"
+#include "memra/testing/matchers.h"
+#include "memra/testing/records.h"
+#include "memra/testing/report.h"
 
 namespace memra {
 namespace {
@@ -86,7 +89,20 @@ struct TfResult {
   double max_rel_noise = 0, max_abs_noise = 0;
   int first_bad = -1;
   std::string first_bad_why;
+  std::vector<testing::TfRow> rows;  // the framework's classification of every position
 };
+
+// The oracle's row as a bank row over the whole vocabulary (sorted, ties to the lower id), so
+// the framework classifies a disagreement with the exact margin, never a lower bound.
+testing::BankRow full_bank_row(const std::vector<float>& logits) {
+  testing::BankRow b;
+  for (const auto& [id, v] : oracle::top_k(logits, static_cast<int>(logits.size()))) {
+    b.top_ids.push_back(id);
+    b.top_logits.push_back(v);
+  }
+  b.token = b.top_ids.at(0);
+  return b;
+}
 
 // The teacher-forced walk; `wrong_token` feeds the GPU token+1 (the canary's broken arm).
 TfResult teacher_forced(Loaded& m, bool wrong_token) {
@@ -114,14 +130,15 @@ TfResult teacher_forced(Loaded& m, bool wrong_token) {
       ++r.over_ceiling;
       why = "logit noise " + std::to_string(rel) + " of max|logit| exceeds the ceiling " + std::to_string(ceil);
     }
-    if (ot != gt) {
-      ++r.disagreements;
-      const double margin = static_cast<double>(ol[ot]) - ol[gt];
-      if (margin > 2 * dmax) {
-        ++r.outside_band;
-        why += (why.empty() ? "" : "; ") + std::string("GPU picks ") + std::to_string(gt) + ", oracle " +
-               std::to_string(ot) + " with margin " + std::to_string(margin) + " > band 2*noise " + std::to_string(2 * dmax);
-      }
+    // The band at this position is 2 noise_i: logit errors bounded by noise_i can swap only
+    // candidates whose oracle margin is at most that (testing/records.h classifies).
+    const testing::TfRow row = testing::classify_tf_row(
+        static_cast<size_t>(i), gt, full_bank_row(ol), testing::absolute_band(2 * dmax));
+    r.rows.push_back(row);
+    if (ot != gt) ++r.disagreements;
+    if (!row.passes()) {
+      ++r.outside_band;
+      why += (why.empty() ? "" : "; ") + testing::describe_tf_row(row);
     }
     if (!why.empty() && r.first_bad < 0) {
       r.first_bad = i;
@@ -166,8 +183,22 @@ class GpuGate : public ::testing::TestWithParam<Case> {
 
 void gate_body(Loaded& m, bool wrong) {
   const TfResult r = teacher_forced(m, wrong);
-  ::testing::Test::RecordProperty("max_rel_noise", std::to_string(r.max_rel_noise));
-  ::testing::Test::RecordProperty("disagreements", r.disagreements);
+  // The case's JSON report (<results>/<suite>.<case>.json) and its key figures as properties.
+  testing::Report rep = testing::Report::for_current_test();
+  rep["fixture"] = m.fx.id;
+  rep["noise_ceiling_rel"] = noise_ceiling(m.fx.config.family, m.type);
+  rep["summary"] = testing::to_json(testing::summarize(r.rows));
+  nlohmann::json rows = nlohmann::json::array();
+  for (const testing::TfRow& row : r.rows) rows.push_back(testing::to_json(row));
+  rep["rows"] = rows;
+  rep.set_arms("gpu", m.gpu->arms());
+  rep.figure("max_rel_noise", r.max_rel_noise);
+  rep.figure("disagreements", r.disagreements);
+  rep.figure("outside_band", r.outside_band);
+  rep.figure("over_ceiling", r.over_ceiling);
+  if (r.first_bad >= 0) rep["first_failure"] = {{"position", r.first_bad}, {"why", r.first_bad_why}};
+  rep.set_verdict(r.over_ceiling + r.outside_band == 0 && r.positions == kSteps + 1, r.first_bad_why);
+  rep.write();
   std::printf("[tf] %s: positions %d, disagreements %d (outside band %d), max rel noise %.3e, max abs noise %.3e\n",
               m.fx.id.c_str(), r.positions, r.disagreements, r.outside_band, r.max_rel_noise, r.max_abs_noise);
   EXPECT_EQ(r.positions, kSteps + 1);
