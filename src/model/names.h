@@ -21,4 +21,11 @@ inline std::string hf_layer_prefix(bool language_model, int64_t i) {
 }
 inline std::string hf_mtp_layer_prefix(int64_t i) { return "mtp.layers." + std::to_string(i) + "."; }
 
+// NVFP4-style per-tensor scale of a matrix: "<base>.scale" for "<base>.weight" (llama.cpp; one
+// value, or one per expert slab), "<name>.scale" for a name without ".weight".
+inline std::string scale_of(const std::string& tensor) {
+  const bool w = tensor.size() > 7 && tensor.ends_with(".weight");
+  return (w ? tensor.substr(0, tensor.size() - 7) : tensor) + ".scale";
+}
+
 }  // namespace memra::names
