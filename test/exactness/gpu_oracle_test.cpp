@@ -172,6 +172,9 @@ std::vector<Case> all_cases() {
   return v;
 }
 
+// GTest prints the parameter in failure lines and reports: the case name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
+
 struct CaseName {
   std::string operator()(const ::testing::TestParamInfo<Case>& i) const { return i.param.name(); }
 };
