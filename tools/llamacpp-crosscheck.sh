@@ -19,6 +19,9 @@
 #      bf16, q8_0, nvfp4, and checks each file as written;
 #      (B) writes the same fixtures reshaped to llama.cpp's limits (mkfixture-llamacpp: the
 #      findings in docs/interop.md) and checks those;
+#      (C) re-writes every (A) file with ggml's own GGUF writer (llamacpp-check/ggml-rewrite.cpp):
+#      ggml's output must equal memra's file byte for byte, and memra's logits on it must be
+#      identical (a GGUF written by another tool, read by memra);
 #   3. check of one file and prompt: llama.cpp loads it and tokenizes the prompt (its tokenizer
 #      built from the GGUF), memra-tokenize must give the same ids, then both compute logits on
 #      those ids in one batch and tools/llamacpp-check/compare.py judges them.
@@ -72,6 +75,13 @@ if [[ ! -x "$HELPER" || "$HERE/llamacpp-check/llamacpp-logits.cpp" -nt "$HELPER"
   ${CXX:-g++} -std=c++17 -O2 -Wall -I"$SRC/include" -I"$SRC/ggml/include" \
     "$HERE/llamacpp-check/llamacpp-logits.cpp" -L"$LIBDIR" -lllama -lggml-base -Wl,-rpath,"$LIBDIR" -o "$HELPER" ||
     { echo "llamacpp-crosscheck: compiling the helper failed" >&2; exit 1; }
+fi
+
+REWRITE="$WORK/ggml-rewrite"
+if [[ ! -x "$REWRITE" || "$HERE/llamacpp-check/ggml-rewrite.cpp" -nt "$REWRITE" ]]; then
+  ${CXX:-g++} -std=c++17 -O2 -Wall -I"$SRC/ggml/include" "$HERE/llamacpp-check/ggml-rewrite.cpp" \
+    -L"$LIBDIR" -lggml-base -Wl,-rpath,"$LIBDIR" -o "$REWRITE" ||
+    { echo "llamacpp-crosscheck: compiling ggml-rewrite failed" >&2; exit 1; }
 fi
 
 FAMILIES=${FAMILIES:-"qwen3 qwen3next qwen35 qwen35moe"}
@@ -209,6 +219,34 @@ for preset in $PRESETS; do
       check_file "$WORK/$preset-$fam-llamacpp-$type.gguf" "$type" "$PROMPTS" ""
     done
   done
+done
+
+# (C) ggml's own writer on every (A) file: same bytes, and memra reads the rewritten file to the
+# same logits (bank-sized prompt of ids; the tiny files' real vocabulary makes no difference).
+echo
+echo "(C) ggml's GGUF writer (gguf_write_to_file) on memra's files"
+echo
+echo "file | ggml bytes == memra bytes | memra logits on the ggml file"
+echo "--- | --- | ---"
+for f in "$WORK"/tiny-*.gguf "$WORK"/bank-*.gguf; do
+  [[ -f "$f" && "$f" != *-llamacpp-* ]] || continue
+  rw="$WORK/ggml-rewritten.gguf"
+  if ! "$REWRITE" "$f" "$rw" >/dev/null 2>>"$WORK/ggml-rewrite.log"; then
+    echo "$(basename "$f") | - | FAIL: ggml could not re-write it ($(tail -n1 "$WORK/ggml-rewrite.log"))"
+    failures=$((failures + 1)); continue
+  fi
+  same_bytes=no; cmp -s "$f" "$rw" && same_bytes=yes
+  ids=1,20,300,4000,5,17,99,1234
+  "$TOOLS/memra-logits" --backend cpu --model "$f" --tokens $ids --all-positions --out "$WORK/rw-a.json" 2>/dev/null &&
+  "$TOOLS/memra-logits" --backend cpu --model "$rw" --tokens $ids --all-positions --out "$WORK/rw-b.json" 2>/dev/null ||
+    { echo "$(basename "$f") | $same_bytes | FAIL: memra-logits"; failures=$((failures + 1)); continue; }
+  if [[ "$(sed 's/^{"model":"[^"]*",//' "$WORK/rw-a.json")" == "$(sed 's/^{"model":"[^"]*",//' "$WORK/rw-b.json")" ]]; then
+    logits=identical
+  else
+    logits=DIFFERENT; failures=$((failures + 1))
+  fi
+  [[ $same_bytes == yes ]] || failures=$((failures + 1))
+  echo "$(basename "$f") | $same_bytes | $logits"
 done
 
 echo
