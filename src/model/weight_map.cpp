@@ -80,3 +80,228 @@ RowSplit ba_rows(const ModelConfig& c) {
 }
 
 }  // namespace memra::detail
+
+// --- the name table -------------------------------------------------------------------------------
+
+namespace memra::detail {
+
+namespace {
+struct SlotNames {
+  Slot slot;
+  const char* gguf;  // null: GGUF has no such tensor
+  const char* hf;    // null: HF has no such tensor
+};
+// Layer slots: the name after the layer prefix. Model and MTP slots: see tensor_name.
+constexpr SlotNames kNames[] = {
+    {Slot::Embed, "token_embd.weight", "embed_tokens.weight"},
+    {Slot::OutputNorm, "output_norm.weight", "norm.weight"},
+    {Slot::Output, "output.weight", "lm_head.weight"},
+    {Slot::MtpEhProj, "nextn.eh_proj.weight", "mtp.fc.weight"},
+    {Slot::MtpEnorm, "nextn.enorm.weight", "mtp.pre_fc_norm_embedding.weight"},
+    {Slot::MtpHnorm, "nextn.hnorm.weight", "mtp.pre_fc_norm_hidden.weight"},
+    {Slot::MtpFinalNorm, "nextn.shared_head_norm.weight", "mtp.norm.weight"},
+    {Slot::AttnNorm, "attn_norm.weight", "input_layernorm.weight"},
+    {Slot::FfnNorm, "post_attention_norm.weight", "post_attention_layernorm.weight"},  // Qwen3 GGUF: ffn_norm
+    {Slot::Q, "attn_q.weight", "self_attn.q_proj.weight"},
+    {Slot::K, "attn_k.weight", "self_attn.k_proj.weight"},
+    {Slot::V, "attn_v.weight", "self_attn.v_proj.weight"},
+    {Slot::O, "attn_output.weight", "self_attn.o_proj.weight"},
+    {Slot::QNorm, "attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {Slot::KNorm, "attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {Slot::Qkv, "attn_qkv.weight", "linear_attn.in_proj_qkv.weight"},
+    {Slot::Z, "attn_gate.weight", "linear_attn.in_proj_z.weight"},
+    {Slot::Qkvz, "ssm_in.weight", "linear_attn.in_proj_qkvz.weight"},  // GGUF: legacy, read only
+    {Slot::B, "ssm_beta.weight", "linear_attn.in_proj_b.weight"},
+    {Slot::A, "ssm_alpha.weight", "linear_attn.in_proj_a.weight"},
+    {Slot::Ba, "ssm_ba.weight", "linear_attn.in_proj_ba.weight"},
+    {Slot::Conv, "ssm_conv1d.weight", "linear_attn.conv1d.weight"},
+    {Slot::SsmA, "ssm_a", "linear_attn.A_log"},
+    {Slot::DtBias, "ssm_dt.bias", "linear_attn.dt_bias"},
+    {Slot::SsmNorm, "ssm_norm.weight", "linear_attn.norm.weight"},
+    {Slot::SsmOut, "ssm_out.weight", "linear_attn.out_proj.weight"},
+    {Slot::Router, "ffn_gate_inp.weight", "mlp.gate.weight"},
+    {Slot::GateExps, "ffn_gate_exps.weight", nullptr},
+    {Slot::UpExps, "ffn_up_exps.weight", nullptr},
+    {Slot::GateUpExps, "ffn_gate_up_exps.weight", "mlp.experts.gate_up_proj"},
+    {Slot::DownExps, "ffn_down_exps.weight", "mlp.experts.down_proj"},
+    {Slot::ExpGate, nullptr, "gate_proj.weight"},  // HF: mlp.experts.<e>.<name>
+    {Slot::ExpUp, nullptr, "up_proj.weight"},
+    {Slot::ExpDown, nullptr, "down_proj.weight"},
+    {Slot::ShGate, "ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+    {Slot::ShUp, "ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+    {Slot::ShDown, "ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+    {Slot::ShGateInp, "ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
+    {Slot::Gate, "ffn_gate.weight", "mlp.gate_proj.weight"},
+    {Slot::Up, "ffn_up.weight", "mlp.up_proj.weight"},
+    {Slot::Down, "ffn_down.weight", "mlp.down_proj.weight"},
+};
+
+const SlotNames& names_of(Slot k) {
+  const auto i = static_cast<size_t>(k);
+  if (i >= std::size(kNames) || kNames[i].slot != k)
+    fail("weight map: slot ", static_cast<int>(k), " not in the name table");
+  return kNames[i];
+}
+}  // namespace
+
+std::string tensor_name(Slot k, const NameAt& at) {
+  const bool gguf = at.style == NameStyle::Gguf;
+  const SlotNames& n = names_of(k);
+  const char* t = gguf ? n.gguf : n.hf;
+  if (!t) fail("weight map: slot ", static_cast<int>(k), " has no ", gguf ? "GGUF" : "HF", " tensor");
+  switch (k) {
+    case Slot::Embed:
+    case Slot::OutputNorm: return gguf ? t : names::hf_model_prefix(at.lm) + t;
+    case Slot::Output: return t;
+    case Slot::MtpEhProj:
+    case Slot::MtpEnorm:
+    case Slot::MtpHnorm:
+    case Slot::MtpFinalNorm: return gguf ? names::gguf_blk(at.mtp_block, t) : t;
+    case Slot::FfnNorm:
+      return at.prefix + (gguf && at.family == Family::Qwen3 ? "ffn_norm.weight" : t);
+    case Slot::ExpGate:
+    case Slot::ExpUp:
+    case Slot::ExpDown:
+      if (at.expert < 0) fail("weight map: per-expert tensor '", t, "' without an expert index");
+      return at.prefix + "mlp.experts." + std::to_string(at.expert) + "." + t;
+    default: return at.prefix + t;
+  }
+}
+
+std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
+  const bool gguf = style == NameStyle::Gguf;
+  const int64_t D = c.n_embd, V = c.n_vocab, H = c.n_head, KV = c.n_head_kv, hd = c.head_dim;
+  const int64_t nv = c.ssm_n_v_heads, conv = c.ssm_conv_dim(), vd = c.ssm_value_dim();
+  const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp, F = c.n_ff;
+  switch (k) {
+    case Slot::Embed:
+    case Slot::Output: return {D, V};
+    case Slot::MtpEhProj: return {2 * D, D};
+    case Slot::OutputNorm:
+    case Slot::MtpEnorm:
+    case Slot::MtpHnorm:
+    case Slot::MtpFinalNorm:
+    case Slot::AttnNorm:
+    case Slot::FfnNorm: return {D};
+    case Slot::Q: return {D, (c.attn_gated() ? 2 : 1) * H * hd};
+    case Slot::K:
+    case Slot::V: return {D, KV * hd};
+    case Slot::O: return {H * hd, D};
+    case Slot::QNorm:
+    case Slot::KNorm: return {hd};
+    case Slot::Qkv: return {D, conv};
+    case Slot::Z: return {D, vd};
+    case Slot::Qkvz: return {D, conv + vd};
+    case Slot::B:
+    case Slot::A: return {D, nv};
+    case Slot::Ba: return {D, 2 * nv};
+    case Slot::Conv:
+      if (gguf) return {c.ssm_conv_kernel, conv};  // squeezed
+      return {c.ssm_conv_kernel, 1, conv};           // torch [conv_dim, 1, K]
+    case Slot::SsmA:
+    case Slot::DtBias: return {nv};
+    case Slot::SsmNorm: return {c.ssm_d_v};
+    case Slot::SsmOut: return {vd, D};
+    case Slot::Router: return {D, E};
+    case Slot::GateExps:
+    case Slot::UpExps: return {D, I, E};
+    case Slot::GateUpExps: return {D, 2 * I, E};  // slab e: rows [gate_e ; up_e]
+    case Slot::DownExps: return {I, D, E};
+    case Slot::ExpGate:
+    case Slot::ExpUp: return {D, I};
+    case Slot::ExpDown: return {I, D};
+    case Slot::ShGate:
+    case Slot::ShUp: return {D, S};
+    case Slot::ShDown: return {S, D};
+    case Slot::ShGateInp:
+      if (gguf) return {D};
+      return {D, 1};  // Linear(D, 1)
+    case Slot::Gate:
+    case Slot::Up: return {D, F};
+    case Slot::Down: return {F, D};
+  }
+  fail("weight map: slot ", static_cast<int>(k), " has no shape");
+}
+
+std::string layer_prefix(NameStyle style, bool lm, int64_t i) {
+  return style == NameStyle::Gguf ? names::gguf_blk(i, "") : names::hf_layer_prefix(lm, i);
+}
+
+std::string mtp_layer_prefix(NameStyle style, const ModelConfig& c) {
+  return style == NameStyle::Gguf ? names::gguf_blk(c.n_layer, "") : names::hf_mtp_layer_prefix(0);
+}
+
+namespace {
+struct Planner {
+  const ModelConfig& c;
+  NameStyle style;
+  NameAt at;
+  std::vector<PlannedTensor> out;
+  void add(Slot k, int64_t expert = -1) {
+    at.expert = expert;
+    out.push_back({k, tensor_name(k, at), tensor_ne(k, style, c), expert});
+  }
+};
+}  // namespace
+
+std::vector<PlannedTensor> head_tensors(const ModelConfig& c, NameStyle style, bool lm) {
+  Planner p{c, style, {style, c.family, "", lm}, {}};
+  p.add(Slot::Embed);
+  p.add(Slot::OutputNorm);
+  if (!c.tied_embeddings) p.add(Slot::Output);
+  return std::move(p.out);
+}
+
+std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle style) {
+  Planner p{c, style, {style, c.family, "", false, c.n_layer}, {}};
+  for (Slot k : {Slot::MtpEhProj, Slot::MtpEnorm, Slot::MtpHnorm, Slot::MtpFinalNorm}) p.add(k);
+  return std::move(p.out);
+}
+
+std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts) {
+  const bool gguf = style == NameStyle::Gguf, next = c.family == Family::Qwen3Next;
+  Planner p{c, style, {style, c.family, prefix}, {}};
+  p.add(Slot::AttnNorm);
+  p.add(Slot::FfnNorm);
+  if (kind == LayerKind::Attention) {
+    for (Slot k : {Slot::Q, Slot::K, Slot::V, Slot::O, Slot::QNorm, Slot::KNorm}) p.add(k);
+  } else {
+    if (!gguf && next) {
+      p.add(Slot::Qkvz);
+      p.add(Slot::Ba);
+    } else {
+      p.add(Slot::Qkv);
+      p.add(Slot::Z);
+      if (next) p.add(Slot::Ba);
+      else {
+        p.add(Slot::B);
+        p.add(Slot::A);
+      }
+    }
+    for (Slot k : {Slot::Conv, Slot::SsmA, Slot::DtBias, Slot::SsmNorm, Slot::SsmOut}) p.add(k);
+  }
+  if (ffn == FfnKind::Moe) {
+    p.add(Slot::Router);
+    switch (experts) {
+      case ExpertLayout::Stacked:
+        for (Slot k : {Slot::GateExps, Slot::UpExps, Slot::DownExps}) p.add(k);
+        break;
+      case ExpertLayout::Fused:
+        p.add(Slot::GateUpExps);
+        p.add(Slot::DownExps);
+        break;
+      case ExpertLayout::PerExpert:
+        for (int64_t e = 0; e < c.n_expert; ++e)
+          for (Slot k : {Slot::ExpGate, Slot::ExpUp, Slot::ExpDown}) p.add(k, e);
+        break;
+    }
+    if (c.n_ff_shexp > 0)
+      for (Slot k : {Slot::ShGate, Slot::ShUp, Slot::ShDown, Slot::ShGateInp}) p.add(k);
+  } else {
+    for (Slot k : {Slot::Gate, Slot::Up, Slot::Down}) p.add(k);
+  }
+  return std::move(p.out);
+}
+
+}  // namespace memra::detail

@@ -1,11 +1,14 @@
 // The checkpoint-name mapping, once: which file tensor, with which expected shape (ggml order),
 // feeds which canonical slot, for every family, layer kind, FFN kind, expert layout and naming
-// style. Both loaders walk it: load_weights (f32 ModelWeights, weights_load.cpp) and
-// load_raw_weights (file-typed RawWeights, raw_weights.cpp). Each loader supplies a Reader that
-// decides what a slot becomes (dequantised f32 or the file's blocks); the walk decides which
-// tensor and which rows. Conventions that are the same for both readers live here too (HF 1+w
-// norms, ssm_a = −exp(A_log)); the one that only the f32 loader applies (GDN value-head
-// reorder) stays in weights_load.cpp.
+// style. Names and written shapes come from one table (Slot, tensor_name, tensor_ne); the
+// writers take their tensor lists from it too (layer_tensors / head_tensors / mtp_head_tensors:
+// to_gguf_source / to_hf_source in weights_export.cpp, the streamed fixture plans in
+// fixture.cpp). Both loaders walk map_layer/map_model: load_weights (f32 ModelWeights,
+// weights_load.cpp) and load_raw_weights (file-typed RawWeights, raw_weights.cpp). Each loader
+// supplies a Reader that decides what a slot becomes (dequantised f32 or the file's blocks); the
+// walk decides which tensor and which rows. Conventions that are the same for both readers live
+// here too (HF 1+w norms, ssm_a = −exp(A_log)); the one that only the f32 loader applies (GDN
+// value-head reorder) stays in weights_load.cpp. The writers apply them backwards.
 //
 // Reader concept (see F32Reader / RawReader):
 //   types   Mat, Tensor, Conv, Experts; output structs Layer, Attn, Gdn, Ffn, Moe
@@ -57,6 +60,59 @@ const TensorView& checked_tensor(const WeightSource& src, const std::string& nam
 // "{a, b, c}".
 std::string shape_str(const std::vector<int64_t>& ne);
 
+// --- the name table -----------------------------------------------------------------------------
+// Every checkpoint tensor memra reads or writes, by role. The loaders (map_layer below) and the
+// writers (to_gguf_source / to_hf_source, the fixture's streamed plans) take names and shapes
+// only from tensor_name / tensor_ne, so a name is spelled once.
+enum class Slot {
+  Embed, OutputNorm, Output,                                  // model level
+  MtpEhProj, MtpEnorm, MtpHnorm, MtpFinalNorm,                // MTP head (HF mtp.*, GGUF nextn.*)
+  AttnNorm, FfnNorm,                                          // every layer
+  Q, K, V, O, QNorm, KNorm,                                   // attention
+  Qkv, Z, Qkvz, B, A, Ba, Conv, SsmA, DtBias, SsmNorm, SsmOut,  // gated delta net
+  Router, GateExps, UpExps, GateUpExps, DownExps,             // stacked / fused experts
+  ExpGate, ExpUp, ExpDown,                                    // HF per-expert (needs the index)
+  ShGate, ShUp, ShDown, ShGateInp,                            // shared expert
+  Gate, Up, Down,                                             // dense FFN
+};
+
+// Where a name sits: `prefix` is the layer prefix (LayerSpec::prefix) for layer slots; model
+// and MTP slots ignore it and use `lm` (HF model.language_model.*) / `mtp_block` (GGUF
+// blk.<n_layer>). Fails for a slot the style has no tensor for (HF GateExps, GGUF ExpGate).
+struct NameAt {
+  NameStyle style;
+  Family family;
+  std::string prefix;
+  bool lm = false;
+  int64_t mtp_block = 0;
+  int64_t expert = -1;  // ExpGate/ExpUp/ExpDown only
+};
+std::string tensor_name(Slot k, const NameAt& at);
+// The tensor's shape in ggml order as written (GGUF conv {K, conv_dim}, HF conv {K, 1, conv_dim};
+// GGUF shared-expert gate {D}, HF {D, 1}; gated q is {D, 2·H·hd}).
+std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c);
+
+// Main layer i's prefix: GGUF "blk.<i>.", HF "model.layers.<i>." (lm: model.language_model.…).
+std::string layer_prefix(NameStyle style, bool lm, int64_t i);
+// The MTP layer's prefix: GGUF "blk.<n_layer>.", HF "mtp.layers.0.".
+std::string mtp_layer_prefix(NameStyle style, const ModelConfig& c);
+
+// How a writer lays out routed experts.
+enum class ExpertLayout { Stacked, Fused, PerExpert };  // GGUF *_exps; gate_up + down; HF per expert
+struct PlannedTensor {
+  Slot slot;
+  std::string name;
+  std::vector<int64_t> ne;
+  int64_t expert = -1;
+};
+// The tensors a writer emits, in file order: model head (Embed, OutputNorm, Output if untied),
+// one layer, and the MTP head's own four. A layer's GDN projections are written split except
+// HF Qwen3-Next (in_proj_qkvz / in_proj_ba) and GGUF Qwen3-Next ssm_ba.
+std::vector<PlannedTensor> head_tensors(const ModelConfig& c, NameStyle style, bool lm);
+std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts);
+std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle style);
+
 // One decoder layer: names are "<prefix><gguf or hf name>", prefix "blk.N." (GGUF) or
 // "model.layers.N." / "model.language_model.layers.N." / "mtp.layers.0." (HF).
 struct LayerSpec {
@@ -70,8 +126,16 @@ template <class R>
 typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& s) {
   const bool gguf = s.style == NameStyle::Gguf;
   const int64_t D = c.n_embd;
-  // The two name sets side by side: N(gguf, hf).
-  auto N = [&](const char* g, const char* h) { return s.prefix + (gguf ? g : h); };
+  const NameAt at{s.style, c.family, s.prefix};
+  auto N = [&](Slot k) { return tensor_name(k, at); };
+  auto ne = [&](Slot k) { return tensor_ne(k, s.style, c); };
+  // A matrix slot as [rows, cols] = ne {cols, rows}; `expert` for HF per-expert slots.
+  auto mat = [&](Slot k, int64_t expert = -1) {
+    NameAt where = at;
+    where.expert = expert;
+    const std::vector<int64_t> e = ne(k);
+    return rd.mat(tensor_name(k, where), e[1], e[0]);
+  };
   // HF Next/3.5 store zero-centred norms (multiplier 1 + w); GGUF already holds 1 + w.
   const bool plus_one = !gguf && c.zero_centred_norms();
   auto norm = [&](const std::string& name, int64_t n) {
@@ -85,80 +149,76 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
   };
 
   typename R::Layer L;
-  L.attn_norm = norm(N("attn_norm.weight", "input_layernorm.weight"), D);
-  L.ffn_norm = norm(N(c.family == Family::Qwen3 ? "ffn_norm.weight" : "post_attention_norm.weight",
-                      "post_attention_layernorm.weight"), D);
+  L.attn_norm = norm(N(Slot::AttnNorm), D);
+  L.ffn_norm = norm(N(Slot::FfnNorm), D);
   if (s.kind == LayerKind::Attention) {
     typename R::Attn a;
-    const int64_t H = c.n_head, KV = c.n_head_kv, hd = c.head_dim;
-    const std::string q = N("attn_q.weight", "self_attn.q_proj.weight");
-    if (c.attn_gated()) std::tie(a.wq, a.wgate) = split(q, {D, 2 * H * hd}, q_gate_rows(c));
-    else a.wq = rd.mat(q, H * hd, D);
-    a.wk = rd.mat(N("attn_k.weight", "self_attn.k_proj.weight"), KV * hd, D);
-    a.wv = rd.mat(N("attn_v.weight", "self_attn.v_proj.weight"), KV * hd, D);
-    a.wo = rd.mat(N("attn_output.weight", "self_attn.o_proj.weight"), D, H * hd);
-    a.q_norm = norm(N("attn_q_norm.weight", "self_attn.q_norm.weight"), hd);
-    a.k_norm = norm(N("attn_k_norm.weight", "self_attn.k_norm.weight"), hd);
+    if (c.attn_gated()) std::tie(a.wq, a.wgate) = split(N(Slot::Q), ne(Slot::Q), q_gate_rows(c));
+    else a.wq = mat(Slot::Q);
+    a.wk = mat(Slot::K);
+    a.wv = mat(Slot::V);
+    a.wo = mat(Slot::O);
+    a.q_norm = norm(N(Slot::QNorm), c.head_dim);
+    a.k_norm = norm(N(Slot::KNorm), c.head_dim);
     L.attn = std::move(a);
   } else {
     typename R::Gdn g;
-    const int64_t nv = c.ssm_n_v_heads, conv_dim = c.ssm_conv_dim(), vd = c.ssm_value_dim();
+    const int64_t conv_dim = c.ssm_conv_dim();
     const bool next = c.family == Family::Qwen3Next;
     // q/k/v/z: interleaved per key head for HF Next and GGUF's legacy ssm_in; split otherwise.
     const bool qkvz_interleaved =
-        gguf ? !rd.has(N("attn_qkv.weight", "")) && rd.has(N("ssm_in.weight", "")) : next;
+        gguf ? !rd.has(N(Slot::Qkv)) && rd.has(N(Slot::Qkvz)) : next;
     if (qkvz_interleaved)
-      std::tie(g.wqkv, g.wz) = split(N("ssm_in.weight", "linear_attn.in_proj_qkvz.weight"),
-                                     {D, conv_dim + vd}, qkvz_rows(c));
+      std::tie(g.wqkv, g.wz) = split(N(Slot::Qkvz), ne(Slot::Qkvz), qkvz_rows(c));
     else {
-      g.wqkv = rd.mat(N("attn_qkv.weight", "linear_attn.in_proj_qkv.weight"), conv_dim, D);
-      g.wz = rd.mat(N("attn_gate.weight", "linear_attn.in_proj_z.weight"), vd, D);
+      g.wqkv = mat(Slot::Qkv);
+      g.wz = mat(Slot::Z);
     }
     if (next) {  // b/a interleaved per key head in both name sets
-      std::tie(g.wb, g.wa) = split(N("ssm_ba.weight", "linear_attn.in_proj_ba.weight"), {D, 2 * nv}, ba_rows(c));
+      std::tie(g.wb, g.wa) = split(N(Slot::Ba), ne(Slot::Ba), ba_rows(c));
     } else {
-      g.wb = rd.mat(N("ssm_beta.weight", "linear_attn.in_proj_b.weight"), nv, D);
-      g.wa = rd.mat(N("ssm_alpha.weight", "linear_attn.in_proj_a.weight"), nv, D);
+      g.wb = mat(Slot::B);
+      g.wa = mat(Slot::A);
     }
     // GGUF squeezes conv1d to {K, conv_dim}; HF has [conv_dim, 1, K] = ne {K, 1, conv_dim}.
     // Both are conv_dim rows of K taps once the unit dim is ignored.
-    const std::string conv = N("ssm_conv1d.weight", "linear_attn.conv1d.weight");
+    const std::string conv = N(Slot::Conv);
     const TensorView* ct = rd.find(conv);
     const bool unit_dim = ct && ct->ne.size() == 3 && ct->ne[1] == 1;
     g.conv = rd.conv(rd.vec(conv, unit_dim ? std::vector<int64_t>{c.ssm_conv_kernel, 1, conv_dim}
                                            : std::vector<int64_t>{c.ssm_conv_kernel, conv_dim}),
                      conv_dim, c.ssm_conv_kernel);
-    g.ssm_a = rd.vec(N("ssm_a", "linear_attn.A_log"), {nv});
+    g.ssm_a = rd.vec(N(Slot::SsmA), ne(Slot::SsmA));
     if (!gguf) for (float& x : g.ssm_a) x = ssm_a_from_a_log(x);  // GGUF stores −exp(A_log)
-    g.dt_bias = rd.vec(N("ssm_dt.bias", "linear_attn.dt_bias"), {nv});
+    g.dt_bias = rd.vec(N(Slot::DtBias), ne(Slot::DtBias));
     // The gated norm is plain w in both sets: the one norm HF keeps un-centred.
-    g.norm = rd.vec(N("ssm_norm.weight", "linear_attn.norm.weight"), {c.ssm_d_v});
-    g.wout = rd.mat(N("ssm_out.weight", "linear_attn.out_proj.weight"), D, vd);
+    g.norm = rd.vec(N(Slot::SsmNorm), ne(Slot::SsmNorm));
+    g.wout = mat(Slot::SsmOut);
     L.gdn = std::move(g);
   }
   if (s.ffn == FfnKind::Moe) {
     typename R::Moe m;
-    const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
-    m.router = rd.mat(N("ffn_gate_inp.weight", "mlp.gate.weight"), E, D);
+    const int64_t E = c.n_expert, I = c.n_ff_exp;
+    m.router = mat(Slot::Router);
     std::vector<typename R::Mat> gate, up, down;
     // Fused gate_up: GGUF ffn_gate_up_exps {D, 2I, E}, HF experts.gate_up_proj [E, 2I, D];
     // slab e holds rows [gate_e ; up_e]. Down is stacked {I, D, E} alongside.
-    const std::string gu = N("ffn_gate_up_exps.weight", "mlp.experts.gate_up_proj");
-    const bool fused = gguf ? rd.has(gu) && !rd.has(N("ffn_gate_exps.weight", "")) : rd.has(gu);
+    const std::string gu = N(Slot::GateUpExps);
+    const bool fused = gguf ? rd.has(gu) && !rd.has(N(Slot::GateExps)) : rd.has(gu);
     if (fused || gguf) {
-      auto dn_name = N("ffn_down_exps.weight", "mlp.experts.down_proj");
+      const std::string dn_name = N(Slot::DownExps);
       if (fused) {
-        auto t = rd.tensor(gu, {D, 2 * I, E});
-        auto dn = rd.tensor(dn_name, {I, D, E});
+        auto t = rd.tensor(gu, ne(Slot::GateUpExps));
+        auto dn = rd.tensor(dn_name, ne(Slot::DownExps));
         for (int64_t e = 0; e < E; ++e) {
           gate.push_back(rd.rows(t, row_range(e * 2 * I, I)));
           up.push_back(rd.rows(t, row_range(e * 2 * I + I, I)));
           down.push_back(rd.rows(dn, row_range(e * D, D)));
         }
       } else {  // GGUF stacked ffn_{gate,up,down}_exps
-        auto tg = rd.tensor(N("ffn_gate_exps.weight", ""), {D, I, E});
-        auto tu = rd.tensor(N("ffn_up_exps.weight", ""), {D, I, E});
-        auto dn = rd.tensor(dn_name, {I, D, E});
+        auto tg = rd.tensor(N(Slot::GateExps), ne(Slot::GateExps));
+        auto tu = rd.tensor(N(Slot::UpExps), ne(Slot::UpExps));
+        auto dn = rd.tensor(dn_name, ne(Slot::DownExps));
         for (int64_t e = 0; e < E; ++e) {
           gate.push_back(rd.rows(tg, row_range(e * I, I)));
           up.push_back(rd.rows(tu, row_range(e * I, I)));
@@ -167,27 +227,24 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
       }
     } else {  // HF per expert: mlp.experts.<e>.{gate,up,down}_proj.weight
       for (int64_t e = 0; e < E; ++e) {
-        const std::string X = s.prefix + "mlp.experts." + std::to_string(e) + ".";
-        gate.push_back(rd.mat(X + "gate_proj.weight", I, D));
-        up.push_back(rd.mat(X + "up_proj.weight", I, D));
-        down.push_back(rd.mat(X + "down_proj.weight", D, I));
+        gate.push_back(mat(Slot::ExpGate, e));
+        up.push_back(mat(Slot::ExpUp, e));
+        down.push_back(mat(Slot::ExpDown, e));
       }
     }
     m.experts = rd.experts(std::move(gate), std::move(up), std::move(down));
-    if (S > 0) {
-      m.shared.gate = rd.mat(N("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"), S, D);
-      m.shared.up = rd.mat(N("ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"), S, D);
-      m.shared.down = rd.mat(N("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"), D, S);
-      // GGUF {D}; HF Linear(D, 1) = [1, D], ne {D, 1}.
-      m.shared_gate = rd.vec(N("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"),
-                             gguf ? std::vector<int64_t>{D} : std::vector<int64_t>{D, 1});
+    if (c.n_ff_shexp > 0) {
+      m.shared.gate = mat(Slot::ShGate);
+      m.shared.up = mat(Slot::ShUp);
+      m.shared.down = mat(Slot::ShDown);
+      m.shared_gate = rd.vec(N(Slot::ShGateInp), ne(Slot::ShGateInp));  // GGUF {D}, HF {D, 1}
     }
     L.moe = std::move(m);
   } else {
     typename R::Ffn f;
-    f.gate = rd.mat(N("ffn_gate.weight", "mlp.gate_proj.weight"), c.n_ff, D);
-    f.up = rd.mat(N("ffn_up.weight", "mlp.up_proj.weight"), c.n_ff, D);
-    f.down = rd.mat(N("ffn_down.weight", "mlp.down_proj.weight"), D, c.n_ff);
+    f.gate = mat(Slot::Gate);
+    f.up = mat(Slot::Up);
+    f.down = mat(Slot::Down);
     L.ffn = std::move(f);
   }
   return L;
@@ -198,16 +255,16 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
 template <class R, class W>
 void map_model(const R& rd, const ModelConfig& c, NameStyle style, bool lm, W& w) {
   const bool gguf = style == NameStyle::Gguf;
+  const NameAt at{style, c.family, "", lm};
   const int64_t D = c.n_embd, V = c.n_vocab;
-  const std::string G = names::hf_model_prefix(lm);
-  w.embed = rd.mat(gguf ? "token_embd.weight" : G + "embed_tokens.weight", V, D);
-  w.output_norm = rd.vec(gguf ? "output_norm.weight" : G + "norm.weight", {D});
+  w.embed = rd.mat(tensor_name(Slot::Embed, at), V, D);
+  w.output_norm = rd.vec(tensor_name(Slot::OutputNorm, at), {D});
   if (!gguf && c.zero_centred_norms()) for (float& x : w.output_norm) x = 1.0f + x;
-  if (!c.tied_embeddings) w.output = rd.mat(gguf ? "output.weight" : "lm_head.weight", V, D);
+  if (!c.tied_embeddings) w.output = rd.mat(tensor_name(Slot::Output, at), V, D);
   w.layers.reserve(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t k = static_cast<size_t>(i);
-    w.layers.push_back(map_layer(rd, c, {style, gguf ? names::gguf_blk(i, "") : names::hf_layer_prefix(lm, i),
+    w.layers.push_back(map_layer(rd, c, {style, layer_prefix(style, lm, i),
                                          c.layer_kind[k], c.ffn_kind[k]}));
   }
 }
@@ -218,30 +275,23 @@ void map_model(const R& rd, const ModelConfig& c, NameStyle style, bool lm, W& w
 template <class R, class M>
 void map_mtp(const R& rd, const ModelConfig& c, NameStyle style, M& m) {
   const int64_t D = c.n_embd;
-  if (style == NameStyle::Gguf) {
-    const int64_t L = c.n_layer;
-    m.eh_proj = rd.mat(names::gguf_blk(L, "nextn.eh_proj.weight"), D, 2 * D);
-    m.enorm = rd.vec(names::gguf_blk(L, "nextn.enorm.weight"), {D});
-    m.hnorm = rd.vec(names::gguf_blk(L, "nextn.hnorm.weight"), {D});
-    m.final_norm = rd.vec(names::gguf_blk(L, "nextn.shared_head_norm.weight"), {D});
-    const bool moe = rd.has(names::gguf_blk(L, "ffn_gate_inp.weight"));
-    m.layer = map_layer(rd, c, {style, names::gguf_blk(L, ""), LayerKind::Attention,
-                                moe ? FfnKind::Moe : FfnKind::Dense});
-  } else {
-    // MTP exists only for Next/3.5, whose HF norms are all zero-centred.
-    auto norm = [&](const char* name) {
-      std::vector<float> w = rd.vec(name, {D});
-      for (float& x : w) x = 1.0f + x;
-      return w;
-    };
-    m.eh_proj = rd.mat("mtp.fc.weight", D, 2 * D);
-    m.enorm = norm("mtp.pre_fc_norm_embedding.weight");
-    m.hnorm = norm("mtp.pre_fc_norm_hidden.weight");
-    m.final_norm = norm("mtp.norm.weight");
-    const std::string P = names::hf_mtp_layer_prefix(0);
-    const bool moe = rd.has(P + "mlp.gate.weight") && c.n_expert > 0;
-    m.layer = map_layer(rd, c, {style, P, LayerKind::Attention, moe ? FfnKind::Moe : FfnKind::Dense});
-  }
+  const bool gguf = style == NameStyle::Gguf;
+  const NameAt at{style, c.family, "", false, c.n_layer};
+  auto N = [&](Slot k) { return tensor_name(k, at); };
+  // MTP exists only for Next/3.5, whose HF norms are all zero-centred; GGUF holds 1 + w.
+  auto norm = [&](Slot k) {
+    std::vector<float> w = rd.vec(N(k), {D});
+    if (!gguf) for (float& x : w) x = 1.0f + x;
+    return w;
+  };
+  m.eh_proj = rd.mat(N(Slot::MtpEhProj), D, 2 * D);
+  m.enorm = norm(Slot::MtpEnorm);
+  m.hnorm = norm(Slot::MtpHnorm);
+  m.final_norm = norm(Slot::MtpFinalNorm);
+  const std::string P = mtp_layer_prefix(style, c);
+  const bool has_router = rd.has(tensor_name(Slot::Router, {style, c.family, P}));
+  const bool moe = gguf ? has_router : has_router && c.n_expert > 0;
+  m.layer = map_layer(rd, c, {style, P, LayerKind::Attention, moe ? FfnKind::Moe : FfnKind::Dense});
 }
 
 }  // namespace memra::detail

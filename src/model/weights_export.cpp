@@ -3,10 +3,13 @@
 // round-trip tests and the fixture generator.
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
+#include <span>
 
 #include "memra/error.h"
 #include "memra/weights.h"
-#include "model/names.h"
+#include "model/weight_map.h"
 #include "model/weights_internal.h"
 
 namespace memra {
@@ -94,14 +97,15 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
   return L;
 }
 
-// --- export helpers -----------------------------------------------------------------------------
+// --- export ------------------------------------------------------------------------------------
+// The tensor list (names, shapes, order) comes from weight_map.h's table; here each planned
+// tensor gets its values, with the loader's conventions applied backwards.
 
-void put(MemorySource& s, const std::string& name, const Matrix& m) {
-  s.add_f32(name, {m.cols, m.rows}, m.data);
-}
-void put(MemorySource& s, const std::string& name, const std::vector<float>& v) {
-  s.add_f32(name, {static_cast<int64_t>(v.size())}, v);
-}
+using detail::ExpertLayout;
+using detail::NameStyle;
+using detail::PlannedTensor;
+using detail::Slot;
+
 // HF zero-centred raw weight w from the canonical multiplier m (exact for m in [0.5, 2]).
 std::vector<float> minus_one(std::vector<float> v) {
   for (float& x : v) x = x - 1.0f;
@@ -112,6 +116,10 @@ std::vector<float> via_hf_norm(const std::vector<float>& m) {
   std::vector<float> v = minus_one(m);
   for (float& x : v) x = 1.0f + x;
   return v;
+}
+// A zero-centred norm as stored in `style`.
+std::vector<float> stored_norm(NameStyle style, const std::vector<float>& m) {
+  return style == NameStyle::Gguf ? via_hf_norm(m) : minus_one(m);
 }
 float a_log_of(float a) { return static_cast<float>(std::log(-static_cast<double>(a))); }
 
@@ -149,152 +157,110 @@ std::vector<float> interleave_ba(const GdnWeights& g, const ModelConfig& c) {
   return out;
 }
 
-void put_layer_gguf(MemorySource& s, const ModelConfig& c, int64_t i, const LayerWeights& L,
-                    GgufLayout layout) {
-  auto N = [&](const char* t) { return names::gguf_blk(i, t); };
+// Every expert's listed matrices, expert after expert (slab e = [parts of expert e]).
+std::vector<float> stack_experts(const MoeWeights& m, std::initializer_list<Matrix FfnWeights::*> parts) {
+  std::vector<float> out;
+  for (const FfnWeights& f : m.experts)
+    for (Matrix FfnWeights::*p : parts) out.insert(out.end(), (f.*p).data.begin(), (f.*p).data.end());
+  return out;
+}
+
+void put_tensor(MemorySource& s, const PlannedTensor& t, std::span<const float> values) {
+  s.add_f32(t.name, t.ne, values);  // checks the value count against the planned shape
+}
+
+// One layer (main or MTP) under `prefix`; its kinds are the ones its weights have.
+void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std::string& prefix,
+               const LayerWeights& L, ExpertLayout experts) {
+  const bool gguf = style == NameStyle::Gguf;
   const bool zc = c.zero_centred_norms();
-  auto norm = [&](const std::vector<float>& m) { return zc ? via_hf_norm(m) : m; };
-  const int64_t D = c.n_embd;
-  put(s, N("attn_norm.weight"), norm(L.attn_norm));
-  put(s, N(c.family == Family::Qwen3 ? "ffn_norm.weight" : "post_attention_norm.weight"), norm(L.ffn_norm));
-  if (L.attn) {
-    const AttnWeights& a = *L.attn;
-    if (c.attn_gated())
-      s.add_f32(N("attn_q.weight"), {D, 2 * c.n_head * c.head_dim}, interleave_q_gate(a, c.n_head, c.head_dim));
-    else put(s, N("attn_q.weight"), a.wq);
-    put(s, N("attn_k.weight"), a.wk);
-    put(s, N("attn_v.weight"), a.wv);
-    put(s, N("attn_output.weight"), a.wo);
-    put(s, N("attn_q_norm.weight"), norm(a.q_norm));
-    put(s, N("attn_k_norm.weight"), norm(a.k_norm));
+  auto norm = [&](const std::vector<float>& m) { return zc ? stored_norm(style, m) : m; };
+  // GDN as stored: GGUF ssm_a = −exp(A_log) (the converter's value) in tiled V-head order for
+  // qwen35*; HF A_log = log(−ssm_a).
+  std::optional<GdnWeights> g = L.gdn;
+  if (g) {
+    for (float& a : g->ssm_a) a = gguf ? detail::ssm_a_from_a_log(a_log_of(a)) : a_log_of(a);
+    if (gguf && c.gguf_tiled_v_heads()) detail::permute_v_heads(*g, c, /*to_tiled=*/true);
   }
-  if (L.gdn) {
-    GdnWeights g = *L.gdn;
-    for (float& a : g.ssm_a) a = detail::ssm_a_from_a_log(a_log_of(a));
-    if (c.gguf_tiled_v_heads()) detail::permute_v_heads(g, c, /*to_tiled=*/true);
-    put(s, N("attn_qkv.weight"), g.wqkv);
-    put(s, N("attn_gate.weight"), g.wz);
-    if (c.family == Family::Qwen3Next) {
-      s.add_f32(N("ssm_ba.weight"), {D, 2 * c.ssm_n_v_heads}, interleave_ba(g, c));
-    } else {
-      put(s, N("ssm_beta.weight"), g.wb);
-      put(s, N("ssm_alpha.weight"), g.wa);
+  const LayerKind kind = L.attn ? LayerKind::Attention : LayerKind::Linear;
+  const FfnKind ffn = L.moe ? FfnKind::Moe : FfnKind::Dense;
+  for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts)) {
+    auto need = [&](const auto& opt) -> const auto& {
+      if (!opt) fail("export: tensor '", t.name, "': the layer's weights lack this part");
+      return *opt;
+    };
+    switch (t.slot) {
+      case Slot::AttnNorm: put_tensor(s, t, norm(L.attn_norm)); break;
+      case Slot::FfnNorm: put_tensor(s, t, norm(L.ffn_norm)); break;
+      case Slot::Q:
+        if (c.attn_gated()) put_tensor(s, t, interleave_q_gate(need(L.attn), c.n_head, c.head_dim));
+        else put_tensor(s, t, need(L.attn).wq.data);
+        break;
+      case Slot::K: put_tensor(s, t, need(L.attn).wk.data); break;
+      case Slot::V: put_tensor(s, t, need(L.attn).wv.data); break;
+      case Slot::O: put_tensor(s, t, need(L.attn).wo.data); break;
+      case Slot::QNorm: put_tensor(s, t, norm(need(L.attn).q_norm)); break;
+      case Slot::KNorm: put_tensor(s, t, norm(need(L.attn).k_norm)); break;
+      case Slot::Qkv: put_tensor(s, t, need(g).wqkv.data); break;
+      case Slot::Z: put_tensor(s, t, need(g).wz.data); break;
+      case Slot::Qkvz: put_tensor(s, t, interleave_qkvz(need(g), c)); break;
+      case Slot::B: put_tensor(s, t, need(g).wb.data); break;
+      case Slot::A: put_tensor(s, t, need(g).wa.data); break;
+      case Slot::Ba: put_tensor(s, t, interleave_ba(need(g), c)); break;
+      case Slot::Conv: put_tensor(s, t, need(g).conv.data); break;
+      case Slot::SsmA: put_tensor(s, t, need(g).ssm_a); break;
+      case Slot::DtBias: put_tensor(s, t, need(g).dt_bias); break;
+      case Slot::SsmNorm: put_tensor(s, t, need(g).norm); break;  // plain w in both sets
+      case Slot::SsmOut: put_tensor(s, t, need(g).wout.data); break;
+      case Slot::Router: put_tensor(s, t, need(L.moe).router.data); break;
+      case Slot::GateExps: put_tensor(s, t, stack_experts(need(L.moe), {&FfnWeights::gate})); break;
+      case Slot::UpExps: put_tensor(s, t, stack_experts(need(L.moe), {&FfnWeights::up})); break;
+      case Slot::GateUpExps:
+        put_tensor(s, t, stack_experts(need(L.moe), {&FfnWeights::gate, &FfnWeights::up}));
+        break;
+      case Slot::DownExps: put_tensor(s, t, stack_experts(need(L.moe), {&FfnWeights::down})); break;
+      case Slot::ExpGate: put_tensor(s, t, need(L.moe).experts.at(static_cast<size_t>(t.expert)).gate.data); break;
+      case Slot::ExpUp: put_tensor(s, t, need(L.moe).experts.at(static_cast<size_t>(t.expert)).up.data); break;
+      case Slot::ExpDown: put_tensor(s, t, need(L.moe).experts.at(static_cast<size_t>(t.expert)).down.data); break;
+      case Slot::ShGate: put_tensor(s, t, need(L.moe).shared.gate.data); break;
+      case Slot::ShUp: put_tensor(s, t, need(L.moe).shared.up.data); break;
+      case Slot::ShDown: put_tensor(s, t, need(L.moe).shared.down.data); break;
+      case Slot::ShGateInp: put_tensor(s, t, need(L.moe).shared_gate); break;
+      case Slot::Gate: put_tensor(s, t, need(L.ffn).gate.data); break;
+      case Slot::Up: put_tensor(s, t, need(L.ffn).up.data); break;
+      case Slot::Down: put_tensor(s, t, need(L.ffn).down.data); break;
+      default: fail("export: tensor '", t.name, "' is not a layer tensor");
     }
-    put(s, N("ssm_conv1d.weight"), g.conv);
-    put(s, N("ssm_a"), g.ssm_a);
-    put(s, N("ssm_dt.bias"), g.dt_bias);
-    put(s, N("ssm_norm.weight"), g.norm);
-    put(s, N("ssm_out.weight"), g.wout);
-  }
-  if (L.moe) {
-    const MoeWeights& m = *L.moe;
-    const int64_t E = c.n_expert, I = c.n_ff_exp;
-    put(s, N("ffn_gate_inp.weight"), m.router);
-    std::vector<float> gate, up, gu, down;
-    for (const FfnWeights& f : m.experts) {
-      if (layout.fused_gate_up_exps) {
-        gu.insert(gu.end(), f.gate.data.begin(), f.gate.data.end());
-        gu.insert(gu.end(), f.up.data.begin(), f.up.data.end());
-      } else {
-        gate.insert(gate.end(), f.gate.data.begin(), f.gate.data.end());
-        up.insert(up.end(), f.up.data.begin(), f.up.data.end());
-      }
-      down.insert(down.end(), f.down.data.begin(), f.down.data.end());
-    }
-    if (layout.fused_gate_up_exps) {
-      s.add_f32(N("ffn_gate_up_exps.weight"), {D, 2 * I, E}, gu);
-    } else {
-      s.add_f32(N("ffn_gate_exps.weight"), {D, I, E}, gate);
-      s.add_f32(N("ffn_up_exps.weight"), {D, I, E}, up);
-    }
-    s.add_f32(N("ffn_down_exps.weight"), {I, D, E}, down);
-    if (c.n_ff_shexp > 0) {
-      put(s, N("ffn_gate_shexp.weight"), m.shared.gate);
-      put(s, N("ffn_up_shexp.weight"), m.shared.up);
-      put(s, N("ffn_down_shexp.weight"), m.shared.down);
-      put(s, N("ffn_gate_inp_shexp.weight"), m.shared_gate);
-    }
-  }
-  if (L.ffn) {
-    put(s, N("ffn_gate.weight"), L.ffn->gate);
-    put(s, N("ffn_up.weight"), L.ffn->up);
-    put(s, N("ffn_down.weight"), L.ffn->down);
   }
 }
 
-void put_layer_hf(MemorySource& s, const ModelConfig& c, const std::string& P, const LayerWeights& L,
-                  HfLayout layout) {
-  const bool zc = c.zero_centred_norms();
-  auto norm = [&](const std::vector<float>& m) { return zc ? minus_one(m) : m; };
-  const int64_t D = c.n_embd;
-  put(s, P + "input_layernorm.weight", norm(L.attn_norm));
-  put(s, P + "post_attention_layernorm.weight", norm(L.ffn_norm));
-  if (L.attn) {
-    const AttnWeights& a = *L.attn;
-    const std::string A = P + "self_attn.";
-    if (c.attn_gated())
-      s.add_f32(A + "q_proj.weight", {D, 2 * c.n_head * c.head_dim}, interleave_q_gate(a, c.n_head, c.head_dim));
-    else put(s, A + "q_proj.weight", a.wq);
-    put(s, A + "k_proj.weight", a.wk);
-    put(s, A + "v_proj.weight", a.wv);
-    put(s, A + "o_proj.weight", a.wo);
-    put(s, A + "q_norm.weight", norm(a.q_norm));
-    put(s, A + "k_norm.weight", norm(a.k_norm));
-  }
-  if (L.gdn) {
-    const GdnWeights& g = *L.gdn;
-    const std::string G = P + "linear_attn.";
-    if (c.family == Family::Qwen3Next) {
-      s.add_f32(G + "in_proj_qkvz.weight", {D, c.ssm_conv_dim() + c.ssm_value_dim()}, interleave_qkvz(g, c));
-      s.add_f32(G + "in_proj_ba.weight", {D, 2 * c.ssm_n_v_heads}, interleave_ba(g, c));
-    } else {
-      put(s, G + "in_proj_qkv.weight", g.wqkv);
-      put(s, G + "in_proj_z.weight", g.wz);
-      put(s, G + "in_proj_b.weight", g.wb);
-      put(s, G + "in_proj_a.weight", g.wa);
+// Model head, main layers and (when present) the MTP head and layer, in file order.
+void put_model(MemorySource& s, const ModelConfig& c, const ModelWeights& w, NameStyle style, bool lm,
+               ExpertLayout experts) {
+  for (const PlannedTensor& t : detail::head_tensors(c, style, lm)) {
+    switch (t.slot) {
+      case Slot::Embed: put_tensor(s, t, w.embed.data); break;
+      case Slot::OutputNorm:
+        put_tensor(s, t, c.zero_centred_norms() ? stored_norm(style, w.output_norm) : w.output_norm);
+        break;
+      case Slot::Output: put_tensor(s, t, w.output.data); break;
+      default: fail("export: tensor '", t.name, "' is not a model-head tensor");
     }
-    s.add_f32(G + "conv1d.weight", {c.ssm_conv_kernel, 1, c.ssm_conv_dim()}, g.conv.data);
-    std::vector<float> a_log = g.ssm_a;
-    for (float& a : a_log) a = a_log_of(a);
-    put(s, G + "A_log", a_log);
-    put(s, G + "dt_bias", g.dt_bias);
-    put(s, G + "norm.weight", g.norm);
-    put(s, G + "out_proj.weight", g.wout);
   }
-  const std::string M = P + "mlp.";
-  if (L.moe) {
-    const MoeWeights& m = *L.moe;
-    const int64_t E = c.n_expert, I = c.n_ff_exp;
-    put(s, M + "gate.weight", m.router);
-    if (layout.fused_experts) {
-      std::vector<float> gu, down;
-      for (const FfnWeights& f : m.experts) {
-        gu.insert(gu.end(), f.gate.data.begin(), f.gate.data.end());
-        gu.insert(gu.end(), f.up.data.begin(), f.up.data.end());
-        down.insert(down.end(), f.down.data.begin(), f.down.data.end());
-      }
-      s.add_f32(M + "experts.gate_up_proj", {D, 2 * I, E}, gu);
-      s.add_f32(M + "experts.down_proj", {I, D, E}, down);
-    } else {
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string X = M + "experts." + std::to_string(e) + ".";
-        const FfnWeights& f = m.experts[static_cast<size_t>(e)];
-        put(s, X + "gate_proj.weight", f.gate);
-        put(s, X + "up_proj.weight", f.up);
-        put(s, X + "down_proj.weight", f.down);
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    put_layer(s, c, style, detail::layer_prefix(style, lm, i), w.layers[static_cast<size_t>(i)], experts);
+  if (c.n_mtp > 0 && w.mtp) {
+    // MTP exists only for Next/3.5: its norms are zero-centred in HF.
+    for (const PlannedTensor& t : detail::mtp_head_tensors(c, style)) {
+      switch (t.slot) {
+        case Slot::MtpEhProj: put_tensor(s, t, w.mtp->eh_proj.data); break;
+        case Slot::MtpEnorm: put_tensor(s, t, stored_norm(style, w.mtp->enorm)); break;
+        case Slot::MtpHnorm: put_tensor(s, t, stored_norm(style, w.mtp->hnorm)); break;
+        case Slot::MtpFinalNorm: put_tensor(s, t, stored_norm(style, w.mtp->final_norm)); break;
+        default: fail("export: tensor '", t.name, "' is not an MTP-head tensor");
       }
     }
-    if (c.n_ff_shexp > 0) {
-      put(s, M + "shared_expert.gate_proj.weight", m.shared.gate);
-      put(s, M + "shared_expert.up_proj.weight", m.shared.up);
-      put(s, M + "shared_expert.down_proj.weight", m.shared.down);
-      s.add_f32(M + "shared_expert_gate.weight", {D, 1}, m.shared_gate);
-    }
-  }
-  if (L.ffn) {
-    put(s, M + "gate_proj.weight", L.ffn->gate);
-    put(s, M + "up_proj.weight", L.ffn->up);
-    put(s, M + "down_proj.weight", L.ffn->down);
+    put_layer(s, c, style, detail::mtp_layer_prefix(style, c), w.mtp->layer, experts);
   }
 }
 
@@ -324,39 +290,16 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
 MemorySource to_gguf_source(const ModelConfig& c, const ModelWeights& w, GgufLayout layout) {
   MemorySource s(MetaStyle::Gguf, std::string("<memory gguf ") + std::string(family_arch(c.family)) + ">");
   write_gguf_keys(c, s);
-  const bool zc = c.zero_centred_norms();
-  put(s, "token_embd.weight", w.embed);
-  put(s, "output_norm.weight", zc ? via_hf_norm(w.output_norm) : w.output_norm);
-  if (!c.tied_embeddings) put(s, "output.weight", w.output);
-  for (int64_t i = 0; i < c.n_layer; ++i) put_layer_gguf(s, c, i, w.layers[static_cast<size_t>(i)], layout);
-  if (c.n_mtp > 0 && w.mtp) {
-    const int64_t L = c.n_layer;
-    put(s, names::gguf_blk(L, "nextn.eh_proj.weight"), w.mtp->eh_proj);
-    put(s, names::gguf_blk(L, "nextn.enorm.weight"), via_hf_norm(w.mtp->enorm));
-    put(s, names::gguf_blk(L, "nextn.hnorm.weight"), via_hf_norm(w.mtp->hnorm));
-    put(s, names::gguf_blk(L, "nextn.shared_head_norm.weight"), via_hf_norm(w.mtp->final_norm));
-    put_layer_gguf(s, c, L, w.mtp->layer, layout);
-  }
+  put_model(s, c, w, NameStyle::Gguf, false,
+            layout.fused_gate_up_exps ? ExpertLayout::Fused : ExpertLayout::Stacked);
   return s;
 }
 
 MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout layout) {
   MemorySource s(MetaStyle::Hf, std::string("<memory hf ") + std::string(family_arch(c.family)) + ">");
   write_hf_keys(c, s);
-  const bool zc = c.zero_centred_norms();
-  const std::string G = names::hf_model_prefix(layout.language_model_prefix);
-  put(s, G + "embed_tokens.weight", w.embed);
-  put(s, G + "norm.weight", zc ? minus_one(w.output_norm) : w.output_norm);
-  if (!c.tied_embeddings) put(s, "lm_head.weight", w.output);
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    put_layer_hf(s, c, names::hf_layer_prefix(layout.language_model_prefix, i), w.layers[static_cast<size_t>(i)], layout);
-  if (c.n_mtp > 0 && w.mtp) {
-    put(s, "mtp.fc.weight", w.mtp->eh_proj);
-    put(s, "mtp.pre_fc_norm_embedding.weight", minus_one(w.mtp->enorm));
-    put(s, "mtp.pre_fc_norm_hidden.weight", minus_one(w.mtp->hnorm));
-    put(s, "mtp.norm.weight", minus_one(w.mtp->final_norm));
-    put_layer_hf(s, c, names::hf_mtp_layer_prefix(0), w.mtp->layer, layout);
-  }
+  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix,
+            layout.fused_experts ? ExpertLayout::Fused : ExpertLayout::PerExpert);
   return s;
 }
 
