@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "memra/dtype.h"
+#include "memra/mapped_file.h"
 #include "memra/source.h"
 
 namespace memra {
@@ -195,8 +196,7 @@ class GgufFile : public WeightSource {
 
   std::string path_;
   std::span<const std::byte> bytes_;   // the whole file
-  void* map_ = nullptr;                // mmap base (open) or nullptr
-  size_t map_size_ = 0;
+  MappedFile map_;                     // the file (open); empty for from_bytes
   std::vector<std::byte> owned_;       // from_bytes copy
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

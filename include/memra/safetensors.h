@@ -26,6 +26,7 @@
 
 #include "memra/dtype.h"
 #include "memra/hf_config.h"
+#include "memra/mapped_file.h"
 #include "memra/source.h"
 
 namespace memra {
@@ -61,8 +62,7 @@ class SafetensorsFile : public WeightSource {
  private:
   SafetensorsFile() = default;
   std::string path_;
-  const std::byte* map_ = nullptr;
-  size_t map_size_ = 0;
+  MappedFile map_;
   uint64_t data_start_ = 0;
   std::vector<TensorView> tensors_;  // data order
   std::map<std::string, size_t, std::less<>> by_name_;

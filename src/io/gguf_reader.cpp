@@ -5,10 +5,6 @@
 // every length and count is compared with the bytes left before anything is allocated, every
 // read goes through a bounds-checked cursor that names the field it was reading, and every
 // multi-byte read is a memcpy (the fields of a GGUF header are not aligned).
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,6 +12,7 @@
 
 #include "memra/error.h"
 #include "memra/gguf.h"
+#include "memra/mapped_file.h"
 
 namespace memra {
 namespace {
@@ -197,31 +194,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
   with_context("gguf " + path, [&] {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("cannot open: ", std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("cannot stat: ", std::strerror(err));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      fail(S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
-    }
-    const size_t size = static_cast<size_t>(st.st_size);
-    if (size > 0) {
-      void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        fail("cannot mmap ", size, " bytes: ", std::strerror(err));
-      }
-      f->map_ = p;
-      f->map_size_ = size;
-      f->bytes_ = std::span<const std::byte>(static_cast<const std::byte*>(p), size);
-    }
-    ::close(fd);  // the mapping keeps the file alive
+    f->map_ = MappedFile::open(path);
+    f->bytes_ = f->map_.bytes();
     f->parse();
   });
   return f;
@@ -237,9 +211,7 @@ std::unique_ptr<GgufFile> GgufFile::from_bytes(std::span<const std::byte> bytes,
   return f;
 }
 
-GgufFile::~GgufFile() {
-  if (map_) ::munmap(map_, map_size_);
-}
+GgufFile::~GgufFile() = default;
 
 // --- the parser -------------------------------------------------------------------------------
 

@@ -1,9 +1,5 @@
 #include "memra/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,6 +13,7 @@
 
 #include "io/json_strict.h"
 #include "memra/error.h"
+#include "memra/mapped_file.h"
 
 namespace memra {
 
@@ -191,32 +188,6 @@ Parsed parse_file(const std::byte* base, uint64_t size) {
   return p;
 }
 
-// Maps the whole file read-only: {address, size}.
-std::pair<const std::byte*, size_t> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    fail("file is ", size, " bytes, shorter than the 8-byte header length");
-  }
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps the file alive
-  if (addr == MAP_FAILED) fail("cannot mmap ", size, " bytes: ", std::strerror(err));
-  return {static_cast<const std::byte*>(addr), size};
-}
-
 std::string read_text(const std::string& path, const std::string& ctx) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ctx, ": cannot open ", path);
@@ -255,9 +226,9 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile);
   f->path_ = path;
   with_context("safetensors " + path, [&] {
-    auto [addr, size] = map_file(path);
-    f->map_ = addr;  // owned from here on: the destructor unmaps even if parsing throws
-    f->map_size_ = size;
+    f->map_ = MappedFile::open(path);  // owned from here on, also if parsing throws
+    const std::byte* addr = f->map_.bytes().data();
+    const size_t size = f->map_.bytes().size();
     Parsed p = parse_file(addr, size);
     f->data_start_ = p.data_start;
     f->metadata_ = std::move(p.metadata);
@@ -275,9 +246,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   return f;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_) ::munmap(const_cast<std::byte*>(map_), map_size_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 std::vector<std::string> SafetensorsFile::tensor_names() const {
   std::vector<std::string> names;

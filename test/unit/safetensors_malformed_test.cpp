@@ -200,7 +200,7 @@ TEST(SafetensorsFileErrors, NonexistentFile) {
 TEST(SafetensorsFileErrors, DirectoryIsNotAFile) {
   TempDir dir("stdir");
   EXPECT_EQ(error_of_open(dir.path().string()),
-            "safetensors " + dir.path().string() + ": not a regular file");
+            "safetensors " + dir.path().string() + ": is a directory");
 }
 
 }  // namespace
