@@ -1,0 +1,188 @@
+// memra-bank — bank the CPU oracle's greedy trajectory for the TeacherForced gate (GATES.md §3).
+//
+//   memra-bank --model FILE|DIR (--prompt TEXT | --tokens 1,2,3) [-n STEPS] [-k K] --out BANK.json
+//
+// Runs the CPU oracle (never the GPU: the bank is the reference) greedily for STEPS tokens
+// (default 32) after the prompt and writes, per step, the picked token and the oracle's top-K
+// (default 8) ids and logits (memra/testing/bank.h has the format). Also recorded:
+//   - model_sha256: sha256 of the model file. For an HF directory: of model.safetensors, or when
+//     the checkpoint is sharded, of model.safetensors.index.json (the index names every shard, but
+//     the shards' bytes are then NOT covered: a gate that needs them must hash them itself);
+//   - calibration: the reference-vs-reference noise C_ref, the oracle teacher-forced along the
+//     banked tokens with chunked vs recurrent GDN prefill, max over steps of max|diff| / |top1|
+//     (0 for a model without GDN layers: the two forms are the same computation, and the note
+//     says so), and band_coeff = 3*sqrt(2)*C_ref, the relative band for an arm with no noise of
+//     its own (a gate adds its arm's C_arm: band_coeff_for in memra/testing/bank.h).
+// stderr gets one summary line. Bad input (a missing model, a token id outside the vocabulary,
+// STEPS or K out of range) prints "memra-bank: <what>" and exits 1; bad usage exits 2.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "memra/error.h"
+#include "memra/gguf.h"
+#include "memra/hash.h"
+#include "memra/oracle.h"
+#include "memra/source.h"
+#include "memra/testing/bank.h"
+#include "memra/tokenizer.h"
+
+namespace {
+
+using namespace memra;
+namespace fs = std::filesystem;
+
+int usage(const std::string& msg) {
+  std::cerr << "memra-bank: " << msg << "\n"
+            << "usage: memra-bank --model FILE|DIR (--prompt TEXT | --tokens 1,2,3) [-n STEPS] [-k K]\n"
+               "                  --out BANK.json\n";
+  return 2;
+}
+
+std::vector<int64_t> parse_ids(const std::string& s) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) fail("--tokens: item ", out.size(), " '", item, "' is not an integer");
+    out.push_back(v);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+long long parse_int(const std::string& flag, const std::string& s) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size()) fail(flag, ": '", s, "' is not an integer");
+  return v;
+}
+
+std::string file_sha256(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail(p.string(), ": cannot open for hashing");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
+    h.update(buf.data(), static_cast<size_t>(f.gcount()));
+  if (f.bad()) fail(p.string(), ": read failed while hashing");
+  return h.finish_hex();
+}
+
+// The file whose hash identifies the model (see the header comment).
+fs::path identity_file(const fs::path& model) {
+  if (!fs::is_directory(model)) return model;
+  for (const char* name : {"model.safetensors", "model.safetensors.index.json"})
+    if (fs::exists(model / name)) return model / name;
+  fail(model.string(), ": no model.safetensors or model.safetensors.index.json to hash");
+}
+
+Tokenizer model_tokenizer(const WeightSource& src, const fs::path& model) {
+  if (const GgufFile* g = src.gguf()) return Tokenizer::from_gguf(*g);
+  const fs::path tj = (fs::is_directory(model) ? model : model.parent_path()) / "tokenizer.json";
+  if (!fs::exists(tj)) fail(model.string(), ": no tokenizer for --prompt (no tokenizer.json); use --tokens");
+  return Tokenizer::from_hf_json(tj.string());
+}
+
+bool has_gdn(const ModelConfig& c) {
+  for (LayerKind k : c.layer_kind)
+    if (k == LayerKind::Linear) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, tokens, prompt, out, steps_s = "32", k_s = "8";
+  bool have_tokens = false, have_prompt = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    if (a == "--model" && more) model = argv[++i];
+    else if (a == "--tokens" && more) tokens = argv[++i], have_tokens = true;
+    else if (a == "--prompt" && more) prompt = argv[++i], have_prompt = true;
+    else if (a == "--out" && more) out = argv[++i];
+    else if (a == "-n" && more) steps_s = argv[++i];
+    else if (a == "-k" && more) k_s = argv[++i];
+    else if (a == "-h" || a == "--help") {
+      usage("bank the CPU oracle's greedy trajectory");
+      return 0;
+    } else {
+      return usage("unknown or incomplete argument '" + a + "'");
+    }
+  }
+  if (model.empty() || out.empty()) return usage("--model and --out are required");
+  if (have_tokens == have_prompt) return usage("give exactly one of --tokens and --prompt");
+
+  try {
+    const long long steps = parse_int("-n", steps_s);
+    const long long k = parse_int("-k", k_s);
+    if (steps < 1 || steps > 1 << 20) fail("-n ", steps, ": need at least 1 step");
+    if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
+    const auto src = open_weights(model);
+    oracle::Model m = oracle::Model::load(*src);
+    const ModelConfig& c = m.config();
+    if (k < 2 || k > c.n_vocab) fail("-k ", k, ": need 2 <= k <= the vocabulary size (", c.n_vocab, ")");
+
+    std::vector<int32_t> ids;
+    if (have_tokens) {
+      const std::vector<int64_t> raw = parse_ids(tokens);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] < 0 || raw[i] >= c.n_vocab)
+          fail("token ", i, " has id ", raw[i], ", outside the model's vocabulary [0, ", c.n_vocab, ")");
+        ids.push_back(static_cast<int32_t>(raw[i]));
+      }
+    } else {
+      ids = model_tokenizer(*src, model).encode(prompt);
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] < 0 || ids[i] >= c.n_vocab)
+          fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");
+    }
+    if (ids.empty()) fail("the prompt has no tokens");
+
+    // The bank is produced with the oracle's default (chunked) GDN prefill.
+    oracle::Options opt = m.options();
+    opt.gdn_prefill = oracle::GdnForm::Chunked;
+    m.set_options(opt);
+    testing::Bank b = testing::make_bank(m, ids, static_cast<int>(steps), static_cast<int>(k));
+    b.model_sha256 = file_sha256(identity_file(model));
+    b.model_name = fs::path(model).filename().string();
+    if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
+    b.arm_tag = "cpu-oracle/f32/gdn-chunked";
+    if (has_gdn(c)) {
+      b.measured_noise_rel = testing::reference_noise_rel(m, b.prompt, b.tokens);
+      b.calibration_note =
+          "C_ref = max over steps of max|chunked - recurrent GDN prefill logits| / |top1|, "
+          "teacher-forced along the banked tokens";
+    } else {
+      b.measured_noise_rel = 0;
+      b.calibration_note =
+          "model has no GDN layers: chunked and recurrent prefill are the same computation, C_ref = 0";
+    }
+    b.band_coeff = testing::band_coeff_for(b.measured_noise_rel);
+    testing::write_bank(b, out);
+    std::cerr << "memra-bank: " << b.tokens.size() << " steps, top-" << k << ", model sha256 "
+              << b.model_sha256.substr(0, 16) << "..., C_ref " << b.measured_noise_rel
+              << ", band_coeff " << b.band_coeff << " -> " << out << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "memra-bank: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
