@@ -11,8 +11,10 @@
 //   - calibration: the reference-vs-reference noise C_ref, the oracle teacher-forced along the
 //     banked tokens with chunked vs recurrent GDN prefill, max over steps of max|diff| / |top1|
 //     (0 for a model without GDN layers: the two forms are the same computation, and the note
-//     says so), and band_coeff = 3*sqrt(2)*C_ref, the relative band for an arm with no noise of
-//     its own (a gate adds its arm's C_arm: band_coeff_for in memra/testing/bank.h).
+//     says so; with GDN it is usually 0 as well: the oracle's GDN state is f64), and
+//     band_coeff = 3*sqrt(2)*max(C_ref, 2^-23), the relative band for an arm with no noise of its
+//     own; 2^-23 is the f32 resolution of the banked logits (a gate adds its arm's C_arm:
+//     band_coeff_for in memra/testing/bank.h).
 // stderr gets one summary line. Bad input (a missing model, a token id outside the vocabulary,
 // STEPS or K out of range) prints "memra-bank: <what>" and exits 1; bad usage exits 2.
 #include <cstdlib>

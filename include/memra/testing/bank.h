@@ -37,8 +37,8 @@
 // worst-case flip for the measured constant, while a real error (a wrong layer) moves logits by
 // far more than that.
 //
-// provides: Bank, kBankFormat, read_bank, write_bank, make_bank, teacher_forced_rows,
-//           reference_noise_rel, band_coeff_for, tf_steps
+// provides: Bank, kBankFormat, read_bank, write_bank, validate_bank, make_bank,
+//           teacher_forced_rows, reference_noise_rel, kF32ResolutionRel, band_coeff_for, tf_steps
 #pragma once
 
 #include <cstdint>
