@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
 #include "memra/hash.h"
@@ -44,37 +45,7 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-std::vector<int64_t> parse_ids(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = s.find(',', start);
-    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size()) fail("--tokens: item ", out.size(), " '", item, "' is not an integer");
-    out.push_back(v);
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
 
-long long parse_int(const std::string& flag, const std::string& s) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(s, &used);
-  } catch (...) {
-    used = 0;
-  }
-  if (s.empty() || used != s.size()) fail(flag, ": '", s, "' is not an integer");
-  return v;
-}
 
 std::string file_sha256(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -95,18 +66,7 @@ fs::path identity_file(const fs::path& model) {
   fail(model.string(), ": no model.safetensors or model.safetensors.index.json to hash");
 }
 
-Tokenizer model_tokenizer(const WeightSource& src, const fs::path& model) {
-  if (const GgufFile* g = src.gguf()) return Tokenizer::from_gguf(*g);
-  const fs::path tj = (fs::is_directory(model) ? model : model.parent_path()) / "tokenizer.json";
-  if (!fs::exists(tj)) fail(model.string(), ": no tokenizer for --prompt (no tokenizer.json); use --tokens");
-  return Tokenizer::from_hf_json(tj.string());
-}
 
-bool has_gdn(const ModelConfig& c) {
-  for (LayerKind k : c.layer_kind)
-    if (k == LayerKind::Linear) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -133,8 +93,8 @@ int main(int argc, char** argv) {
   if (have_tokens == have_prompt) return usage("give exactly one of --tokens and --prompt");
 
   try {
-    const long long steps = parse_int("-n", steps_s);
-    const long long k = parse_int("-k", k_s);
+    const long long steps = cli::parse_int("-n", steps_s);
+    const long long k = cli::parse_int("-k", k_s);
     if (steps < 1 || steps > 1 << 20) fail("-n ", steps, ": need at least 1 step");
     if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
     const auto src = open_weights(model);
@@ -144,14 +104,14 @@ int main(int argc, char** argv) {
 
     std::vector<int32_t> ids;
     if (have_tokens) {
-      const std::vector<int64_t> raw = parse_ids(tokens);
+      const std::vector<int64_t> raw = cli::parse_id_list("--tokens", tokens);
       for (size_t i = 0; i < raw.size(); ++i) {
         if (raw[i] < 0 || raw[i] >= c.n_vocab)
           fail("token ", i, " has id ", raw[i], ", outside the model's vocabulary [0, ", c.n_vocab, ")");
         ids.push_back(static_cast<int32_t>(raw[i]));
       }
     } else {
-      ids = model_tokenizer(*src, model).encode(prompt);
+      ids = Tokenizer::for_model(*src).encode(prompt);
       for (size_t i = 0; i < ids.size(); ++i)
         if (ids[i] < 0 || ids[i] >= c.n_vocab)
           fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");
@@ -167,7 +127,7 @@ int main(int argc, char** argv) {
     b.model_name = fs::path(model).filename().string();
     if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
     b.arm_tag = "cpu-oracle/f32/gdn-chunked";
-    if (has_gdn(c)) {
+    if (c.has_linear()) {
       b.measured_noise_rel = testing::reference_noise_rel(m, b.prompt, b.tokens);
       b.calibration_note =
           "C_ref = max over steps of max|chunked - recurrent GDN prefill logits| / |top1|, "

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "memra/backend.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -41,34 +42,7 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-std::vector<int64_t> parse_tokens(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t n = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &n);
-    } catch (...) {
-      n = 0;
-    }
-    if (item.empty() || n != item.size()) fail("--tokens: item ", out.size(), " '", item, "' is not an integer");
-    out.push_back(v);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
-Tokenizer model_tokenizer(const WeightSource& src, const std::string& path) {
-  if (const GgufFile* g = src.gguf()) return Tokenizer::from_gguf(*g);
-  fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-  const fs::path tj = dir / "tokenizer.json";
-  if (!fs::exists(tj)) fail(path, ": no tokenizer for --prompt (no tokenizer.json); use --tokens");
-  return Tokenizer::from_hf_json(tj.string());
-}
 
 std::string json_string(const std::string& s) {
   std::string o = "\"";
@@ -89,6 +63,7 @@ int main(int argc, char** argv) {
   std::string model, tokens, prompt, out, backend = "auto";
   bool have_tokens = false, have_prompt = false, all = false;
   long long ctx = 0;
+  std::string ctx_s;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
@@ -97,7 +72,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt" && more) prompt = argv[++i], have_prompt = true;
     else if (a == "--out" && more) out = argv[++i];
     else if (a == "--backend" && more) backend = argv[++i];
-    else if (a == "--ctx" && more) ctx = std::atoll(argv[++i]);
+    else if (a == "--ctx" && more) ctx_s = argv[++i];
     else if (a == "--all-positions") all = true;
     else if (a == "-h" || a == "--help") {
       usage("logits as JSON");
@@ -116,6 +91,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (!ctx_s.empty()) ctx = cli::parse_int("--ctx", ctx_s);
     // Before touching the model: a GPU that cannot be had is the first thing to say.
     if (req == BackendRequest::Gpu)
       if (auto why = gpu_backend_unavailable()) fail("--backend gpu: ", *why);
@@ -126,14 +102,14 @@ int main(int argc, char** argv) {
     const ModelConfig& c = m->config();
     std::vector<int32_t> ids;
     if (have_tokens) {
-      const std::vector<int64_t> raw = parse_tokens(tokens);
+      const std::vector<int64_t> raw = cli::parse_id_list("--tokens", tokens);
       for (size_t i = 0; i < raw.size(); ++i) {
         if (raw[i] < 0 || raw[i] >= c.n_vocab)
           fail("token ", i, " has id ", raw[i], ", outside the model's vocabulary [0, ", c.n_vocab, ")");
         ids.push_back(static_cast<int32_t>(raw[i]));
       }
     } else {
-      ids = model_tokenizer(*src, model).encode(prompt);
+      ids = Tokenizer::for_model(*src).encode(prompt);
       for (size_t i = 0; i < ids.size(); ++i)
         if (ids[i] >= c.n_vocab)
           fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "memra/backend.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -51,16 +52,6 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-int64_t to_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t n = 0;
-    const long long x = std::stoll(v, &n);
-    if (n == v.size()) return x;
-  } catch (...) {
-  }
-  fail(flag, ": '", v, "' is not an integer");
-}
-
 double to_float(const std::string& flag, const std::string& v) {
   try {
     size_t n = 0;
@@ -78,15 +69,6 @@ std::string default_model() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) fail("cannot locate the default model: /proc/self/exe: ", ec.message());
   return (exe.parent_path().parent_path() / "fixtures" / "default.gguf").string();
-}
-
-// The model's tokenizer: the GGUF's own, or tokenizer.json beside the safetensors.
-Tokenizer model_tokenizer(const WeightSource& src, const std::string& path) {
-  if (const GgufFile* g = src.gguf()) return Tokenizer::from_gguf(*g);
-  fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
-  const fs::path tj = dir / "tokenizer.json";
-  if (!fs::exists(tj)) fail(path, ": no tokenizer (the directory has no tokenizer.json)");
-  return Tokenizer::from_hf_json(tj.string());
 }
 
 // Writes the longest prefix of `pending` that ends on a UTF-8 character boundary (a token may
@@ -125,11 +107,11 @@ int main(int argc, char** argv) {
       if (a == "--model") model = value();
       else if (a == "--prompt") prompt = value(), have_prompt = true;
       else if (a == "--chat") chat = value(), have_chat = true;
-      else if (a == "-n") n_gen = to_int(a, value());
+      else if (a == "-n") n_gen = cli::parse_int(a, value());
       else if (a == "--temp") spec.temperature = static_cast<float>(to_float(a, value()));
-      else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
-      else if (a == "--ctx") ctx = to_int(a, value());
-      else if (a == "--threads") threads = to_int(a, value());
+      else if (a == "--seed") spec.seed = static_cast<uint64_t>(cli::parse_int(a, value()));
+      else if (a == "--ctx") ctx = cli::parse_int(a, value());
+      else if (a == "--threads") threads = cli::parse_int(a, value());
       else if (a == "--backend") req = parse_backend_request(value());
       else if (a == "-h" || a == "--help") {
         usage("generate text");
@@ -161,7 +143,7 @@ int main(int argc, char** argv) {
     opt.threads = static_cast<int>(threads);
     const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
     const ModelConfig& c = m->config();
-    const Tokenizer tok = model_tokenizer(*src, model);
+    const Tokenizer tok = Tokenizer::for_model(*src);
 
     std::string text = have_chat ? "<|im_start|>user\n" + chat + "<|im_end|>\n<|im_start|>assistant\n"
                                  : have_prompt ? prompt : std::string(kDefaultPrompt);

@@ -71,6 +71,8 @@ void write_tokenizer_gguf(const TokenizerSpec& spec, GgufWriter& w);
 // does when the model's embedding has more rows than the tokenizer has tokens.
 TokenizerSpec pad_vocab(TokenizerSpec spec, size_t n);
 
+class WeightSource;
+
 class Tokenizer {
  public:
   // Validates the spec and builds the tables. `source` names it in error messages.
@@ -79,6 +81,9 @@ class Tokenizer {
   static Tokenizer from_gguf(const GgufFile& f, std::string_view source = "");  // "" = "gguf <path>"
   // A GGUF file (recognised by its "GGUF" magic) or else a tokenizer.json.
   static Tokenizer from_file(const std::string& path);
+  // A model's tokenizer: the GGUF's embedded one, else the tokenizer.json in the safetensors
+  // directory (or beside the .safetensors file). Error naming the model when it has none.
+  static Tokenizer for_model(const WeightSource& src);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
