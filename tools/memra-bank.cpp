@@ -45,8 +45,6 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-
-
 std::string file_sha256(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   if (!f) fail(p.string(), ": cannot open for hashing");
@@ -65,8 +63,6 @@ fs::path identity_file(const fs::path& model) {
     if (fs::exists(model / name)) return model / name;
   fail(model.string(), ": no model.safetensors or model.safetensors.index.json to hash");
 }
-
-
 
 }  // namespace
 

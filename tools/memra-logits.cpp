@@ -42,8 +42,6 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-
-
 std::string json_string(const std::string& s) {
   std::string o = "\"";
   for (unsigned char ch : s) {
