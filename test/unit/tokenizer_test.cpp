@@ -14,6 +14,7 @@
 
 #include "memra/error.h"
 #include "memra/gguf.h"
+#include "memra/memory_source.h"
 #include "memra/tokenizer.h"
 #include "tokenizer/internal.h"
 
@@ -558,6 +559,37 @@ TEST(TokenizerGguf, PaddedVocabularyDecodesPaddingToNothing) {
   std::vector<int32_t> ids = {0, 15, 1};
   EXPECT_EQ(t.decode(ids), "ab");
   EXPECT_THAT(t.encode("a<|x|>b"), ElementsAre(0, 8, 1));  // padding changes no encoding
+}
+
+}  // namespace
+}  // namespace memra
+
+namespace memra {
+namespace {
+
+// Tokenizer::for_model: a safetensors model's tokenizer is the tokenizer.json in its directory;
+// without one the error names the model (the tools print it for --prompt).
+TEST(TokenizerForModel, TokenizerJsonBesideTheWeights) {
+  TempDir d;
+  const std::string tj = d.write("tokenizer.json", make_json({"a", "b", "c", "ab"}, {"a b"}).dump());
+  const std::string dir = std::filesystem::path(tj).parent_path().string();
+  const MemorySource in_dir(MetaStyle::Hf, dir);
+  EXPECT_THAT(Tokenizer::for_model(in_dir).encode("abc"), ElementsAre(3, 2));
+  const MemorySource beside(MetaStyle::Hf, dir + "/model.safetensors");
+  EXPECT_THAT(Tokenizer::for_model(beside).encode("ab"), ElementsAre(3));
+}
+
+TEST(TokenizerForModel, NoTokenizerIsAnErrorNamingTheModel) {
+  TempDir d;
+  const std::string dir =
+      std::filesystem::path(d.write("config.json", "{}")).parent_path().string();
+  const MemorySource src(MetaStyle::Hf, dir);
+  try {
+    Tokenizer::for_model(src);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir + ": no tokenizer"));
+  }
 }
 
 }  // namespace
