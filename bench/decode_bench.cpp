@@ -98,11 +98,15 @@ Model& model_for(const Shape& s) {
   return *m;
 }
 
-// "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph.
+// "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph;
+// "graph_serial": the same graph with launch_overlap off (no programmatic dependent launch: each
+// kernel starts after the previous one has drained). Every other arm at its default.
 void set_arm(Model& m, const char* arm) {
-  Arms a = m.arms();
-  a.decode_matvec = std::string(arm) == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
-  a.decode_graph = std::string(arm) == "graph";
+  const std::string a_name = arm;
+  Arms a;
+  a.decode_matvec = a_name == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
+  a.decode_graph = a_name == "graph" || a_name == "graph_serial";
+  a.launch_overlap = a_name != "graph_serial";
   m.set_arms(a);
 }
 
@@ -154,7 +158,7 @@ void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
   for (const Shape& s : kShapes) {
-    for (const char* arm : {"mmvq", "dp4a", "graph"})
+    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
     for (const char* arm : {"mmvq", "gemm"})

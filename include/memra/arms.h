@@ -37,6 +37,7 @@ struct Arms {
   bool b1_fast = true;           // decode_step_batch at B=1 routes to the m=1 fused trunk
   bool decode_graph = false;     // replay the decode step as captured CUDA graphs
   bool graph_recapture = true;   // on invalidation: re-capture (true) or latch to eager (false)
+  bool launch_overlap = true;    // programmatic dependent launch: a kernel's blocks start while the previous drains
   GdnPrefill gdn_prefill = GdnPrefill::chunked;
   PrefillMatmul prefill_matmul = PrefillMatmul::mmvq;
 
@@ -45,7 +46,7 @@ struct Arms {
   static Arms equalised();
 
   // Reads MEMRA_PREFILL_ACT, MEMRA_DECODE_MATVEC, MEMRA_FUSE_NORM_QUANT, MEMRA_B1_FAST,
-  // MEMRA_DECODE_GRAPH, MEMRA_GRAPH_RECAPTURE, MEMRA_GDN_PREFILL, MEMRA_PREFILL_MATMUL over the defaults. Unset or
+  // MEMRA_DECODE_GRAPH, MEMRA_GRAPH_RECAPTURE, MEMRA_LAUNCH_OVERLAP, MEMRA_GDN_PREFILL, MEMRA_PREFILL_MATMUL over the defaults. Unset or
   // empty leaves the default. Throws memra::Error on a value that is not accepted.
   static Arms from_env();
   // The same with the variables looked up through `getenv` (tests pass a map).

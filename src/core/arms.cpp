@@ -46,9 +46,9 @@ bool parse_bool(std::string_view field, std::string_view value) {
 
 std::string_view on_off(bool b) { return b ? "on" : "off"; }
 
-constexpr std::string_view kFields[] = {"prefill_act",     "decode_matvec", "fuse_norm_quant",
-                                        "b1_fast",         "decode_graph",  "graph_recapture",
-                                        "gdn_prefill",     "prefill_matmul"};
+constexpr std::string_view kFields[] = {"prefill_act",     "decode_matvec",  "fuse_norm_quant", "b1_fast",
+                                        "decode_graph",    "graph_recapture", "launch_overlap", "gdn_prefill",
+                                        "prefill_matmul"};
 
 }  // namespace
 
@@ -71,6 +71,7 @@ void Arms::set(std::string_view field, std::string_view value) {
   else if (field == "b1_fast") b1_fast = parse_bool(field, value);
   else if (field == "decode_graph") decode_graph = parse_bool(field, value);
   else if (field == "graph_recapture") graph_recapture = parse_bool(field, value);
+  else if (field == "launch_overlap") launch_overlap = parse_bool(field, value);
   else if (field == "gdn_prefill") gdn_prefill = parse_enum(kGdnPrefill, field, value);
   else if (field == "prefill_matmul") prefill_matmul = parse_enum(kPrefillMatmul, field, value);
   else {
@@ -87,6 +88,7 @@ std::vector<std::pair<std::string_view, std::string_view>> Arms::fields() const 
           {"b1_fast", on_off(b1_fast)},
           {"decode_graph", on_off(decode_graph)},
           {"graph_recapture", on_off(graph_recapture)},
+          {"launch_overlap", on_off(launch_overlap)},
           {"gdn_prefill", to_string(gdn_prefill)},
           {"prefill_matmul", to_string(prefill_matmul)}};
 }

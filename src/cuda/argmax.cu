@@ -3,6 +3,7 @@
 // total order, so the result does not depend on the reduction shape.
 #include "cuda/argmax.cuh"
 #include "cuda/common.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -17,6 +18,8 @@ __device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
 // --- kernels
 
 __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_t n, int32_t* out) {
+  pdl_wait();
+  pdl_release();
   __shared__ float sv[kThreads / 32];
   __shared__ int si[kThreads / 32];
   float bv = -INFINITY;
@@ -43,8 +46,7 @@ __global__ void __launch_bounds__(kThreads) argmax_kernel(const float* x, int64_
 // --- launchers / dispatch
 
 void argmax_run(const float* x, int64_t n, int32_t* out, cudaStream_t s) {
-  argmax_kernel<<<1, kThreads, 0, s>>>(x, n, out);
-  MEMRA_CUDA_CHECK_LAUNCH("argmax_kernel");
+  launch_kernel("argmax_kernel", argmax_kernel, 1, kThreads, 0, s, x, n, out);
 }
 
 }  // namespace memra::cuda

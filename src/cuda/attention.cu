@@ -4,6 +4,7 @@
 //     accumulating keys in index order. attn_combine_kernel grid (H, T).
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -17,6 +18,8 @@ __device__ __forceinline__ int64_t n_splits_dev(int64_t n_ctx) { return (n_ctx +
 // --- kernels
 
 __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int64_t max_splits) {
+  pdl_wait();
+  pdl_release();
   __shared__ float qs[256];
   __shared__ float sc[kAttnSplit];
   __shared__ float red[kThreads / 32];
@@ -70,6 +73,8 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
 }
 
 __global__ void attn_combine_kernel(AttnParams p, int64_t max_splits) {
+  pdl_wait();
+  pdl_release();
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int hd = p.hd;
@@ -107,11 +112,9 @@ void attention_run(const AttnParams& p, cudaStream_t s) {
   if (p.hd > 256 || p.H % p.KV) fail("attention: head_dim ", p.hd, " (<= 256) / H ", p.H, " KV ", p.KV, " unsupported");
   const int64_t ms = n_splits(p.ctx_bound);
   const dim3 g1(static_cast<unsigned>(ms), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
-  attn_split_kernel<<<g1, kThreads, 0, s>>>(p, ms);
-  MEMRA_CUDA_CHECK_LAUNCH("attn_split_kernel");
+  launch_kernel("attn_split_kernel", attn_split_kernel, g1, kThreads, 0, s, p, ms);
   const dim3 g2(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
-  attn_combine_kernel<<<g2, 128, 0, s>>>(p, ms);
-  MEMRA_CUDA_CHECK_LAUNCH("attn_combine_kernel");
+  launch_kernel("attn_combine_kernel", attn_combine_kernel, g2, 128, 0, s, p, ms);
 }
 
 }  // namespace memra::cuda

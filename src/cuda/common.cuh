@@ -2,7 +2,7 @@
 // decoders that mirror memra/dtype.h and memra/quant.h bit for bit, warp
 // reductions in the fixed order of the dot contract, and the launch check.
 //
-// Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK, MEMRA_CUDA_CHECK_LAUNCH after every launch).
+// Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK); launches: cuda/launch.cuh (launch_kernel).
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, e2m1x2_pack4, e2m1x2_unpack8, prmt_msb,
 //           dev_e2m1x2, warp_sum_xor, warp_max, quantize_block_q8_1

@@ -2,6 +2,7 @@
 // element; dequantisation by dmat_elem, so every storage type shares one kernel.
 #include "cuda/common.cuh"
 #include "cuda/embed.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -10,6 +11,8 @@ namespace {
 // --- kernels
 
 __global__ void embed_kernel(EmbedParams p) {
+  pdl_wait();
+  pdl_release();
   const int64_t t = blockIdx.x;
   const int64_t D = p.table.cols;
   const uint8_t* row = p.table.data + static_cast<int64_t>(p.tokens[t]) * p.table.row_bytes;
@@ -24,8 +27,7 @@ __global__ void embed_kernel(EmbedParams p) {
 
 void embed_run(const EmbedParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  embed_kernel<<<static_cast<unsigned>(p.T), 256, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("embed_kernel");
+  launch_kernel("embed_kernel", embed_kernel, static_cast<unsigned>(p.T), 256, 0, s, p);
 }
 
 }  // namespace memra::cuda

@@ -1,6 +1,8 @@
 // Engine: device selection, stream, properties; checked memory helpers (memra/engine.h).
 #include <cuda_runtime.h>
+#include <string>
 
+#include "cuda/launch.cuh"
 #include "memra/cuda_check.h"
 #include "memra/engine.h"
 #include "memra/error.h"
@@ -107,4 +109,26 @@ void device_buffer_size_error(size_t got, size_t have) {
   fail("DeviceBuffer::upload: ", got, " elements for a buffer of ", have);
 }
 
+namespace cuda {
+
+bool& launch_overlap() {
+  thread_local bool on = false;
+  return on;
+}
+
+void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s) {
+  const std::string what = std::string("launch of ") + name;
+  if (launch_result != cudaSuccess) cuda_fail(launch_result, what.c_str(), __FILE__, __LINE__);
+#ifndef NDEBUG
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) cuda_fail(e, (std::string("run of ") + name).c_str(), __FILE__, __LINE__);
+  }
+#else
+  (void)s;
+#endif
+}
+
+}  // namespace cuda
 }  // namespace memra

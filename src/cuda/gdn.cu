@@ -7,6 +7,7 @@
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
 #include "cuda/common.cuh"
 #include "cuda/gdn.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -24,6 +25,8 @@ __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn
 // same order either way.
 template <int KT>
 __global__ void gdn_conv_kernel(GdnConvParams p) {
+  pdl_wait();
+  pdl_release();
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (ch >= p.cd) return;
   const int K = KT > 0 ? KT : p.K;
@@ -72,6 +75,8 @@ __device__ float block_sum(float v, float* red) {  // fixed order: warps in inde
 }
 
 __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
+  pdl_wait();
+  pdl_release();
   extern __shared__ float S[];  // [dk, dv]
   __shared__ float qs[kThreads], ks[kThreads], red[kThreads / 32];
   const int h = blockIdx.x, tid = threadIdx.x;
@@ -132,6 +137,8 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
 // one multi-token call; gate: prime + decode == forward_last).
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
+  pdl_wait();
+  pdl_release();
   __shared__ float qs[DK], ks[DK], red[kThreads / 32];
   __shared__ float Sc[DK][32];
   const int h = blockIdx.x, tid = threadIdx.x;
@@ -194,8 +201,7 @@ template <int DK>
 bool try_step(const GdnParams& p, cudaStream_t s) {
   if (p.dk != DK) return false;
   const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(ceil_div(p.dv, 32)));
-  gdn_step_kernel<DK><<<grid, kThreads, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("gdn_step_kernel");
+  launch_kernel("gdn_step_kernel", gdn_step_kernel<DK>, grid, kThreads, 0, s, p);
   return true;
 }
 
@@ -210,6 +216,8 @@ bool try_step(const GdnParams& p, cudaStream_t s) {
 constexpr int kChunk = 64;
 
 __global__ void __launch_bounds__(kThreads) gdn_chunked_kernel(GdnParams p) {
+  pdl_wait();
+  pdl_release();
   extern __shared__ float sm[];
   const int dk = p.dk, dv = p.dv, nv = p.nv, kd = p.nk * dk, h = blockIdx.x, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
@@ -332,9 +340,8 @@ void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.K < 1 || p.K > kMaxK) fail("gdn conv: kernel size ", p.K, " unsupported (1..", kMaxK, ")");
   const unsigned grid = static_cast<unsigned>(ceil_div(p.cd, 128));
-  if (p.K == 4) gdn_conv_kernel<4><<<grid, 128, 0, s>>>(p);
-  else gdn_conv_kernel<0><<<grid, 128, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("gdn_conv_kernel");
+  if (p.K == 4) launch_kernel("gdn_conv_kernel", gdn_conv_kernel<4>, grid, 128, 0, s, p);
+  else launch_kernel("gdn_conv_kernel", gdn_conv_kernel<0>, grid, 128, 0, s, p);
 }
 
 void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
@@ -345,8 +352,7 @@ void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
   const size_t smem = floats * sizeof(float);
   if (smem > 48 * 1024)
     MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  gdn_chunked_kernel<<<static_cast<unsigned>(p.nv), kThreads, smem, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("gdn_chunked_kernel");
+  launch_kernel("gdn_chunked_kernel", gdn_chunked_kernel, static_cast<unsigned>(p.nv), kThreads, smem, s, p);
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {
@@ -358,8 +364,7 @@ void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {
   const size_t smem = static_cast<size_t>(p.dk) * p.dv * sizeof(float);
   if (smem > 48 * 1024)
     MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  gdn_recurrent_kernel<<<static_cast<unsigned>(p.nv), kThreads, smem, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("gdn_recurrent_kernel");
+  launch_kernel("gdn_recurrent_kernel", gdn_recurrent_kernel, static_cast<unsigned>(p.nv), kThreads, smem, s, p);
 }
 
 }  // namespace memra::cuda

@@ -11,6 +11,7 @@
 //     with g = lane / 4.
 #include "cuda/common.cuh"
 #include "cuda/gemm.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -47,6 +48,8 @@ __device__ __forceinline__ int ld_i32_a2(const uint8_t* p) {  // 2-byte aligned
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
 template <int W>
 __global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
+  pdl_wait();
+  pdl_release();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int64_t rows = p.w.slab_rows;
@@ -143,11 +146,10 @@ void gemm_run(const GemmParams& p, cudaStream_t s) {
   if (gy > 65535) fail("gemm: ", p.T, " tokens exceed the grid");
   const dim3 grid(static_cast<unsigned>(ceil_div(p.w.slab_rows, kWarps * kRowsPerWarp)), static_cast<unsigned>(gy));
   switch (p.w.type) {
-    case DType::Q8_0: gemm_kernel<3><<<grid, 32 * kWarps, 0, s>>>(p); break;
-    case DType::NVFP4: gemm_kernel<4><<<grid, 32 * kWarps, 0, s>>>(p); break;
+    case DType::Q8_0: launch_kernel("gemm_kernel", gemm_kernel<3>, grid, 32 * kWarps, 0, s, p); break;
+    case DType::NVFP4: launch_kernel("gemm_kernel", gemm_kernel<4>, grid, 32 * kWarps, 0, s, p); break;
     default: fail("gemm: weight type ", dtype_name(p.w.type), " has no tensor-core kernel (Q8_0, NVFP4)");
   }
-  MEMRA_CUDA_CHECK_LAUNCH("gemm_kernel");
 }
 
 }  // namespace memra::cuda

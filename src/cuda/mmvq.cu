@@ -14,7 +14,13 @@
 //      instructions per unit, the same integers and floats, so the same bits. (A variant that
 //      staged chunks of 32 units through shared memory with 16-byte loads measured slower on the
 //      H200 than v5's direct loads, 3.37 vs 2.68 ms per 9B Q8_0 step, and was dropped.)
+//   v7 per-type Unit (load / decode / product); m = 1 loads a group of units per thread before
+//      using any (Q8_0 4, NVFP4 8, float 128 bytes), the first group before pdl_wait(), so a
+//      short row (the 9B model's 4096-wide NVFP4 rows: 8 units per lane) is in flight whole
+//      while the previous kernel drains. v3's unroll let only 4 NVFP4 units (36 bytes) per lane
+//      be in flight. Same operations in the same order: same bits.
 #include "cuda/common.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/mmvq.cuh"
 
 namespace memra::cuda {
@@ -28,18 +34,149 @@ __device__ __forceinline__ void store(const MatvecParams& p, int64_t i, float v)
   p.y[i] = p.add_to_y ? __fadd_rn(p.y[i], v) : v;
 }
 
-// --- kernels
+// --- one unit of a row's dot product, per weight type
+//
+// load() fetches a unit's weight bits, decode() turns them into integers / floats once per unit,
+// product() is the unit's contribution against one activation row. Loads are apart from the
+// arithmetic so a thread issues a whole group of loads (kGroup units) before it uses any, and the
+// first group before pdl_wait(): weights are immutable, so they may stream while the previous
+// kernel drains (launch.cuh). None of this changes an operation or its order: same bits.
 
-// W: 0 = F32, 1 = F16, 2 = BF16, 3 = Q8_0, 4 = NVFP4.
+template <int W> struct Unit;
+
+// Q8_0 x Q8_1: unit = block b of 32 values; isum exact, c = dw * dx, product = c * isum.
+template <> struct Unit<3> {
+  static constexpr int kGroup = 4;  // 4 x 34 bytes in flight per thread
+  struct Raw { uint32_t wd[9]; };
+  struct Dec { float dw; int wq[8]; };
+  __device__ static int64_t count(int64_t cols) { return cols / 32; }
+  // A 34-byte block is only 2-byte aligned: nine aligned words from the 4-byte boundary at or
+  // below it cover it (weight buffers carry 16 bytes of padding), then funnel shifts align qs.
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t b) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(wrow + b * 34);
+    const uint32_t* a4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
+#pragma unroll
+    for (int k = 0; k < 9; ++k) r.wd[k] = a4[k];
+  }
+  __device__ static Dec decode(const Raw& r, const uint8_t* wrow, int64_t b) {
+    const bool odd = (reinterpret_cast<uintptr_t>(wrow + b * 34) & 3) != 0;  // block starts at +2 of a word
+    Dec d;
+    d.dw = dev_fp16_fast(static_cast<uint16_t>(odd ? r.wd[0] >> 16 : r.wd[0] & 0xffffu));
+#pragma unroll
+    for (int k = 0; k < 8; ++k) d.wq[k] = static_cast<int>(odd ? r.wd[k + 1] : __funnelshift_r(r.wd[k], r.wd[k + 1], 16));
+    return d;
+  }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t b, int64_t nb32) {
+    const Q81* xb = p.xq + xrow * nb32 + b;
+    const int* xi = reinterpret_cast<const int*>(xb->qs);
+    int isum = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) isum = __dp4a(d.wq[k], xi[k], isum);
+    const float c = __fmul_rn(d.dw, dev_fp16_fast(xb->d));
+    return __fmul_rn(c, static_cast<float>(isum));
+  }
+};
+
+// NVFP4 x Q8_1: unit u = sub-block s = u & 3 (16 values) of 64-value block i = u >> 2.
+template <> struct Unit<4> {
+  static constexpr int kGroup = 8;  // 8 x 9 bytes in flight per thread: a 4096-wide row in one group
+  struct Raw { uint32_t w0, w1, sc; };
+  struct Dec { float dws; int lo0, hi0, lo1, hi1; };
+  __device__ static int64_t count(int64_t cols) { return cols / 16; }
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t u) {
+    const uint8_t* blk = wrow + (u >> 2) * 36;
+    const int s = static_cast<int>(u & 3);
+    r.sc = blk[s];
+    r.w0 = *reinterpret_cast<const uint32_t*>(blk + 4 + 8 * s);
+    r.w1 = *reinterpret_cast<const uint32_t*>(blk + 8 + 8 * s);
+  }
+  __device__ static Dec decode(const Raw& r, const uint8_t*, int64_t) {
+    Dec d;
+    d.dws = dev_ue4m3_half(static_cast<uint8_t>(r.sc));
+    e2m1x2_unpack8(r.w0, d.lo0, d.hi0);  // values 0..3, 8..11
+    e2m1x2_unpack8(r.w1, d.lo1, d.hi1);  // values 4..7, 12..15
+    return d;
+  }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t u, int64_t nb32) {
+    const Q81* xb = p.xq + xrow * nb32 + (u >> 1);  // q8_1 block 2i + s/2
+    const int* xi = reinterpret_cast<const int*>(xb->qs + (u & 1) * 16);
+    int isum = __dp4a(d.lo0, xi[0], 0);
+    isum = __dp4a(d.lo1, xi[1], isum);
+    isum = __dp4a(d.hi0, xi[2], isum);
+    isum = __dp4a(d.hi1, xi[3], isum);
+    const float c = __fmul_rn(d.dws, dev_fp16_fast(xb->d));
+    return __fmul_rn(c, static_cast<float>(isum));
+  }
+};
+
+// Float weights (W: 0 = F32, 1 = F16, 2 = BF16) x f32 activations: unit = 8 values, the product
+// an fma chain from 0.
+template <int W> struct Unit {
+  static constexpr int kGroup = W == 0 ? 4 : 8;  // 128 bytes in flight per thread
+  struct Raw { uint4 a, b; };                     // F32: both; F16 / BF16: a only
+  struct Dec { float wv[8]; };
+  __device__ static int64_t count(int64_t cols) { return cols / 8; }
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t u) {
+    const uint4* wp = reinterpret_cast<const uint4*>(wrow);
+    if constexpr (W == 0) {
+      r.a = wp[2 * u];
+      r.b = wp[2 * u + 1];
+    } else {
+      r.a = wp[u];
+    }
+  }
+  __device__ static Dec decode(const Raw& r, const uint8_t*, int64_t) {
+    Dec d;
+    if constexpr (W == 0) {
+      const uint32_t ws[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) d.wv[k] = __uint_as_float(ws[k]);
+    } else {
+      const uint32_t ws[4] = {r.a.x, r.a.y, r.a.z, r.a.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint16_t l = static_cast<uint16_t>(ws[k] & 0xffffu), h = static_cast<uint16_t>(ws[k] >> 16);
+        d.wv[2 * k] = W == 1 ? dev_fp16(l) : dev_bf16(l);
+        d.wv[2 * k + 1] = W == 1 ? dev_fp16(h) : dev_bf16(h);
+      }
+    }
+    return d;
+  }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t u, int64_t) {
+    const float4* xp = reinterpret_cast<const float4*>(p.xf + xrow * p.ld_xf) + 2 * u;
+    const float4 a = xp[0], b = xp[1];
+    float pu = 0.0f;
+    pu = fmaf(d.wv[0], a.x, pu); pu = fmaf(d.wv[1], a.y, pu); pu = fmaf(d.wv[2], a.z, pu); pu = fmaf(d.wv[3], a.w, pu);
+    pu = fmaf(d.wv[4], b.x, pu); pu = fmaf(d.wv[5], b.y, pu); pu = fmaf(d.wv[6], b.z, pu); pu = fmaf(d.wv[7], b.w, pu);
+    return pu;
+  }
+};
+
+// --- the kernel
+
 struct MatvecBatch {
   MatvecParams p[kMatvecMulti];
   unsigned block_start[kMatvecMulti + 1];  // row blocks of p[j]: [block_start[j], block_start[j+1])
   int n;
 };
 
+template <int W, int G, int TPR>
+__device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], const uint8_t* wrow, int64_t u0, int64_t nu) {
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+    if (u0 + g * TPR < nu) Unit<W>::load(raw[g], wrow, u0 + g * TPR);
+}
+
+// Thread t_in_row of a row takes units t_in_row, t_in_row + TPR, ... in that order (the dot
+// contract), in groups of G units whose loads issue together; NT output vectors share each
+// decoded unit.
+// m = 1 caps registers at 64 (8 blocks of 4 warps per SM): a 4096-row matrix is 1024 blocks, and
+// they must all be resident at once for the whole matrix to stream in one wave.
 template <int W, bool kBlock, int NT>
-__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(const __grid_constant__ MatvecBatch batch) {
+__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1) matvec_kernel(const __grid_constant__ MatvecBatch batch) {
+  using U = Unit<W>;
   constexpr int TPR = kBlock ? 128 : 32;  // threads per row
+  constexpr int G = NT == 1 ? U::kGroup : 1;
   int j = 0;
   while (j + 1 < batch.n && blockIdx.x >= batch.block_start[j + 1]) ++j;
   const MatvecParams& p = batch.p[j];
@@ -50,100 +187,34 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows) matvec_kernel(c
   const int64_t row = kBlock ? bx : static_cast<int64_t>(bx) * kWarpRows + warp;
   const int64_t a0 = static_cast<int64_t>(blockIdx.y) * NT;
   if (row >= rows) return;  // whole warp (mmvq) or whole block (dp4a) leaves together
-  const int slab = p.slab_of ? p.slab_of[a0] : 0;  // NT == 1 whenever slab_of is set
+  // The expert id of a routed launch is written by the router kernel: wait for it first.
+  const bool routed = p.slab_of != nullptr;
+  if (routed) pdl_wait();
+  const int slab = routed ? p.slab_of[a0] : 0;  // NT == 1 whenever slab_of is set
   const uint8_t* wrow = p.w.data + (static_cast<int64_t>(slab) * rows + row) * p.w.row_bytes;
-  const int64_t cols = p.w.cols;
-  // m = 1: four units in flight per thread (loads of the next units issue before this one's
-  // arithmetic); the accumulation order is unchanged, so the bits are too.
-  constexpr int kUnroll = NT == 1 ? 4 : 1;
+  const int64_t nu = U::count(p.w.cols), nb32 = p.w.cols / 32;
+
+  typename U::Raw raw[G];
+  load_group<W, G, TPR>(raw, wrow, t_in_row, nu);  // weights only: may run before the wait
+  if (!routed) pdl_wait();
+  pdl_release();
+
   float acc[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
   int64_t xr[NT];
 #pragma unroll
-  for (int t = 0; t < NT; ++t) xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
-
-  if constexpr (W == 3) {  // Q8_0 x Q8_1: unit = block b; isum exact, c = dw*dx, p = c*isum
-    const int64_t nb = cols / 32;
-#pragma unroll kUnroll
-    for (int64_t b = t_in_row; b < nb; b += TPR) {
-      // A 34-byte block is only 2-byte aligned: nine aligned words from the 4-byte boundary at or
-      // below it cover it (weight buffers carry 16 bytes of padding), then funnel shifts align qs.
-      const uint8_t* blk = wrow + b * 34;
-      const uintptr_t addr = reinterpret_cast<uintptr_t>(blk);
-      const uint32_t* a4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
-      const bool odd = (addr & 3) != 0;  // block starts at +2 of a word
-      uint32_t wd[9];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = 0.0f;
+    xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
+  }
+  for (int64_t u0 = t_in_row; u0 < nu; u0 += G * TPR) {
+    if (u0 != t_in_row) load_group<W, G, TPR>(raw, wrow, u0, nu);
 #pragma unroll
-      for (int k = 0; k < 9; ++k) wd[k] = a4[k];
-      const float dw = dev_fp16_fast(static_cast<uint16_t>(odd ? wd[0] >> 16 : wd[0] & 0xffffu));
-      int wq[8];
+    for (int g = 0; g < G; ++g) {
+      const int64_t u = u0 + g * TPR;
+      if (u >= nu) break;
+      const typename U::Dec d = U::decode(raw[g], wrow, u);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) wq[k] = static_cast<int>(odd ? wd[k + 1] : __funnelshift_r(wd[k], wd[k + 1], 16));
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const Q81* xb = p.xq + xr[t] * nb + b;
-        const int* xi = reinterpret_cast<const int*>(xb->qs);
-        int isum = 0;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) isum = __dp4a(wq[k], xi[k], isum);
-        const float c = __fmul_rn(dw, dev_fp16_fast(xb->d));
-        acc[t] = __fadd_rn(acc[t], __fmul_rn(c, static_cast<float>(isum)));
-      }
-    }
-  } else if constexpr (W == 4) {  // NVFP4 x Q8_1: unit = sub-block u = 4i + s
-    const int64_t nu = cols / 16, nqb = cols / 32;
-#pragma unroll kUnroll
-    for (int64_t u = t_in_row; u < nu; u += TPR) {
-      const int64_t i = u >> 2;
-      const int s = static_cast<int>(u & 3);
-      const uint8_t* blk = wrow + i * 36;
-      const float dws = dev_ue4m3_half(blk[s]);
-      const uint32_t w0 = *reinterpret_cast<const uint32_t*>(blk + 4 + 8 * s);
-      const uint32_t w1 = *reinterpret_cast<const uint32_t*>(blk + 8 + 8 * s);
-      int lo0, hi0, lo1, hi1;
-      e2m1x2_unpack8(w0, lo0, hi0);  // values 0..3, 8..11
-      e2m1x2_unpack8(w1, lo1, hi1);  // values 4..7, 12..15
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const Q81* xb = p.xq + xr[t] * nqb + 2 * i + (s >> 1);
-        const int* xi = reinterpret_cast<const int*>(xb->qs + (s & 1) * 16);
-        int isum = __dp4a(lo0, xi[0], 0);
-        isum = __dp4a(lo1, xi[1], isum);
-        isum = __dp4a(hi0, xi[2], isum);
-        isum = __dp4a(hi1, xi[3], isum);
-        const float c = __fmul_rn(dws, dev_fp16_fast(xb->d));
-        acc[t] = __fadd_rn(acc[t], __fmul_rn(c, static_cast<float>(isum)));
-      }
-    }
-  } else {  // float weights x f32 activations: unit = 8 values, p_u = fma chain from 0
-    const int64_t nu = cols / 8;
-#pragma unroll kUnroll
-    for (int64_t u = t_in_row; u < nu; u += TPR) {
-      float wv[8];
-      if constexpr (W == 0) {
-        const float4* wp = reinterpret_cast<const float4*>(wrow) + 2 * u;
-        const float4 a = wp[0], b = wp[1];
-        wv[0] = a.x; wv[1] = a.y; wv[2] = a.z; wv[3] = a.w; wv[4] = b.x; wv[5] = b.y; wv[6] = b.z; wv[7] = b.w;
-      } else {
-        const uint4 r = reinterpret_cast<const uint4*>(wrow)[u];
-        const uint32_t ws[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint16_t l = static_cast<uint16_t>(ws[k] & 0xffffu), h = static_cast<uint16_t>(ws[k] >> 16);
-          wv[2 * k] = W == 1 ? dev_fp16(l) : dev_bf16(l);
-          wv[2 * k + 1] = W == 1 ? dev_fp16(h) : dev_bf16(h);
-        }
-      }
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        const float4* xp = reinterpret_cast<const float4*>(p.xf + xr[t] * p.ld_xf) + 2 * u;
-        const float4 a = xp[0], b = xp[1];
-        float pu = 0.0f;
-        pu = fmaf(wv[0], a.x, pu); pu = fmaf(wv[1], a.y, pu); pu = fmaf(wv[2], a.z, pu); pu = fmaf(wv[3], a.w, pu);
-        pu = fmaf(wv[4], b.x, pu); pu = fmaf(wv[5], b.y, pu); pu = fmaf(wv[6], b.z, pu); pu = fmaf(wv[7], b.w, pu);
-        acc[t] = __fadd_rn(acc[t], pu);
-      }
+      for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, p, xr[t], u, nb32));
     }
   }
 
@@ -178,8 +249,7 @@ void launch(const MatvecBatch& b, cudaStream_t s) {
   const int64_t gy = ceil_div(b.p[0].n_out, NT);
   if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
   const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
-  matvec_kernel<W, kBlock, NT><<<grid, kBlock ? 128 : 32 * kWarpRows, 0, s>>>(b);
-  MEMRA_CUDA_CHECK_LAUNCH("matvec_kernel");
+  launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, 0, s, b);
 }
 
 template <int W, bool kBlock>

@@ -23,6 +23,7 @@
 #include "cuda/embed.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/gemm.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
@@ -93,6 +94,8 @@ __device__ __forceinline__ uint32_t mix32(uint64_t x) {
 }
 
 __global__ void synth_kernel(uint8_t* data, int64_t n_units, int type, uint64_t seed) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
   for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < n_units;
        u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint32_t h = mix32(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(u));
@@ -124,8 +127,7 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
   DevMatrix d = make_matrix(e, type, rows, cols, n_slab, what);
   const int64_t units = type == DType::Q8_0 ? rows * cols / 32 : type == DType::NVFP4 ? rows * cols / 64
                                                                    : type == DType::F32 ? rows * cols : rows * cols;
-  synth_kernel<<<1024, 256, 0, stream_of(e)>>>(d.bytes.data(), units, static_cast<int>(type), seed);
-  MEMRA_CUDA_CHECK_LAUNCH("synth_kernel");
+  cuda::launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), d.bytes.data(), units, static_cast<int>(type), seed);
   std::vector<float> ones(static_cast<size_t>(n_slab), 1.0f);
   d.scale.upload(ones);
   return d;
@@ -133,7 +135,11 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
 
 // The cache's position lives on the device too (kernels read it), advanced at the end of every
 // step inside the same stream order — so a captured decode graph needs no parameter update.
-__global__ void advance_pos_kernel(int64_t* pos, int64_t T) { *pos += T; }
+__global__ void advance_pos_kernel(int64_t* pos, int64_t T) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
+  *pos += T;
+}
 
 struct DevLayer {
   LayerKind kind = LayerKind::Attention;
@@ -446,11 +452,11 @@ struct Model::Impl {
     }
     norm_quant(x.data() + (T - 1) * D, output_norm.data(), hn.data(), hnq.data(), 1, D);
     mv(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false);
-    advance_pos_kernel<<<1, 1, 0, s>>>(ci.pos_dev.data(), T);
-    MEMRA_CUDA_CHECK_LAUNCH("advance_pos_kernel");
+    cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
   }
 
   void run(std::span<const int32_t> toks, Cache::Impl& ci) {
+    const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     const int64_t T = static_cast<int64_t>(toks.size());
     prepare(toks, ci, ci.pos + T);
     body(ci, T, ci.pos + T);
@@ -462,6 +468,7 @@ struct Model::Impl {
   // 3): only the attention grid is sized for max_ctx instead of pos + 1, and its extra splits
   // exit before computing anything.
   void decode(int32_t token, Cache::Impl& ci, bool greedy) {
+    const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     const int32_t one[1] = {token};
     if (!arms.decode_graph || ci.graph_latched_off) {
       run(one, ci);

@@ -1,6 +1,7 @@
 // src/cuda/moe.cu — routing (a warp per token) and the weighted combine (see moe.cuh).
 #include "cuda/common.cuh"
 #include "cuda/moe.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -11,6 +12,8 @@ constexpr int kMaxPerLane = 32;  // E <= 1024
 // --- kernels
 
 __global__ void moe_route_kernel(MoeRouteParams p) {
+  pdl_wait();
+  pdl_release();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= p.T) return;
@@ -47,6 +50,8 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
 // v2: a thread per (token, element) over a grid (D / 256, T); v1 ran a token's D elements on one
 // block (18.5 us per 35B-A3B layer at T = 1). Each element's operations are v1's.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
+  pdl_wait();
+  pdl_release();
   const int64_t t = blockIdx.y;
   const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d < p.D) {
@@ -68,15 +73,13 @@ void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.E > 32 * kMaxPerLane || p.k > 16 || p.k > p.E)
     fail("moe route: E = ", p.E, " (<= 1024), k = ", p.k, " (<= 16) unsupported");
-  moe_route_kernel<<<static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("moe_route_kernel");
+  launch_kernel("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s, p);
 }
 
 void moe_combine_run(const MoeCombineParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.T > 65535) fail("moe combine: ", p.T, " tokens exceed the grid (65535)");
-  moe_combine_kernel<<<dim3(static_cast<unsigned>(ceil_div(p.D, 256)), static_cast<unsigned>(p.T)), 256, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("moe_combine_kernel");
+  launch_kernel("moe_combine_kernel", moe_combine_kernel, dim3(static_cast<unsigned>(ceil_div(p.D, 256)), static_cast<unsigned>(p.T)), 256, 0, s, p);
 }
 
 }  // namespace memra::cuda

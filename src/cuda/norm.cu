@@ -7,6 +7,7 @@
 // grid (rowop_wide_kernel).
 #include "cuda/common.cuh"
 #include "cuda/norm.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -25,6 +26,8 @@ __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn
 // warps on one SM, 10 us per 4096-row; the bits are v1's).
 template <RowOp Op, int kBlock>
 __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
+  pdl_wait();
+  pdl_release();
   extern __shared__ float row[];  // [n]
   __shared__ float warp_part[kThreads / 32];
   const int64_t r = blockIdx.x;
@@ -68,6 +71,8 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
 // operations as in rowop_kernel, and quantised from the same register value it writes.
 template <RowOp Op>
 __global__ void __launch_bounds__(kThreads) rowop_wide_kernel(RowOpParams p) {
+  pdl_wait();
+  pdl_release();
   const int64_t r = blockIdx.y;
   const int lane = threadIdx.x & 31;
   const int64_t g = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + (threadIdx.x >> 5);
@@ -88,8 +93,7 @@ void launch(const RowOpParams& p, cudaStream_t s) {
     const int64_t groups = ceil_div(p.n, 32);
     if (p.rows > 65535) fail("rowop: ", p.rows, " rows exceed the grid (65535)");
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
-    rowop_wide_kernel<Op><<<grid, kThreads, 0, s>>>(p);
-    MEMRA_CUDA_CHECK_LAUNCH("rowop_wide_kernel");
+    launch_kernel("rowop_wide_kernel", rowop_wide_kernel<Op>, grid, kThreads, 0, s, p);
   } else {
   const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
   // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
@@ -97,11 +101,10 @@ void launch(const RowOpParams& p, cudaStream_t s) {
   if (p.n >= 1024) {
     if (smem > 48 * 1024)
       MEMRA_CUDA_CHECK(cudaFuncSetAttribute(rowop_kernel<Op, kNormThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    rowop_kernel<Op, kNormThreads><<<static_cast<unsigned>(p.rows), kNormThreads, smem, s>>>(p);
+    launch_kernel("rowop_kernel", rowop_kernel<Op, kNormThreads>, static_cast<unsigned>(p.rows), kNormThreads, smem, s, p);
   } else {
-    rowop_kernel<Op, kThreads><<<static_cast<unsigned>(p.rows), kThreads, smem, s>>>(p);
+    launch_kernel("rowop_kernel", rowop_kernel<Op, kThreads>, static_cast<unsigned>(p.rows), kThreads, smem, s, p);
   }
-  MEMRA_CUDA_CHECK_LAUNCH("rowop_kernel");
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/quantize.cuh"
+#include "cuda/launch.cuh"
 #include "memra/cuda_check.h"
 #include "memra/error.h"
 
@@ -54,6 +55,8 @@ struct DecodeNvfp4 {
 
 template <class Decode>
 __global__ void dequantize_kernel(const uint8_t* __restrict__ src, float* __restrict__ dst, int64_t n) {
+  pdl_wait();
+  pdl_release();
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     dst[i] = Decode::at(src, i);
@@ -62,6 +65,8 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ src, float* __rest
 constexpr int kQ81WarpsPerCta = 8;
 
 __global__ void quantize_q8_1_kernel(const float* __restrict__ x, Q81* __restrict__ y, int64_t nb) {
+  pdl_wait();
+  pdl_release();
   const int lane = threadIdx.x % 32;
   const int64_t b = int64_t(blockIdx.x) * kQ81WarpsPerCta + threadIdx.x / 32;
   if (b >= nb) return;  // whole warps leave together: the shuffles below stay full-warp
@@ -77,8 +82,7 @@ template <class Decode>
 void launch_dequantize(const void* src, float* dst, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   const int64_t ctas = std::min<int64_t>(ceil_div(n, kThreads), kMaxCtas);
-  dequantize_kernel<Decode><<<unsigned(ctas), kThreads, 0, s>>>(static_cast<const uint8_t*>(src), dst, n);
-  MEMRA_CUDA_CHECK_LAUNCH("dequantize_kernel");
+  launch_kernel("dequantize_kernel", dequantize_kernel<Decode>, unsigned(ctas), kThreads, 0, s, static_cast<const uint8_t*>(src), dst, n);
 }
 
 }  // namespace
@@ -109,8 +113,7 @@ void quantize_row_q8_1_cuda(const float* x, BlockQ8_1* y, int64_t n, CUstream_st
   static_assert(sizeof(Q81) == sizeof(BlockQ8_1));
   const int64_t ctas = ceil_div(nb, kQ81WarpsPerCta);
   if (ctas > int64_t(0x7fffffff)) fail("quantize_row_q8_1_cuda: n = ", n, " is too large for one launch");
-  quantize_q8_1_kernel<<<unsigned(ctas), 32 * kQ81WarpsPerCta, 0, stream>>>(x, reinterpret_cast<Q81*>(y), nb);
-  MEMRA_CUDA_CHECK_LAUNCH("quantize_q8_1_kernel");
+  launch_kernel("quantize_q8_1_kernel", quantize_q8_1_kernel, unsigned(ctas), 32 * kQ81WarpsPerCta, 0, stream, x, reinterpret_cast<Q81*>(y), nb);
 }
 
 }  // namespace memra::cuda

@@ -2,6 +2,7 @@
 // v1: grid (T, H + 2*KV): blocks [0, H) queries, [H, H+KV) keys, [H+KV, H+2KV) values (copy).
 #include "cuda/common.cuh"
 #include "cuda/rope.cuh"
+#include "cuda/launch.cuh"
 
 namespace memra::cuda {
 
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;  // >= head_dim (checked)
 // --- kernels
 
 __global__ void __launch_bounds__(kThreads) qk_prep_kernel(QkPrepParams p) {
+  pdl_wait();
+  pdl_release();
   __shared__ float h[kThreads];
   __shared__ float part[kThreads / 32];
   const int64_t t = blockIdx.x;
@@ -59,8 +62,7 @@ void qk_prep_run(const QkPrepParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.hd > kThreads || p.n_rot > p.hd || p.n_rot % 2) fail("qk_prep: head_dim ", p.hd, " / n_rot ", p.n_rot, " unsupported (head_dim <= 256)");
   const dim3 grid(static_cast<unsigned>(p.T), static_cast<unsigned>(p.H + 2 * p.KV));
-  qk_prep_kernel<<<grid, kThreads, 0, s>>>(p);
-  MEMRA_CUDA_CHECK_LAUNCH("qk_prep_kernel");
+  launch_kernel("qk_prep_kernel", qk_prep_kernel, grid, kThreads, 0, s, p);
 }
 
 }  // namespace memra::cuda

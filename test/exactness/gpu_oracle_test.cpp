@@ -360,6 +360,26 @@ TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
   }
 }
 
+// launch_overlap (programmatic dependent launch, src/cuda/launch.cuh) changes when a kernel's
+// blocks are scheduled, never what they compute: byte-identical logits streams with it off, on,
+// and on under the graph arm. A kernel that touched its predecessor's output before pdl_wait()
+// would race, and its stream would differ here (or from run to run in the determinism gate).
+TEST_F(GpuModel, LaunchOverlapBitIdentical) {
+  for (auto [f, t] : {std::pair{Family::Qwen3, DType::Q8_0}, std::pair{Family::Qwen35Moe, DType::NVFP4},
+                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}}) {
+    Loaded& m = loaded(f, t, false);
+    Arms serial = m.gpu->arms();
+    serial.launch_overlap = false;
+    serial.decode_graph = false;
+    Arms overlap = serial, overlap_graph = serial;
+    overlap.launch_overlap = overlap_graph.launch_overlap = true;
+    overlap_graph.decode_graph = true;
+    const std::string s = stream_with_arms(m, serial, 12);
+    EXPECT_EQ(s, stream_with_arms(m, overlap, 12)) << m.fx.id << ": launch_overlap changed eager decode";
+    EXPECT_EQ(s, stream_with_arms(m, overlap_graph, 12)) << m.fx.id << ": launch_overlap changed graph decode";
+  }
+}
+
 // A scratch reallocation (a longer prompt on the same model) invalidates a captured graph:
 // re-captured with graph_recapture on, latched to eager with it off; bits unchanged either way.
 TEST_F(GpuModel, GraphInvalidationRecapturesOrLatches) {

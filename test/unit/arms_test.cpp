@@ -37,6 +37,7 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_TRUE(a.b1_fast);
   EXPECT_FALSE(a.decode_graph);
   EXPECT_TRUE(a.graph_recapture);
+  EXPECT_TRUE(a.launch_overlap);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
   EXPECT_EQ(from_map({}), a);
@@ -45,10 +46,10 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
 TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
-            "graph_recapture=on gdn_prefill=chunked prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=chunked prefill_matmul=mmvq");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
-            "graph_recapture=on gdn_prefill=chunked prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=chunked prefill_matmul=mmvq");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -58,6 +59,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_B1_FAST", "off"},
                                   {"MEMRA_DECODE_GRAPH", "true"},
                                   {"MEMRA_GRAPH_RECAPTURE", "false"},
+                                  {"MEMRA_LAUNCH_OVERLAP", "off"},
                                   {"MEMRA_GDN_PREFILL", "recurrent"},
                                   {"MEMRA_PREFILL_MATMUL", "mma"},
                                   {"MEMRA_UNRELATED", "whatever"}});
@@ -67,6 +69,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_FALSE(a.b1_fast);
   EXPECT_TRUE(a.decode_graph);
   EXPECT_FALSE(a.graph_recapture);
+  EXPECT_FALSE(a.launch_overlap);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
 }
