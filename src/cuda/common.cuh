@@ -4,7 +4,7 @@
 //
 // Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK); launches: cuda/launch.cuh (launch_kernel).
 //
-// provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, e2m1x2_pack4, e2m1x2_unpack8, prmt_msb,
+// provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
 //           dev_e2m1x2, warp_sum_xor, warp_max, quantize_block_q8_1
 #pragma once
 
@@ -54,44 +54,37 @@ __device__ __forceinline__ int dev_e2m1x2(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
-// Four nibbles (selected by `shift` 0 or 4 of each byte of w) as packed int8x4 of 2*e2m1.
-// Two 8-entry byte tables (codes 0..7 and their negatives) through __byte_perm, then the sign
-// bit of each code picks the byte (verified exhaustively against e2m1_doubled on the host).
-__device__ __forceinline__ int e2m1x2_pack4(uint32_t w, int shift) {
-  const uint32_t c = (w >> shift) & 0x0F0F0F0Fu;
-  const uint32_t m = c & 0x07070707u;
-  const uint32_t t = m | (m >> 4);
-  const uint32_t sel = (t & 0xFFu) | ((t >> 8) & 0xFF00u);     // nibble i = magnitude code of byte i
-  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);  // {0,1,2,3,4,6,8,12}
-  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);  // their negatives
-  const uint32_t mask = ((c >> 3) & 0x01010101u) * 0xFFu;
-  return static_cast<int>((pos & ~mask) | (neg & mask));
-}
-
-// PTX prmt (default mode) with selector nibbles that have bit 3 set: the result byte is the msb of
-// the selected byte replicated (0x00 / 0xFF). Inline PTX because __byte_perm documents only the
-// low 3 bits of a selector nibble.
-__device__ __forceinline__ uint32_t prmt_msb(uint32_t a, uint32_t b, uint32_t sel) {
+// PTX prmt (default mode) as one instruction: byte n of the result is byte sel[4n+2:4n] of
+// {b, a}, or the sign of that byte replicated when sel[4n+3] is set. __byte_perm documents 3-bit
+// selectors, so nvcc masks every selector it cannot prove clean (an extra AND per permute on the
+// mat-vec's hottest path); callers here pass selectors whose bit 3 is already clear.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
   return d;
 }
 
-// Eight nibbles of w (byte k: value k low, value k + 8 high, the NVFP4 sub-block layout) as two
-// packed int8x4 of 2*e2m1: lo = values k = 0..3 of the bytes, hi = their high nibbles (v5: one
-// lookup per 4 nibbles in their packed positions, then two byte permutations to reorder; half the
-// instructions of two e2m1x2_pack4 calls; the same integers).
-__device__ __forceinline__ void e2m1x2_unpack8(uint32_t w, int& lo, int& hi) {
-  const uint32_t s4 = w << 4;  // byte msb = sign of its low nibble
-  // A: nibbles of bytes 0, 1 -> [v(lo0), v(hi0), v(lo1), v(hi1)]; B: bytes 2, 3
-  const uint32_t selA = w & 0x7777u, selB = (w >> 16) & 0x7777u;
-  const uint32_t pA = __byte_perm(0x03020100u, 0x0C080604u, selA), nA = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, selA);
-  const uint32_t pB = __byte_perm(0x03020100u, 0x0C080604u, selB), nB = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, selB);
-  const uint32_t mA = prmt_msb(s4, w, 0xD9C8u), mB = prmt_msb(s4, w, 0xFBEAu);  // 0xFF where negative
-  const uint32_t vA = (pA & ~mA) | (nA & mA), vB = (pB & ~mB) | (nB & mB);
-  lo = static_cast<int>(__byte_perm(vA, vB, 0x6420u));
-  hi = static_cast<int>(__byte_perm(vA, vB, 0x7531u));
+// Planar NVFP4 (cuda/planar.cuh): the eight nibbles of w are values 0..7 in order. lo = values
+// 0..3, hi = values 4..7, as packed int8x4 of 2*e2m1. Per four nibbles: a positive and a negative
+// 8-entry table lookup on the magnitude code (selectors masked to 3 bits), then a third permute
+// picks each byte from the negative lookup where the code's sign bit is set.
+__device__ __forceinline__ void e2m1x2_seq8(uint32_t w, int& lo, int& hi) {
+  const uint32_t idx = w & 0x77777777u, idx_hi = idx >> 16;
+  const uint32_t pick = ((w >> 1) & 0x44444444u) | 0x32103210u;  // byte j: j, or 4 + j if negative
+  lo = static_cast<int>(prmt(prmt(0x03020100u, 0x0C080604u, idx), prmt(0xFDFEFF00u, 0xF4F8FAFCu, idx), pick));
+  hi = static_cast<int>(prmt(prmt(0x03020100u, 0x0C080604u, idx_hi), prmt(0xFDFEFF00u, 0xF4F8FAFCu, idx_hi), pick >> 16));
 }
+// The four nibbles in the low 16 bits of w (values in order), as above.
+__device__ __forceinline__ int e2m1x2_seq4(uint32_t w) {
+  const uint32_t idx = w & 0x7777u;
+  const uint32_t pick = ((w >> 1) & 0x4444u) | 0x3210u;
+  return static_cast<int>(prmt(prmt(0x03020100u, 0x0C080604u, idx), prmt(0xFDFEFF00u, 0xF4F8FAFCu, idx), pick));
+}
+
+// A canonical UE4M3 scale (bit 7 clear, no 0x7F: planar.cuh) times 2^-8, exactly: its 7 bits
+// shifted into an fp16's exponent and mantissa fields (E4M3 bias 7 vs fp16 bias 15; subnormals
+// line up too), then the hardware conversion.
+__device__ __forceinline__ float ue4m3_x2p8(uint32_t c) { return __half2float(__ushort_as_half(static_cast<uint16_t>(c << 7))); }
 
 // --- reductions in the contract's order -------------------------------------------------------
 
@@ -134,23 +127,21 @@ __device__ __forceinline__ void quantize_block_q8_1(float x, Q81* out, int lane)
 }
 
 
-// One element of row `row` of a matrix, dequantised (shared with tests and the lm_head check).
+// One element of row `row` of a device matrix (planar rows for Q8_0 / NVFP4, cuda/planar.cuh),
+// dequantised (shared with tests and the embedding gather).
 __device__ __forceinline__ float dmat_elem(const DMat& m, const uint8_t* row, int64_t j) {
   switch (m.type) {
     case DType::F32: return reinterpret_cast<const float*>(row)[j];
     case DType::F16: return dev_fp16(reinterpret_cast<const uint16_t*>(row)[j]);
     case DType::BF16: return dev_bf16(reinterpret_cast<const uint16_t*>(row)[j]);
     case DType::Q8_0: {
-      const uint8_t* blk = row + (j / 32) * 34;
-      const uint16_t d = static_cast<uint16_t>(blk[0] | (blk[1] << 8));
-      return __fmul_rn(dev_fp16(d), static_cast<float>(static_cast<int8_t>(blk[2 + j % 32])));
+      const uint16_t d = reinterpret_cast<const uint16_t*>(row + m.cols)[j / 32];
+      return __fmul_rn(dev_fp16(d), static_cast<float>(static_cast<int8_t>(row[j])));
     }
     case DType::NVFP4: {
-      const uint8_t* blk = row + (j / 64) * 36;
-      const int v = static_cast<int>(j % 64), s = v / 16, k = v % 16;
-      const uint8_t byte = blk[4 + 8 * s + (k & 7)];
-      const uint32_t code = k < 8 ? (byte & 0xfu) : (byte >> 4);
-      return __fmul_rn(static_cast<float>(dev_e2m1x2(code)), dev_ue4m3_half(blk[s]));
+      const uint8_t byte = row[j / 2];
+      const uint32_t code = (j & 1) ? (byte >> 4) : (byte & 0xfu);
+      return __fmul_rn(static_cast<float>(dev_e2m1x2(code)), dev_ue4m3_half(row[m.cols / 2 + j / 16]));
     }
     default: return 0.0f;
   }

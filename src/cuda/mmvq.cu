@@ -19,6 +19,9 @@
 //      short row (the 9B model's 4096-wide NVFP4 rows: 8 units per lane) is in flight whole
 //      while the previous kernel drains. v3's unroll let only 4 NVFP4 units (36 bytes) per lane
 //      be in flight. Same operations in the same order: same bits.
+//   v8 planar weight rows (planar.cuh): Q8_0 qs as two 16-byte loads (v2: nine words + funnel
+//      shifts), NVFP4 nibbles as one 8-byte load in value order (e2m1x2_seq8: no reordering
+//      permutes) and the scale by the hardware fp16 conversion (ue4m3_x2p8). Same bits.
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mmvq.cuh"
@@ -44,30 +47,29 @@ __device__ __forceinline__ void store(const MatvecParams& p, int64_t i, float v)
 
 template <int W> struct Unit;
 
-// Q8_0 x Q8_1: unit = block b of 32 values; isum exact, c = dw * dx, product = c * isum.
+// Q8_0 x Q8_1 on planar rows: unit = block b of 32 values (two 16-byte loads of qs, one fp16 d);
+// isum exact, c = dw * dx, product = c * isum.
 template <> struct Unit<3> {
   static constexpr int kGroup = 4;  // 4 x 34 bytes in flight per thread
-  struct Raw { uint32_t wd[9]; };
+  struct Raw { uint4 q0, q1; uint32_t d; };
   struct Dec { float dw; int wq[8]; };
   __device__ static int64_t count(int64_t cols) { return cols / 32; }
-  // A 34-byte block is only 2-byte aligned: nine aligned words from the 4-byte boundary at or
-  // below it cover it (weight buffers carry 16 bytes of padding), then funnel shifts align qs.
-  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t b) {
-    const uintptr_t addr = reinterpret_cast<uintptr_t>(wrow + b * 34);
-    const uint32_t* a4 = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
-#pragma unroll
-    for (int k = 0; k < 9; ++k) r.wd[k] = a4[k];
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t cols, int b) {
+    const uint4* q = reinterpret_cast<const uint4*>(wrow) + 2 * b;
+    r.q0 = q[0];
+    r.q1 = q[1];
+    r.d = reinterpret_cast<const uint16_t*>(wrow + cols)[b];
   }
-  __device__ static Dec decode(const Raw& r, const uint8_t* wrow, int64_t b) {
-    const bool odd = (reinterpret_cast<uintptr_t>(wrow + b * 34) & 3) != 0;  // block starts at +2 of a word
+  __device__ static Dec decode(const Raw& r) {
     Dec d;
-    d.dw = dev_fp16_fast(static_cast<uint16_t>(odd ? r.wd[0] >> 16 : r.wd[0] & 0xffffu));
+    d.dw = dev_fp16_fast(static_cast<uint16_t>(r.d));
+    const uint32_t w[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
 #pragma unroll
-    for (int k = 0; k < 8; ++k) d.wq[k] = static_cast<int>(odd ? r.wd[k + 1] : __funnelshift_r(r.wd[k], r.wd[k + 1], 16));
+    for (int k = 0; k < 8; ++k) d.wq[k] = static_cast<int>(w[k]);
     return d;
   }
-  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t b, int64_t nb32) {
-    const Q81* xb = p.xq + xrow * nb32 + b;
+  __device__ static float product(const Dec& d, const Q81* xq_row, const float*, int b) {
+    const Q81* xb = xq_row + b;
     const int* xi = reinterpret_cast<const int*>(xb->qs);
     int isum = 0;
 #pragma unroll
@@ -77,35 +79,36 @@ template <> struct Unit<3> {
   }
 };
 
-// NVFP4 x Q8_1: unit u = sub-block s = u & 3 (16 values) of 64-value block i = u >> 2.
+// NVFP4 x Q8_1 on planar rows: unit u = 16-value sub-block (one 8-byte load of nibbles in value
+// order, one canonical scale byte). The contract's c = (ue4m3/2) * dx and c * isum are computed
+// as c8 = (ue4m3 * 2^-8) * dx and c8 * (isum * 2^7): each a power-of-two rescaling of the same
+// real product (no f32 underflow or overflow is reachable: |c8| >= 2^-41, |isum| * 2^7 < 2^22),
+// so the same roundings and the same bits, without decoding the scale's special cases.
 template <> struct Unit<4> {
   static constexpr int kGroup = 8;  // 8 x 9 bytes in flight per thread: a 4096-wide row in one group
-  struct Raw { uint32_t w0, w1, sc; };
-  struct Dec { float dws; int lo0, hi0, lo1, hi1; };
+  struct Raw { uint2 q; uint32_t sc; };
+  struct Dec { float dw8; int v[4]; };
   __device__ static int64_t count(int64_t cols) { return cols / 16; }
-  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t u) {
-    const uint8_t* blk = wrow + (u >> 2) * 36;
-    const int s = static_cast<int>(u & 3);
-    r.sc = blk[s];
-    r.w0 = *reinterpret_cast<const uint32_t*>(blk + 4 + 8 * s);
-    r.w1 = *reinterpret_cast<const uint32_t*>(blk + 8 + 8 * s);
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t cols, int u) {
+    r.q = reinterpret_cast<const uint2*>(wrow)[u];
+    r.sc = wrow[cols / 2 + u];
   }
-  __device__ static Dec decode(const Raw& r, const uint8_t*, int64_t) {
+  __device__ static Dec decode(const Raw& r) {
     Dec d;
-    d.dws = dev_ue4m3_half(static_cast<uint8_t>(r.sc));
-    e2m1x2_unpack8(r.w0, d.lo0, d.hi0);  // values 0..3, 8..11
-    e2m1x2_unpack8(r.w1, d.lo1, d.hi1);  // values 4..7, 12..15
+    d.dw8 = ue4m3_x2p8(r.sc);
+    e2m1x2_seq8(r.q.x, d.v[0], d.v[1]);  // values 0..3, 4..7
+    e2m1x2_seq8(r.q.y, d.v[2], d.v[3]);  // values 8..11, 12..15
     return d;
   }
-  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t u, int64_t nb32) {
-    const Q81* xb = p.xq + xrow * nb32 + (u >> 1);  // q8_1 block 2i + s/2
+  __device__ static float product(const Dec& d, const Q81* xq_row, const float*, int u) {
+    const Q81* xb = xq_row + (u >> 1);  // q8_1 block 2i + s/2
     const int* xi = reinterpret_cast<const int*>(xb->qs + (u & 1) * 16);
-    int isum = __dp4a(d.lo0, xi[0], 0);
-    isum = __dp4a(d.lo1, xi[1], isum);
-    isum = __dp4a(d.hi0, xi[2], isum);
-    isum = __dp4a(d.hi1, xi[3], isum);
-    const float c = __fmul_rn(d.dws, dev_fp16_fast(xb->d));
-    return __fmul_rn(c, static_cast<float>(isum));
+    int isum = __dp4a(d.v[0], xi[0], 0);
+    isum = __dp4a(d.v[1], xi[1], isum);
+    isum = __dp4a(d.v[2], xi[2], isum);
+    isum = __dp4a(d.v[3], xi[3], isum);
+    const float c8 = __fmul_rn(d.dw8, dev_fp16_fast(xb->d));
+    return __fmul_rn(c8, static_cast<float>(isum * 128));
   }
 };
 
@@ -116,7 +119,7 @@ template <int W> struct Unit {
   struct Raw { uint4 a, b; };                     // F32: both; F16 / BF16: a only
   struct Dec { float wv[8]; };
   __device__ static int64_t count(int64_t cols) { return cols / 8; }
-  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t u) {
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t, int u) {
     const uint4* wp = reinterpret_cast<const uint4*>(wrow);
     if constexpr (W == 0) {
       r.a = wp[2 * u];
@@ -125,7 +128,7 @@ template <int W> struct Unit {
       r.a = wp[u];
     }
   }
-  __device__ static Dec decode(const Raw& r, const uint8_t*, int64_t) {
+  __device__ static Dec decode(const Raw& r) {
     Dec d;
     if constexpr (W == 0) {
       const uint32_t ws[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
@@ -142,8 +145,8 @@ template <int W> struct Unit {
     }
     return d;
   }
-  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xrow, int64_t u, int64_t) {
-    const float4* xp = reinterpret_cast<const float4*>(p.xf + xrow * p.ld_xf) + 2 * u;
+  __device__ static float product(const Dec& d, const Q81*, const float* xf_row, int u) {
+    const float4* xp = reinterpret_cast<const float4*>(xf_row) + 2 * u;
     const float4 a = xp[0], b = xp[1];
     float pu = 0.0f;
     pu = fmaf(d.wv[0], a.x, pu); pu = fmaf(d.wv[1], a.y, pu); pu = fmaf(d.wv[2], a.z, pu); pu = fmaf(d.wv[3], a.w, pu);
@@ -161,10 +164,11 @@ struct MatvecBatch {
 };
 
 template <int W, int G, int TPR>
-__device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], const uint8_t* wrow, int64_t u0, int64_t nu) {
+__device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], const uint8_t* wrow, int64_t cols, int u0,
+                                           int nu) {
 #pragma unroll
   for (int g = 0; g < G; ++g)
-    if (u0 + g * TPR < nu) Unit<W>::load(raw[g], wrow, u0 + g * TPR);
+    if (u0 + g * TPR < nu) Unit<W>::load(raw[g], wrow, cols, u0 + g * TPR);
 }
 
 // Thread t_in_row of a row takes units t_in_row, t_in_row + TPR, ... in that order (the dot
@@ -192,29 +196,32 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1
   if (routed) pdl_wait();
   const int slab = routed ? p.slab_of[a0] : 0;  // NT == 1 whenever slab_of is set
   const uint8_t* wrow = p.w.data + (static_cast<int64_t>(slab) * rows + row) * p.w.row_bytes;
-  const int64_t nu = U::count(p.w.cols), nb32 = p.w.cols / 32;
+  const int nu = static_cast<int>(U::count(p.w.cols));  // < 2^31: rows of at most 2^31 values
 
   typename U::Raw raw[G];
-  load_group<W, G, TPR>(raw, wrow, t_in_row, nu);  // weights only: may run before the wait
+  load_group<W, G, TPR>(raw, wrow, p.w.cols, t_in_row, nu);  // weights only: may run before the wait
   if (!routed) pdl_wait();
   pdl_release();
 
   float acc[NT];
-  int64_t xr[NT];
+  const Q81* xq_row[NT];    // activation row of output vector a0 + t (q8_1 or f32, per type)
+  const float* xf_row[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     acc[t] = 0.0f;
-    xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
+    const int64_t xr = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
+    xq_row[t] = p.xq + xr * (p.w.cols / 32);
+    xf_row[t] = p.xf + xr * p.ld_xf;
   }
-  for (int64_t u0 = t_in_row; u0 < nu; u0 += G * TPR) {
-    if (u0 != t_in_row) load_group<W, G, TPR>(raw, wrow, u0, nu);
+  for (int u0 = t_in_row; u0 < nu; u0 += G * TPR) {
+    if (u0 != t_in_row) load_group<W, G, TPR>(raw, wrow, p.w.cols, u0, nu);
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      const int64_t u = u0 + g * TPR;
+      const int u = u0 + g * TPR;
       if (u >= nu) break;
-      const typename U::Dec d = U::decode(raw[g], wrow, u);
+      const typename U::Dec d = U::decode(raw[g]);
 #pragma unroll
-      for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, p, xr[t], u, nb32));
+      for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, xq_row[t], xf_row[t], u));
     }
   }
 
@@ -281,6 +288,7 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
   for (int j = 0; j < n; ++j) {
     const MatvecParams& p = ps[j];
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
+    if (p.w.cols >= (int64_t{1} << 31)) fail("matvec: row length ", p.w.cols, " exceeds 2^31 - 1 values");
     if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr))
       fail("matvec: matrices of one launch must share type, n_out and slab form");
     b.p[b.n++] = p;

@@ -27,6 +27,7 @@
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
+#include "cuda/planar.cuh"
 #include "cuda/rope.cuh"
 #include "memra/error.h"
 #include "memra/model.h"
@@ -39,6 +40,8 @@ using cuda::Q81;
 namespace {
 
 cudaStream_t stream_of(const Engine& e) { return reinterpret_cast<cudaStream_t>(e.stream()); }
+
+bool uses_planes(DType t) { return t == DType::Q8_0 || t == DType::NVFP4; }
 
 struct DevMatrix {
   DeviceBuffer<uint8_t> bytes;
@@ -57,8 +60,8 @@ DevMatrix make_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_t
     fail(what, ": row length ", cols, " of a ", dtype_name(type), " matrix is not a multiple of 8 (GPU mat-vec unit)");
   if (!is_float && type != DType::Q8_0 && type != DType::NVFP4)
     fail(what, ": type ", dtype_name(type), " has no GPU mat-vec");
-  const int64_t rb = row_bytes(type, cols);
-  // +16: the Q8_0 mat-vec reads whole aligned words around 2-byte-aligned blocks (mmvq.cu v2)
+  // planar rows (cuda/planar.cuh); +16: slack past the last row for whole-word loads
+  const int64_t rb = cuda::planar_row_stride(type, cols);
   d.bytes = DeviceBuffer<uint8_t>(e, static_cast<size_t>(rb * rows + 16));
   d.scale = DeviceBuffer<float>(e, static_cast<size_t>(n_slab));
   d.n_slab = n_slab;
@@ -75,7 +78,14 @@ DevMatrix make_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_t
 DevMatrix upload(Engine& e, const RawMatrix& r, const std::string& what) {
   DevMatrix d = make_matrix(e, r.type, r.rows, r.cols, r.n_slab, what);
   if (r.rows == 0) return d;
-  copy_to_device(d.bytes.data(), r.data.data(), r.data.size(), e.stream());
+  if (uses_planes(r.type)) {  // GGUF blocks in, planar rows on the device
+    DeviceBuffer<uint8_t> blocks(e, r.data.size());
+    copy_to_device(blocks.data(), r.data.data(), r.data.size(), e.stream());
+    cuda::to_planar(r.type, blocks.data(), d.bytes.data(), r.rows, r.cols, d.m.row_bytes, stream_of(e));
+    e.synchronize();  // `blocks` is freed next
+  } else {
+    copy_to_device(d.bytes.data(), r.data.data(), r.data.size(), e.stream());
+  }
   d.scale.upload(r.slab_scale);
   return d;
 }
@@ -127,7 +137,14 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
   DevMatrix d = make_matrix(e, type, rows, cols, n_slab, what);
   const int64_t units = type == DType::Q8_0 ? rows * cols / 32 : type == DType::NVFP4 ? rows * cols / 64
                                                                    : type == DType::F32 ? rows * cols : rows * cols;
-  cuda::launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), d.bytes.data(), units, static_cast<int>(type), seed);
+  if (uses_planes(type)) {  // GGUF blocks written, then made planar as an upload would
+    DeviceBuffer<uint8_t> blocks(e, static_cast<size_t>(row_bytes(type, cols) * rows));
+    cuda::launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), blocks.data(), units, static_cast<int>(type), seed);
+    cuda::to_planar(type, blocks.data(), d.bytes.data(), rows, cols, d.m.row_bytes, stream_of(e));
+    e.synchronize();
+  } else {
+    cuda::launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), d.bytes.data(), units, static_cast<int>(type), seed);
+  }
   std::vector<float> ones(static_cast<size_t>(n_slab), 1.0f);
   d.scale.upload(ones);
   return d;

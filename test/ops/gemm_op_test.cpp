@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cuda/gemm.cuh"
+#include "cuda/planar.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
 #include "ops/op_harness.h"
@@ -55,14 +56,18 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
 
   DeviceBuffer<uint8_t> dw(e, w.size());
   dw.upload(w);
+  // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
+  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * c.rows + 16));
+  cuda::to_planar(c.type, dw.data(), dplanar.data(), c.rows, c.cols, stride, reinterpret_cast<cudaStream_t>(e.stream()));
   DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
   ds.upload(std::vector<float>{scale});
   DeviceBuffer<BlockQ8_1> dx(e, xq.size());
   dx.upload(xq);
   dy.fill_bytes(0xFF);
   cuda::GemmParams p;
-  p.w.type = c.type; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = rb; p.w.slab_rows = c.rows;
-  p.w.data = dw.data(); p.w.slab_scale = ds.data();
+  p.w.type = c.type; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
+  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
   p.xq = reinterpret_cast<const cuda::Q81*>(dx.data()); p.T = c.T; p.y = dy.data(); p.ld_y = c.rows;
   cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
   e.synchronize();

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cuda/mmvq.cuh"
+#include "cuda/planar.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
 #include "ops/op_harness.h"
@@ -111,6 +112,12 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   std::vector<float> scale(static_cast<size_t>(c.slabs), 1.0f);
   if (c.type == DType::NVFP4) {
     scale.assign(scale.size(), quantize_nvfp4_tensor(wf.data(), w.data(), R, c.cols));
+    // scale bytes a quantizer never writes but a file may hold: bit 7 set (ignored) and 0x7F
+    // (decodes to 0); the planar upload canonicalises them, the contract must still hold
+    for (int64_t i = 0; i < R * c.cols / 64; i += 7) {
+      w[static_cast<size_t>(36 * i)] |= 0x80;
+      if (i % 3 == 0) w[static_cast<size_t>(36 * i + 1)] = (i % 2) ? 0x7F : 0xFF;
+    }
   } else {
     for (int64_t r = 0; r < R; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
     if (c.slabs > 1) for (int s = 0; s < c.slabs; ++s) scale[static_cast<size_t>(s)] = 0.5f + 0.25f * static_cast<float>(s);
@@ -124,6 +131,10 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
 
   DeviceBuffer<uint8_t> dw(e, w.size());
   dw.upload(w);
+  // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
+  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
+  cuda::to_planar(c.type, dw.data(), dplanar.data(), R, c.cols, stride, reinterpret_cast<cudaStream_t>(e.stream()));
   DeviceBuffer<float> ds(e, scale.size()), dxf(e, xf.size()), dy(e, static_cast<size_t>(c.n_out * c.rows));
   ds.upload(scale);
   dxf.upload(xf);
@@ -134,8 +145,8 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   dy.fill_bytes(0xFF);
 
   cuda::MatvecParams p;
-  p.w.type = c.type; p.w.rows = R; p.w.cols = c.cols; p.w.row_bytes = rb; p.w.slab_rows = c.rows;
-  p.w.data = dw.data(); p.w.slab_scale = ds.data();
+  p.w.type = c.type; p.w.rows = R; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
+  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
   p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
   p.xf = dxf.data(); p.ld_xf = c.cols;
   p.n_out = c.n_out; p.x_div = x_div; p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
