@@ -22,6 +22,8 @@
 //   v8 planar weight rows (planar.cuh): Q8_0 qs as two 16-byte loads (v2: nine words + funnel
 //      shifts), NVFP4 nibbles as one 8-byte load in value order (e2m1x2_seq8: no reordering
 //      permutes) and the scale by the hardware fp16 conversion (ue4m3_x2p8). Same bits.
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mmvq.cuh"
@@ -77,6 +79,17 @@ template <> struct Unit<3> {
     const float c = __fmul_rn(d.dw, dev_fp16_fast(xb->d));
     return __fmul_rn(c, static_cast<float>(isum));
   }
+  // The same against the block's staged activation planes (xs: int8 values, xd: f32 scales).
+  __device__ static float product_staged(const Dec& d, const int8_t* xs, const float* xd, int b) {
+    const int4* q = reinterpret_cast<const int4*>(xs + 32 * b);
+    const int4 x0 = q[0], x1 = q[1];
+    const int xi[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    int isum = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) isum = __dp4a(d.wq[k], xi[k], isum);
+    const float c = __fmul_rn(d.dw, xd[b]);
+    return __fmul_rn(c, static_cast<float>(isum));
+  }
 };
 
 // NVFP4 x Q8_1 on planar rows: unit u = 16-value sub-block (one 8-byte load of nibbles in value
@@ -108,6 +121,15 @@ template <> struct Unit<4> {
     isum = __dp4a(d.v[2], xi[2], isum);
     isum = __dp4a(d.v[3], xi[3], isum);
     const float c8 = __fmul_rn(d.dw8, dev_fp16_fast(xb->d));
+    return __fmul_rn(c8, static_cast<float>(isum * 128));
+  }
+  __device__ static float product_staged(const Dec& d, const int8_t* xs, const float* xd, int u) {
+    const int4 x = *reinterpret_cast<const int4*>(xs + 16 * u);  // values 16u.. of the row
+    int isum = __dp4a(d.v[0], x.x, 0);
+    isum = __dp4a(d.v[1], x.y, isum);
+    isum = __dp4a(d.v[2], x.z, isum);
+    isum = __dp4a(d.v[3], x.w, isum);
+    const float c8 = __fmul_rn(d.dw8, xd[u >> 1]);
     return __fmul_rn(c8, static_cast<float>(isum * 128));
   }
 };
@@ -190,18 +212,42 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1
   const int64_t rows = p.w.slab_rows;
   const int64_t row = kBlock ? bx : static_cast<int64_t>(bx) * kWarpRows + warp;
   const int64_t a0 = static_cast<int64_t>(blockIdx.y) * NT;
-  if (row >= rows) return;  // whole warp (mmvq) or whole block (dp4a) leaves together
+  const bool active = row < rows;  // the last mmvq block may hold rows past the end
   // The expert id of a routed launch is written by the router kernel: wait for it first.
   const bool routed = p.slab_of != nullptr;
   if (routed) pdl_wait();
   const int slab = routed ? p.slab_of[a0] : 0;  // NT == 1 whenever slab_of is set
-  const uint8_t* wrow = p.w.data + (static_cast<int64_t>(slab) * rows + row) * p.w.row_bytes;
+  const uint8_t* wrow = p.w.data + (static_cast<int64_t>(slab) * rows + (active ? row : 0)) * p.w.row_bytes;
   const int nu = static_cast<int>(U::count(p.w.cols));  // < 2^31: rows of at most 2^31 values
 
   typename U::Raw raw[G];
-  load_group<W, G, TPR>(raw, wrow, p.w.cols, t_in_row, nu);  // weights only: may run before the wait
+  if (active) load_group<W, G, TPR>(raw, wrow, p.w.cols, t_in_row, nu);  // weights only: before the wait
   if (!routed) pdl_wait();
   pdl_release();
+
+  // m = 1 with q8_1 activations: the block's activation row staged once in shared memory as an
+  // int8 plane and an f32 scale plane (the fp16 d converted once), so a lane reads a unit's
+  // activations with one or two 16-byte loads instead of a 32-bit load per 4 values scattered
+  // over 36-byte blocks (the L1 traffic that bounded v7). Same integers, same floats.
+  constexpr bool kStage = NT == 1 && (W == 3 || W == 4);
+  extern __shared__ uint4 x_planes[];
+  const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
+  const float* xd = reinterpret_cast<const float*>(xs + p.w.cols);
+  if constexpr (kStage) {
+    const int nb32 = static_cast<int>(p.w.cols / 32);
+    const Q81* xrow = p.xq + (a0 / p.x_div) * nb32;
+    int8_t* xs_w = reinterpret_cast<int8_t*>(x_planes);
+    float* xd_w = reinterpret_cast<float*>(xs_w + p.w.cols);
+    for (int b = threadIdx.x; b < nb32; b += blockDim.x) {
+      const uint32_t* src = reinterpret_cast<const uint32_t*>(xrow + b);  // d | s << 16, then qs
+      uint4* dst = reinterpret_cast<uint4*>(xs_w + 32 * b);
+      dst[0] = make_uint4(src[1], src[2], src[3], src[4]);
+      dst[1] = make_uint4(src[5], src[6], src[7], src[8]);
+      xd_w[b] = dev_fp16_fast(static_cast<uint16_t>(src[0] & 0xffffu));
+    }
+    __syncthreads();
+  }
+  if (!active) return;  // whole warp (mmvq) or whole block (dp4a) leaves together
 
   float acc[NT];
   const Q81* xq_row[NT];    // activation row of output vector a0 + t (q8_1 or f32, per type)
@@ -220,8 +266,12 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1
       const int u = u0 + g * TPR;
       if (u >= nu) break;
       const typename U::Dec d = U::decode(raw[g]);
+      if constexpr (kStage) {
+        acc[0] = __fadd_rn(acc[0], U::product_staged(d, xs, xd, u));
+      } else {
 #pragma unroll
-      for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, xq_row[t], xf_row[t], u));
+        for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, xq_row[t], xf_row[t], u));
+      }
     }
   }
 
@@ -256,7 +306,21 @@ void launch(const MatvecBatch& b, cudaStream_t s) {
   const int64_t gy = ceil_div(b.p[0].n_out, NT);
   if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
   const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
-  launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, 0, s, b);
+  size_t smem = 0;  // the staged activation planes of m = 1 with q8_1 activations (kStage)
+  if constexpr (NT == 1 && (W == 3 || W == 4)) {
+    for (int j = 0; j < b.n; ++j) smem = std::max(smem, static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
+    constexpr size_t kDefaultSmem = 48 * 1024, kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
+    if (smem > kMaxSmem) fail("matvec: a row of ", b.p[0].w.cols, " values does not fit the shared-memory activation stage");
+    if (smem > kDefaultSmem) {  // once per kernel (thread-safe static initialisation)
+      static const bool opted_in = [] {
+        MEMRA_CUDA_CHECK(cudaFuncSetAttribute(matvec_kernel<W, kBlock, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kMaxSmem)));
+        return true;
+      }();
+      (void)opted_in;
+    }
+  }
+  launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
 }
 
 template <int W, bool kBlock>
