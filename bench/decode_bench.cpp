@@ -134,12 +134,14 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
-// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma)
+// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma);
+// "mmvq_serial": mmvq with launch_overlap off
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
   Arms a = m.arms();
   a.prefill_matmul = std::string(arm) == "gemm" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+  a.launch_overlap = std::string(arm) != "mmvq_serial";
   m.set_arms(a);
   std::vector<int32_t> prompt(512);
   for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
@@ -161,7 +163,7 @@ void register_all() {
     for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
-    for (const char* arm : {"mmvq", "gemm"})
+    for (const char* arm : {"mmvq", "mmvq_serial", "gemm"})
       benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name + "/" + arm).c_str(), BM_Prefill512, s, arm)
           ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
   }

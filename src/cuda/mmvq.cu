@@ -197,9 +197,11 @@ __device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], cons
 // contract), in groups of G units whose loads issue together; NT output vectors share each
 // decoded unit.
 // m = 1 caps registers at 64 (8 blocks of 4 warps per SM): a 4096-row matrix is 1024 blocks, and
-// they must all be resident at once for the whole matrix to stream in one wave.
+// they must all be resident at once for the whole matrix to stream in one wave. Token tiles
+// (NT = 8, 16) cap at 128 (4 blocks per SM); uncapped, nvcc hoisted 16 activation-row addresses
+// and took up to 244 registers (2 blocks per SM).
 template <int W, bool kBlock, int NT>
-__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1) matvec_kernel(const __grid_constant__ MatvecBatch batch) {
+__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4) matvec_kernel(const __grid_constant__ MatvecBatch batch) {
   using U = Unit<W>;
   constexpr int TPR = kBlock ? 128 : 32;  // threads per row
   constexpr int G = NT == 1 ? U::kGroup : 1;
@@ -250,14 +252,12 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1
   if (!active) return;  // whole warp (mmvq) or whole block (dp4a) leaves together
 
   float acc[NT];
-  const Q81* xq_row[NT];    // activation row of output vector a0 + t (q8_1 or f32, per type)
-  const float* xf_row[NT];
+  int64_t xr[NT];  // activation row of output vector a0 + t (indices, not pointers: NT = 16 tiles
+                   // would hold 32 pointers in registers)
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     acc[t] = 0.0f;
-    const int64_t xr = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
-    xq_row[t] = p.xq + xr * (p.w.cols / 32);
-    xf_row[t] = p.xf + xr * p.ld_xf;
+    xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
   }
   for (int u0 = t_in_row; u0 < nu; u0 += G * TPR) {
     if (u0 != t_in_row) load_group<W, G, TPR>(raw, wrow, p.w.cols, u0, nu);
@@ -270,7 +270,8 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 1
         acc[0] = __fadd_rn(acc[0], U::product_staged(d, xs, xd, u));
       } else {
 #pragma unroll
-        for (int t = 0; t < NT; ++t) acc[t] = __fadd_rn(acc[t], U::product(d, xq_row[t], xf_row[t], u));
+        for (int t = 0; t < NT; ++t)
+          acc[t] = __fadd_rn(acc[t], U::product(d, p.xq + xr[t] * (p.w.cols / 32), p.xf + xr[t] * p.ld_xf, u));
       }
     }
   }
