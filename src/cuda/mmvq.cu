@@ -22,6 +22,9 @@
 //   v8 planar weight rows (planar.cuh): Q8_0 qs as two 16-byte loads (v2: nine words + funnel
 //      shifts), NVFP4 nibbles as one 8-byte load in value order (e2m1x2_seq8: no reordering
 //      permutes) and the scale by the hardware fp16 conversion (ue4m3_x2p8). Same bits.
+//   v9 m = 1 with q8_1 activations stages the activation row in shared memory as int8 / f32
+//      planes. H200, 9B graph decode: v6 298 / 265 tok/s (Q8_0 / NVFP4), v7 + PDL 296 / 309,
+//      v8 305 / 359, v9 303 / 371 (docs/PERF.md).
 #include <algorithm>
 
 #include "cuda/common.cuh"
