@@ -135,10 +135,13 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
 // warp 0 walks column j. Per column the operations and their order are v1's, and the q/k norms
 // are v1's block_sum over kThreads threads, so the bits are v1's (op test: one-token calls ==
 // one multi-token call; gate: prime + decode == forward_last).
+//
+// PDL (launch.cuh): the state is read before pdl_wait(). It is written only by this layer's GDN
+// kernel one token earlier, and this layer's conv kernel always runs in between, so the writer
+// is never the immediately preceding kernel: by the time this grid is scheduled the conv grid
+// has passed its own wait, which needed the kernel before it complete, and so on back.
 template <int DK>
 __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
-  pdl_wait();
-  pdl_release();
   __shared__ float qs[DK], ks[DK], red[kThreads / 32];
   __shared__ float Sc[DK][32];
   const int h = blockIdx.x, tid = threadIdx.x;
@@ -146,10 +149,18 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int j0 = static_cast<int>(blockIdx.y) * 32;
   float* Sg = p.state + static_cast<int64_t>(h) * DK * dv;
+  float sv[DK * 32 / kThreads];
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
     const int idx = tid + k * kThreads, i = idx >> 5, jj = idx & 31;
-    Sc[i][jj] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
+    sv[k] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
+  }
+  pdl_wait();
+  pdl_release();
+#pragma unroll
+  for (int k = 0; k < DK * 32 / kThreads; ++k) {
+    const int idx = tid + k * kThreads;
+    Sc[idx >> 5][idx & 31] = sv[k];
   }
   const float* row = p.qkv;  // the one token
   // From the runtime p.dk as in v1: rsqrtf of the constant DK would be folded by the compiler to
