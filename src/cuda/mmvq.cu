@@ -185,6 +185,7 @@ template <int W> struct Unit {
 struct MatvecBatch {
   MatvecParams p[kMatvecMulti];
   unsigned block_start[kMatvecMulti + 1];  // row blocks of p[j]: [block_start[j], block_start[j+1])
+  int64_t row_start[kMatvecMulti + 1];     // streamed form: rows of p[j] in the concatenation
   int n;
 };
 
@@ -194,6 +195,21 @@ __device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], cons
 #pragma unroll
   for (int g = 0; g < G; ++g)
     if (u0 + g * TPR < nu) Unit<W>::load(raw[g], wrow, cols, u0 + g * TPR);
+}
+
+// One q8_1 activation row into shared memory as planes: int8 values [cols], then f32 scales
+// [cols / 32] (the fp16 d converted once). The whole block takes part; the caller syncs.
+__device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* planes) {
+  const int nb32 = static_cast<int>(cols / 32);
+  int8_t* xs_w = reinterpret_cast<int8_t*>(planes);
+  float* xd_w = reinterpret_cast<float*>(xs_w + cols);
+  for (int b = threadIdx.x; b < nb32; b += blockDim.x) {
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(xrow + b);  // d | s << 16, then qs
+    uint4* dst = reinterpret_cast<uint4*>(xs_w + 32 * b);
+    dst[0] = make_uint4(src[1], src[2], src[3], src[4]);
+    dst[1] = make_uint4(src[5], src[6], src[7], src[8]);
+    xd_w[b] = dev_fp16_fast(static_cast<uint16_t>(src[0] & 0xffffu));
+  }
 }
 
 // Thread t_in_row of a row takes units t_in_row, t_in_row + TPR, ... in that order (the dot
@@ -239,17 +255,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
   const float* xd = reinterpret_cast<const float*>(xs + p.w.cols);
   if constexpr (kStage) {
-    const int nb32 = static_cast<int>(p.w.cols / 32);
-    const Q81* xrow = p.xq + (a0 / p.x_div) * nb32;
-    int8_t* xs_w = reinterpret_cast<int8_t*>(x_planes);
-    float* xd_w = reinterpret_cast<float*>(xs_w + p.w.cols);
-    for (int b = threadIdx.x; b < nb32; b += blockDim.x) {
-      const uint32_t* src = reinterpret_cast<const uint32_t*>(xrow + b);  // d | s << 16, then qs
-      uint4* dst = reinterpret_cast<uint4*>(xs_w + 32 * b);
-      dst[0] = make_uint4(src[1], src[2], src[3], src[4]);
-      dst[1] = make_uint4(src[5], src[6], src[7], src[8]);
-      xd_w[b] = dev_fp16_fast(static_cast<uint16_t>(src[0] & 0xffffu));
-    }
+    stage_x(p.xq + (a0 / p.x_div) * (p.w.cols / 32), p.w.cols, x_planes);
     __syncthreads();
   }
   if (!active) return;  // whole warp (mmvq) or whole block (dp4a) leaves together
@@ -303,7 +309,120 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   }
 }
 
+// --- m = 1, streamed (v10)
+//
+// The dense decode mat-vec as a stream: a grid of resident warps only (as many as fit), warp w
+// taking rows w, w + n_warps, ... of the launch's concatenated matrices, each row in groups of
+// kGroup units per lane, and the loads of the next group (of this row, or of the warp's next
+// row) issued before the current group's arithmetic: two register buffers. In v9 a block loaded
+// its row once and exited, and a 12288-wide row's groups came one after the other: every block,
+// and every group, waited a full DRAM latency with nothing of its own in flight, and the grid
+// ran in waves. Each row is still one warp, lane l taking units l, l + 32, ... in order, then
+// the butterfly: the same bits as v9 (ops_mmvq checks both against quant.h).
+template <int W> struct StreamShape;
+template <> struct StreamShape<3> { static constexpr int kGroup = 2, kBlocksPerSM = 8; };  // 2 x 34 B per lane in flight
+template <> struct StreamShape<4> { static constexpr int kGroup = 4, kBlocksPerSM = 8; };  // 4 x 9 B
+
+template <int W>
+__global__ void __launch_bounds__(32 * kWarpRows, StreamShape<W>::kBlocksPerSM)
+    matvec_stream_kernel(const __grid_constant__ MatvecBatch batch) {
+  using U = Unit<W>;
+  constexpr int G = StreamShape<W>::kGroup;
+  const int lane = threadIdx.x & 31;
+  const int64_t n_warps = static_cast<int64_t>(gridDim.x) * kWarpRows;
+  const int64_t total = batch.row_start[batch.n];
+  const int64_t cols = batch.p[0].w.cols;  // every matrix of a streamed launch: same cols and x
+  const int nu = static_cast<int>(U::count(cols));
+  const int n_groups = (nu + 32 * G - 1) / (32 * G);
+  auto matrix_of = [&](int64_t gr) {
+    int j = 0;
+    while (j + 1 < batch.n && gr >= batch.row_start[j + 1]) ++j;
+    return j;
+  };
+  auto wrow_of = [&](int64_t gr) {
+    const int j = matrix_of(gr);
+    return batch.p[j].w.data + (gr - batch.row_start[j]) * batch.p[j].w.row_bytes;
+  };
+
+  int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5);
+  int k = 0;
+  typename U::Raw cur[G], nxt[G];
+  const uint8_t* wr = r < total ? wrow_of(r) : nullptr;
+  if (wr) load_group<W, G, 32>(cur, wr, cols, lane, nu);  // weights only: before the wait
+  pdl_wait();
+  pdl_release();
+  extern __shared__ uint4 x_planes[];
+  stage_x(batch.p[0].xq, cols, x_planes);
+  __syncthreads();
+  const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
+  const float* xd = reinterpret_cast<const float*>(xs + cols);
+
+  float acc = 0.0f;
+  while (r < total) {  // warp-uniform
+    int64_t r2 = r;
+    int k2 = k + 1;
+    const uint8_t* wr2 = wr;
+    if (k2 == n_groups) {
+      k2 = 0;
+      r2 = r + n_warps;
+      wr2 = r2 < total ? wrow_of(r2) : nullptr;
+    }
+    if (r2 < total) load_group<W, G, 32>(nxt, wr2, cols, lane + k2 * 32 * G, nu);
+    const int u0 = lane + k * 32 * G;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int u = u0 + g * 32;
+      if (u >= nu) break;
+      acc = __fadd_rn(acc, U::product_staged(U::decode(cur[g]), xs, xd, u));
+    }
+    if (k == n_groups - 1) {
+      const float v = warp_sum_xor(acc);
+      const int j = matrix_of(r);
+      const MatvecParams& p = batch.p[j];
+      if (lane == 0) store(p, r - batch.row_start[j], __fmul_rn(v, p.w.slab_scale[0]));
+      acc = 0.0f;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) cur[g] = nxt[g];
+    r = r2;
+    k = k2;
+    wr = wr2;
+  }
+}
+
 // --- launchers
+
+// Dynamic shared memory of the staged activation planes; opts the kernel in above 48 KiB.
+template <class Kernel>
+size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
+  size_t smem = 0;
+  for (int j = 0; j < b.n; ++j) smem = std::max(smem, static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
+  constexpr size_t kDefaultSmem = 48 * 1024, kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
+  if (smem > kMaxSmem) fail("matvec: a row of ", b.p[0].w.cols, " values does not fit the shared-memory activation stage");
+  if (smem > kDefaultSmem)
+    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
+  return smem;
+}
+
+// The streamed form for a dense m = 1 launch whose matrices share cols and activations (an
+// mv_group); false when it does not apply.
+template <int W>
+bool launch_stream(MatvecBatch& b, cudaStream_t s) {
+  for (int j = 0; j < b.n; ++j)
+    if (b.p[j].xq != b.p[0].xq || b.p[j].w.cols != b.p[0].w.cols) return false;
+  b.row_start[0] = 0;
+  for (int j = 0; j < b.n; ++j) b.row_start[j + 1] = b.row_start[j] + b.p[j].w.slab_rows;
+  const size_t smem = stage_smem(b, matvec_stream_kernel<W>);
+  int dev = 0, sms = 0, per_sm = 0;
+  MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+  MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  MEMRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, matvec_stream_kernel<W>, 32 * kWarpRows, smem));
+  if (per_sm < 1) return false;
+  const int64_t blocks = std::min<int64_t>(ceil_div(b.row_start[b.n], kWarpRows), static_cast<int64_t>(per_sm) * sms);
+  launch_kernel("matvec_stream_kernel", matvec_stream_kernel<W>, dim3(static_cast<unsigned>(blocks)), 32 * kWarpRows, smem,
+                s, b);
+  return true;
+}
 
 template <int W, bool kBlock, int NT>
 void launch(const MatvecBatch& b, cudaStream_t s) {
@@ -311,19 +430,7 @@ void launch(const MatvecBatch& b, cudaStream_t s) {
   if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
   const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
   size_t smem = 0;  // the staged activation planes of m = 1 with q8_1 activations (kStage)
-  if constexpr (NT == 1 && (W == 3 || W == 4)) {
-    for (int j = 0; j < b.n; ++j) smem = std::max(smem, static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
-    constexpr size_t kDefaultSmem = 48 * 1024, kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
-    if (smem > kMaxSmem) fail("matvec: a row of ", b.p[0].w.cols, " values does not fit the shared-memory activation stage");
-    if (smem > kDefaultSmem) {  // once per kernel (thread-safe static initialisation)
-      static const bool opted_in = [] {
-        MEMRA_CUDA_CHECK(cudaFuncSetAttribute(matvec_kernel<W, kBlock, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(kMaxSmem)));
-        return true;
-      }();
-      (void)opted_in;
-    }
-  }
+  if constexpr (NT == 1 && (W == 3 || W == 4)) smem = stage_smem(b, matvec_kernel<W, kBlock, NT>);
   launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
 }
 
@@ -334,6 +441,8 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     const int64_t rows = b.p[j].w.slab_rows;
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(kBlock ? rows : ceil_div(rows, kWarpRows));
   }
+  if constexpr (!kBlock && (W == 3 || W == 4))
+    if (!b.p[0].slab_of && b.p[0].n_out == 1 && launch_stream<W>(b, s)) return;
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
   if (b.p[0].n_out < 16) return launch<W, kBlock, 8>(b, s);
   return launch<W, kBlock, 16>(b, s);
