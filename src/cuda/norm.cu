@@ -22,6 +22,47 @@ __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn
 
 // --- kernels
 
+// q8_1 blocks of a row held in shared memory, four blocks per warp at a time: 8 lanes per block,
+// 4 values per lane. The same operations as quantize_block_q8_1 (common.cuh): the max and the
+// integer sum are exact whatever the lane grouping, the rest is per value, so the same bits
+// (ops_rowop checks against quant.h). v2 quantised one block per warp-step: 4 sequential steps
+// of two 5-level butterflies for a 4096-value row on 32 warps.
+__device__ __forceinline__ void quantize_row_q8_1_x4(const float* row, Q81* out, int64_t nb, int warp, int n_warps,
+                                                     int lane) {
+  const int sub = lane & 7;  // lanes 8g..8g+7 take block 4 * step + g
+  for (int64_t b0 = 4 * static_cast<int64_t>(warp); b0 < nb; b0 += 4 * static_cast<int64_t>(n_warps)) {
+    const int64_t b = b0 + (lane >> 3);
+    const bool in = b < nb;  // every lane stays for the shuffles
+    float x[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = in ? row[b * 32 + sub * 4 + i] : 0.0f;
+    float amax = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
+#pragma unroll
+    for (int off = 4; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+    const uint16_t dh = dev_f32_to_fp16(__fdiv_rn(amax, 127.0f));
+    const float d = dev_fp16(dh);
+    int q[4], sum = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      q[i] = d != 0.0f ? static_cast<int>(fminf(fmaxf(roundf(__fdiv_rn(x[i], d)), -127.0f), 127.0f)) : 0;
+      sum += q[i];
+    }
+#pragma unroll
+    for (int off = 4; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (in) {
+      Q81* o = out + b;
+      *reinterpret_cast<uint32_t*>(o->qs + sub * 4) = (static_cast<uint32_t>(q[0]) & 0xffu) |
+                                                        ((static_cast<uint32_t>(q[1]) & 0xffu) << 8) |
+                                                        ((static_cast<uint32_t>(q[2]) & 0xffu) << 16) |
+                                                        (static_cast<uint32_t>(q[3]) << 24);
+      if (sub == 0) {
+        o->d = dh;
+        o->s = dev_f32_to_fp16(__fmul_rn(d, static_cast<float>(sum)));
+      }
+    }
+  }
+}
+
 // Norms: the sum of squares is taken by the first kThreads threads exactly as v1 did (strided
 // partials, butterfly, the kThreads/32 warps in index order), whatever the block size; a block
 // of kNormThreads then does the elementwise pass and the quantisation (v2: v1 ran those with 8
@@ -70,11 +111,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   __syncthreads();
   if (p.y)
     for (int64_t i = tid; i < p.n; i += kBlock) p.y[r * p.ld_y + i] = row[i];
-  if (p.q) {
-    const int64_t nb = p.n / 32;
-    for (int64_t b = warp; b < nb; b += kBlock / 32)
-      quantize_block_q8_1(row[b * 32 + lane], p.q + r * nb + b, lane);
-  }
+  if (p.q) quantize_row_q8_1_x4(row, p.q + r * (p.n / 32), p.n / 32, warp, kBlock / 32, lane);
 }
 
 // Swiglu / Identity have no row reduction: a warp per 32-value group, grid (groups/8, rows) —
