@@ -2,7 +2,6 @@
 // v1: attn_split_kernel grid (splits, H, T), 128 threads: a warp per key for the scores (lanes
 //     over head dims, butterfly), block max / fixed-order sum, then a thread per output dim
 //     accumulating keys in index order. attn_combine_kernel grid (H, T).
-// v2 (same bits): the score and the PV loops issue their loads ahead of their fma chains.
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
@@ -37,7 +36,6 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   for (int j = warp; j < nk; j += kThreads / 32) {
     const float* kr = p.k_cache + (k0 + j) * kvd + kvh * hd;
     float acc = 0.0f;
-#pragma unroll 8
     for (int d = lane; d < hd; d += 32) acc = fmaf(qs[d], kr[d], acc);
     acc = warp_sum_xor(acc);
     if (lane == 0) sc[j] = __fmul_rn(acc, p.scale);
@@ -67,20 +65,9 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
     out[0] = m;
     out[1] = tot;
   }
-  // v2: V loads 8 keys ahead of the fma chain (v1 waited on each key's load in turn); the chain
-  // keeps key order, so the same bits.
   for (int d = tid; d < hd; d += kThreads) {
-    const float* vcol = p.v_cache + k0 * kvd + kvh * hd + d;
     float acc = 0.0f;
-    int j = 0;
-    for (; j + 8 <= nk; j += 8) {
-      float v[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) v[k] = vcol[static_cast<int64_t>(j + k) * kvd];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) acc = fmaf(sc[j + k], v[k], acc);
-    }
-    for (; j < nk; ++j) acc = fmaf(sc[j], vcol[static_cast<int64_t>(j) * kvd], acc);
+    for (int j = 0; j < nk; ++j) acc = fmaf(sc[j], p.v_cache[(k0 + j) * kvd + kvh * hd + d], acc);
     out[2 + d] = acc;
   }
 }
