@@ -25,6 +25,9 @@
 //   v9 m = 1 with q8_1 activations stages the activation row in shared memory as int8 / f32
 //      planes. H200, 9B graph decode: v6 298 / 265 tok/s (Q8_0 / NVFP4), v7 + PDL 296 / 309,
 //      v8 305 / 359, v9 303 / 371 (docs/PERF.md).
+//   v10 dense m = 1 launches streamed (matvec_stream_kernel): resident warps take rows in turn,
+//      the next group's loads issue before the current group's arithmetic. 9B graph decode with
+//      the rest of bed8e1b: 324 / 371 tok/s, Q8_0 61% of the read roofline. Same bits.
 #include <algorithm>
 
 #include "cuda/common.cuh"
