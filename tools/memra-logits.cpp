@@ -95,7 +95,9 @@ int main(int argc, char** argv) {
       if (auto why = gpu_backend_unavailable()) fail("--backend gpu: ", *why);
     if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
     const auto src = open_weights(model);
-    const std::unique_ptr<Backend> m = open_backend(req, *src);
+    BackendOptions opt;
+    opt.arms = Arms::from_env();  // the GPU model's arms from MEMRA_* variables; a bad value is an error
+    const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
     std::cerr << "memra-logits: backend: " << m->describe() << "\n";
     const ModelConfig& c = m->config();
     std::vector<int32_t> ids;

@@ -16,6 +16,8 @@
 // Model::decode_greedy (argmax on the device, only the id comes back), sampling takes the full
 // logit row to the host and draws with sample_token, so a seed selects the same text on both
 // backends unless two candidates are within the GPU's logit noise of each other.
+// The GPU model's arms come from MEMRA_* variables (Arms::from_env): MEMRA_DECODE_GRAPH=on
+// replays each decode step as a CUDA graph, the fastest decode (docs/PERF.md).
 // Text goes to stdout as it is decoded; the summary (model, backend, tokens/s) to stderr.
 // Errors (missing model, prompt over the context, ...) print "memra-run: <what>" and exit 1.
 #include <unistd.h>
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
     const auto src = open_weights(model);
     BackendOptions opt;
     opt.threads = static_cast<int>(threads);
+    opt.arms = Arms::from_env();  // MEMRA_DECODE_GRAPH=on etc. for the GPU model; a bad value is an error
     const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
     const ModelConfig& c = m->config();
     const Tokenizer tok = Tokenizer::for_model(*src);

@@ -100,8 +100,10 @@ class GpuBackend final : public Backend {
  public:
   // The Model keeps a pointer to the Engine: both live here, and the Backend never moves (it is
   // only handed out behind a unique_ptr).
-  GpuBackend(int device, const WeightSource& src)
-      : engine_(Engine::open(device)), model_(Model::load(engine_, src, LoadOptions{{device}})) {}
+  GpuBackend(const BackendOptions& opt, const WeightSource& src)
+      : engine_(Engine::open(opt.device)), model_(Model::load(engine_, src, LoadOptions{{opt.device}})) {
+    model_.set_arms(opt.arms);
+  }
   GpuBackend(const GpuBackend&) = delete;
   GpuBackend& operator=(const GpuBackend&) = delete;
 
@@ -135,7 +137,7 @@ class GpuBackend final : public Backend {
 
 std::unique_ptr<Backend> open_gpu(const WeightSource& src, const BackendOptions& opt) {
   return with_context("gpu backend (device " + std::to_string(opt.device) + ")",
-                      [&] { return std::make_unique<GpuBackend>(opt.device, src); });
+                      [&] { return std::make_unique<GpuBackend>(opt, src); });
 }
 #endif
 
