@@ -108,7 +108,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   // weights from random values through the reference quantizers; NVFP4 with a tensor scale
   std::vector<float> wf(static_cast<size_t>(R * c.cols));
   for (float& v : wf) v = U(rng) * 0.1f;
-  std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));  // + the padding weight buffers carry (mmvq.cu v2)
+  std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));  // GGUF blocks, made planar on the device below
   std::vector<float> scale(static_cast<size_t>(c.slabs), 1.0f);
   if (c.type == DType::NVFP4) {
     scale.assign(scale.size(), quantize_nvfp4_tensor(wf.data(), w.data(), R, c.cols));
