@@ -41,8 +41,6 @@ namespace {
 
 cudaStream_t stream_of(const Engine& e) { return reinterpret_cast<cudaStream_t>(e.stream()); }
 
-bool uses_planes(DType t) { return t == DType::Q8_0 || t == DType::NVFP4; }
-
 struct DevMatrix {
   DeviceBuffer<uint8_t> bytes;
   DeviceBuffer<float> scale;
@@ -78,7 +76,7 @@ DevMatrix make_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_t
 DevMatrix upload(Engine& e, const RawMatrix& r, const std::string& what) {
   DevMatrix d = make_matrix(e, r.type, r.rows, r.cols, r.n_slab, what);
   if (r.rows == 0) return d;
-  if (uses_planes(r.type)) {  // GGUF blocks in, planar rows on the device
+  if (cuda::is_planar(r.type)) {  // GGUF blocks in, planar rows on the device
     DeviceBuffer<uint8_t> blocks(e, r.data.size());
     copy_to_device(blocks.data(), r.data.data(), r.data.size(), e.stream());
     cuda::to_planar(r.type, blocks.data(), d.bytes.data(), r.rows, r.cols, d.m.row_bytes, stream_of(e));
@@ -137,7 +135,7 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
   DevMatrix d = make_matrix(e, type, rows, cols, n_slab, what);
   const int64_t units = type == DType::Q8_0 ? rows * cols / 32 : type == DType::NVFP4 ? rows * cols / 64
                                                                    : type == DType::F32 ? rows * cols : rows * cols;
-  if (uses_planes(type)) {  // GGUF blocks written, then made planar as an upload would
+  if (cuda::is_planar(type)) {  // GGUF blocks written, then made planar as an upload would
     DeviceBuffer<uint8_t> blocks(e, static_cast<size_t>(row_bytes(type, cols) * rows));
     cuda::launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), blocks.data(), units, static_cast<int>(type), seed);
     cuda::to_planar(type, blocks.data(), d.bytes.data(), rows, cols, d.m.row_bytes, stream_of(e));

@@ -16,7 +16,7 @@
 // Every value and every operation of the dot contract is unchanged: same bits (the op tests
 // compare against quant.h on planar uploads).
 //
-// provides: planar_row_stride, to_planar
+// provides: is_planar, planar_row_stride, to_planar
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +26,9 @@
 #include "memra/dtype.h"
 
 namespace memra::cuda {
+
+// The types whose device rows are planar (the others are stored as in the file).
+inline bool is_planar(DType type) { return type == DType::Q8_0 || type == DType::NVFP4; }
 
 // Bytes between device rows of `cols` values of `type`: the GGUF row size rounded up to 16.
 int64_t planar_row_stride(DType type, int64_t cols);
