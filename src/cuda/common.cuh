@@ -57,7 +57,8 @@ __device__ __forceinline__ int dev_e2m1x2(uint32_t code) {
 // PTX prmt (default mode) as one instruction: byte n of the result is byte sel[4n+2:4n] of
 // {b, a}, or the sign of that byte replicated when sel[4n+3] is set. __byte_perm documents 3-bit
 // selectors, so nvcc masks every selector it cannot prove clean (an extra AND per permute on the
-// mat-vec's hottest path); callers here pass selectors whose bit 3 is already clear.
+// mat-vec's hottest path); here bit 3 is the caller's: clear, or set on purpose (mmvq.cu's sign
+// split of NVFP4 codes).
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
@@ -82,9 +83,12 @@ __device__ __forceinline__ int e2m1x2_seq4(uint32_t w) {
 }
 
 // A canonical UE4M3 scale (bit 7 clear, no 0x7F: planar.cuh) times 2^-8, exactly: its 7 bits
-// shifted into an fp16's exponent and mantissa fields (E4M3 bias 7 vs fp16 bias 15; subnormals
-// line up too), then the hardware conversion.
-__device__ __forceinline__ float ue4m3_x2p8(uint32_t c) { return __half2float(__ushort_as_half(static_cast<uint16_t>(c << 7))); }
+// placed as the top of an f32's exponent and mantissa fields read 2^(e-127) (1 + m/8) (normal) or
+// m 2^-129 (e = 0: an f32 subnormal), both 2^-112 times the wanted value, so one multiply by
+// 2^112 finishes (exact: a power of two, normal result; this code is never built with
+// flush-to-zero). Two full-rate instructions; the fp16 route (v8) took a quarter-rate conversion.
+__device__ __forceinline__ float ue4m3_x2p8(uint32_t c) { return __fmul_rn(__uint_as_float(c << 20), 0x1p112f); }
+
 
 // --- reductions in the contract's order -------------------------------------------------------
 

@@ -12,7 +12,7 @@
 //
 // NVFP4 scales are canonicalised on the way: UE4M3 ignores bit 7 and code 0x7F decodes to 0
 // (quant.h), so bit 7 is cleared and 0x7F becomes 0x00 — the same values, which lets the kernels
-// decode a scale with the hardware fp16 conversion (ue4m3_x2p8) without the special case.
+// decode a scale by bit placement (ue4m3_x2p8) without the special case.
 // Every value and every operation of the dot contract is unchanged: same bits (the op tests
 // compare against quant.h on planar uploads).
 //

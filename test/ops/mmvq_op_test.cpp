@@ -25,10 +25,12 @@ struct MatvecCase : OpCase {
   int64_t rows, cols, n_out;
   DecodeMatvec arm;
   int slabs;  // > 1: MoE form (slab ids, x_div = 2)
-  MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s)
-      : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s) {}
+  int parts;  // > 1: the rows as that many matrices of unequal height in one matvec_run_multi
+  MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1)
+      : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m) {}
   std::string vars() const override {
-    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs).str();
+    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)(
+               "parts", parts).str();
   }
 };
 
@@ -43,6 +45,10 @@ std::vector<MatvecCase> cases() {
       v.emplace_back(t, 37, 4096 + 192, 13, a, 1);
       v.emplace_back(t, 37, 1024 + 64, 37, a, 1);  // 16-token tiles + a tail
       v.emplace_back(t, 9, 512, 6, a, 3);
+      // rows a whole number of the streamed kernel's unit groups (its unchecked fast path, the
+      // model shapes), alone and as three matrices sharing one launch (q / k / v)
+      v.emplace_back(t, 37, 4096, 1, a, 1);
+      v.emplace_back(t, 45, 4096, 1, a, 1, 3);
     }
   return v;
 }
@@ -151,7 +157,21 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   p.xf = dxf.data(); p.ld_xf = c.cols;
   p.n_out = c.n_out; p.x_div = x_div; p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
   p.y = dy.data(); p.ld_y = c.rows;
-  cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+  if (c.parts == 1) {
+    cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+  } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
+    std::vector<cuda::MatvecParams> ps;
+    for (int64_t j = 0, r0 = 0; j < c.parts; ++j) {
+      const int64_t h = j + 1 == c.parts ? c.rows - r0 : c.rows / (j + 2);
+      cuda::MatvecParams q = p;
+      q.w.rows = q.w.slab_rows = h;
+      q.w.data = dplanar.data() + r0 * stride;
+      q.y = dy.data() + r0;
+      ps.push_back(q);
+      r0 += h;
+    }
+    cuda::matvec_run_multi(ps.data(), static_cast<int>(ps.size()), c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+  }
   e.synchronize();
   const std::vector<float> got = dy.download();
 
