@@ -12,6 +12,16 @@
 // 16 n-tiles of 8 tokens (64 f32 accumulators per thread); A fragments come straight from the
 // weight rows (each weight byte is read once per 128 tokens), B fragments from the q8_1 rows.
 //
+// BF16 weights against f32 activations (mma.sync m16n8k16 bf16 -> f32): each activation is split
+// into three bf16 terms, t0 = bf16_rn(x), t1 = bf16_rn(x - t0), t2 = bf16_rn(x - t0 - t1) (the
+// differences exact in f32), and every 16-value k-step accumulates W·t0, W·t1, W·t2 into the f32
+// accumulator: the activation's 24 bits reach the tensor core (|x - t0 - t1 - t2| <= 2^-24 |x|),
+// as f32 activations do on the m = 1 path and in the oracle. The products are exact; the order
+// and rounding of the tensor core's f32 accumulation within a k-step are not specified by PTX,
+// so the contract is a bound, not bits: |y/scale - Σ w x| <= ((3 cols/16 + 1) 2^-22 + 2^-24) Σ|w x|
+// (test/ops/gemm_op_test.cpp, which also shows the bound rejects bf16_rn(x) alone).
+// Deterministic: the same shapes, the same instruction order.
+//
 // provides: GemmParams, gemm_run, gemm_supported
 #pragma once
 
@@ -22,15 +32,20 @@
 namespace memra::cuda {
 
 struct GemmParams {
-  DMat w;                 // Q8_0 or NVFP4, one slab
-  const Q81* xq = nullptr;  // [T, cols/32]
+  DMat w;                   // Q8_0, NVFP4 or BF16, one slab
+  const Q81* xq = nullptr;  // [T, cols/32]: Q8_0 / NVFP4
+  const float* xf = nullptr;  // [T, ld_xf]: BF16 (ld_xf even)
+  int64_t ld_xf = 0;
   int64_t T = 0;
   float* y = nullptr;     // y[t * ld_y + r]
   int64_t ld_y = 0;
   bool add_to_y = false;
 };
 
-inline bool gemm_supported(DType t) { return t == DType::Q8_0 || t == DType::NVFP4; }
+// The weight types and row lengths the GEMM takes (BF16 k-steps are 16 values).
+inline bool gemm_supported(DType t, int64_t cols) {
+  return t == DType::Q8_0 || t == DType::NVFP4 || (t == DType::BF16 && cols % 16 == 0);
+}
 void gemm_run(const GemmParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

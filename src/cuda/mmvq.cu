@@ -467,7 +467,7 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s) {
   const int64_t nu = Unit<W>::count(b.p[0].w.cols);
   // NVFP4 rows of whole 256-unit groups (the 9B's 4096- and 12288-wide rows) take 8 units per
   // lane per group at 5 blocks per SM (92 registers): 72 bytes in flight per lane. H200, 9B NVFP4
-  // graph decode: 2.28 vs 2.44 ms per step with 4 units at 8 blocks (37 vs 46 KB per SM in
+  // graph decode: 2.27 vs 2.43 ms per step with 4 units at 8 blocks (46 vs 37 KB per SM in
   // flight). The same doubling for Q8_0 measured slower (3.14 vs 3.08 ms).
   if constexpr (W == 4)
     if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5>(b, s);

@@ -273,11 +273,13 @@ struct Model::Impl {
 
   int64_t gemm_min_tokens = 32;
   bool use_gemm(const DMat& w, int64_t n_out, const int32_t* slab) const {
-    return arms.prefill_matmul == PrefillMatmul::mma && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type);
+    return arms.prefill_matmul == PrefillMatmul::mma && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type, w.cols);
   }
-  void gemm(const DMat& w, const Q81* xq, float* y, int64_t ld_y, int64_t T, bool add) {
+  void gemm(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T, bool add) {
     cuda::GemmParams g;
-    g.w = w; g.xq = xq; g.T = T; g.y = y; g.ld_y = ld_y; g.add_to_y = add;
+    g.w = w; g.T = T; g.y = y; g.ld_y = ld_y; g.add_to_y = add;
+    if (cuda::uses_q8_1(w.type)) g.xq = xq;
+    else { g.xf = xf; g.ld_xf = ld; }
     cuda::gemm_run(g, s);
     ++counters.gemm_launches;
   }
@@ -285,7 +287,7 @@ struct Model::Impl {
   // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
   void mv(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
           bool add, int x_div = 1, const int32_t* slab = nullptr) {
-    if (x_div == 1 && use_gemm(w, n_out, slab)) return gemm(w, xq, y, ld_y, n_out, add);
+    if (x_div == 1 && use_gemm(w, n_out, slab)) return gemm(w, xf, ld, xq, y, ld_y, n_out, add);
     cuda::MatvecParams p;
     p.w = w;
     if (cuda::uses_q8_1(w.type)) p.xq = xq;
@@ -306,7 +308,7 @@ struct Model::Impl {
     for (const Job& j : jobs) {
       if (j.w->empty()) continue;
       if (x_div == 1 && use_gemm(j.w->m, n_out, slab)) {
-        gemm(j.w->m, xq, j.y, j.w->m.slab_rows, n_out, false);
+        gemm(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false);
         continue;
       }
       cuda::MatvecParams p;

@@ -237,8 +237,9 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
 }
 
 // The tensor-core GEMM path (arm prefill_matmul = mma, every call of >= 1 token so that prompt and
-// decode steps all take it) against the oracle, same band. Instantiated over the quantized
-// fixtures only (the GEMM serves Q8_0 / NVFP4 matrices; no skipped cases); it must have engaged.
+// decode steps all take it) against the oracle, same band. Instantiated over the fixtures whose
+// matrices the GEMM serves (Q8_0 / NVFP4 int8 arm, BF16 split-bf16 arm; no skipped cases); it
+// must have engaged.
 class GpuGemmGate : public GpuGate {};
 TEST_P(GpuGemmGate, GemmPathTeacherForcedAgreesWithOracle) {
   const Case& c = GetParam();
@@ -258,13 +259,13 @@ TEST_P(GpuGemmGate, GemmPathTeacherForcedAgreesWithOracle) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate, ::testing::ValuesIn(all_cases()), CaseName());
 
-std::vector<Case> quantized_cases() {
+std::vector<Case> gemm_cases() {
   std::vector<Case> v;
   for (const Case& c : all_cases())
-    if (c.type == DType::Q8_0 || c.type == DType::NVFP4) v.push_back(c);
+    if (c.type == DType::Q8_0 || c.type == DType::NVFP4 || c.type == DType::BF16) v.push_back(c);
   return v;
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, GpuGemmGate, ::testing::ValuesIn(quantized_cases()), CaseName());
+INSTANTIATE_TEST_SUITE_P(Tiny, GpuGemmGate, ::testing::ValuesIn(gemm_cases()), CaseName());
 
 // Two identical runs (prime + greedy decode), the same sha256 of the whole logits stream.
 std::string logits_stream_sha(Model& m, const std::vector<int32_t>& prompt, int steps) {

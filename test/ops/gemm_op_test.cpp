@@ -1,9 +1,13 @@
 // Op: the int8 tensor-core prefill GEMM (src/cuda/gemm.cu) against quant.h's dot contract in
 // DotOrder::sequential, bitwise: y[t, r] = scale * dot_*(W[r], X[t], sequential). Shapes cross
-// the tiles: rows not a multiple of 16 / 64, tokens not a multiple of 8 / 128.
+// the tiles: rows not a multiple of 16 / 64, tokens not a multiple of 8 / 128. The BF16 GEMM
+// against its bound (gemm.cuh): an f64 sum of the exact products of bf16 weights and f32
+// activations, and on data built to round one way, proof that the bound rejects activations
+// rounded to bf16 (one term instead of three).
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <random>
 
 #include "cuda/gemm.cuh"
@@ -86,6 +90,71 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
+
+struct Bf16Case : OpCase {
+  int64_t rows, cols, T;
+  bool coherent;  // every activation 1 + 3 * 2^-9 (+ noise below bf16's reach): bf16 alone is off by 0.3%
+  Bf16Case(int64_t r, int64_t c, int64_t n, bool h) : rows(r), cols(c), T(n), coherent(h) {}
+  std::string vars() const override { return Vars()("rows", rows)("cols", cols)("T", T)("coherent", coherent).str(); }
+};
+
+std::vector<Bf16Case> bf16_cases() {
+  return {Bf16Case(16, 64, 8, false), Bf16Case(37, 512, 5, false), Bf16Case(100, 1024 + 64, 131, false),
+          Bf16Case(64, 4096, 40, false), Bf16Case(24, 256, 9, true)};
+}
+
+using GemmBf16Op = OpTest<Bf16Case>;
+
+TEST_P(GemmBf16Op, WithinSplitBf16Bound) {
+  const Bf16Case& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  std::vector<uint16_t> w(static_cast<size_t>(c.rows * c.cols));
+  for (uint16_t& v : w) v = f32_to_bf16(c.coherent ? 0.5f + 0.25f * (U(rng) + 1.0f) : U(rng) * 0.1f);
+  std::vector<float> x(static_cast<size_t>(c.T * c.cols));
+  for (float& v : x) v = c.coherent ? 1.0f + 3.0f / 512.0f + U(rng) * 0x1p-12f : U(rng);
+  const float scale = 0.75f;
+
+  DeviceBuffer<uint16_t> dw(e, w.size());
+  dw.upload(w);
+  DeviceBuffer<float> dx(e, x.size()), ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
+  dx.upload(x);
+  ds.upload(std::vector<float>{scale});
+  dy.fill_bytes(0xFF);
+  cuda::GemmParams p;
+  p.w.type = DType::BF16; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = 2 * c.cols; p.w.slab_rows = c.rows;
+  p.w.data = reinterpret_cast<const uint8_t*>(dw.data()); p.w.slab_scale = ds.data();
+  p.xf = dx.data(); p.ld_xf = c.cols; p.T = c.T; p.y = dy.data(); p.ld_y = c.rows;
+  cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+  e.synchronize();
+  const std::vector<float> got = dy.download();
+
+  const double gamma = (3.0 * static_cast<double>(c.cols) / 16 + 1) * 0x1p-22 + 0x1p-24;
+  int64_t over = 0, hi_only_over = 0;
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double exact = 0, mag = 0, hi_only = 0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const double wk = bf16_to_f32(w[static_cast<size_t>(r * c.cols + k)]);
+        const float xk = x[static_cast<size_t>(t * c.cols + k)];
+        exact += wk * xk;
+        mag += std::abs(wk * xk);
+        hi_only += wk * bf16_to_f32(f32_to_bf16(xk));
+      }
+      const double bound = gamma * mag * scale;
+      const double y = got[static_cast<size_t>(t * c.rows + r)];
+      if (!(std::abs(y - exact * scale) <= bound)) {
+        if (over++ < 5)
+          ADD_FAILURE() << "t=" << t << " r=" << r << ": got " << y << ", exact " << exact * scale << ", bound " << bound;
+      }
+      if (std::abs(hi_only * scale - exact * scale) > bound) ++hi_only_over;
+    }
+  EXPECT_EQ(over, 0) << "outputs outside the split-bf16 bound (gemm.cuh)";
+  if (c.coherent) EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, GemmBf16Op, ::testing::ValuesIn(bf16_cases()), OpCaseName());
 
 }  // namespace
 }  // namespace memra::ops
