@@ -32,6 +32,10 @@
 //      NVFP4 codes split by sign (fewer instructions per unit: ncu had v10's NVFP4 launches
 //      issue-bound) and 8 units per lane in flight; scales by bit placement. 9B NVFP4 graph
 //      decode 2.72 -> 2.28 ms per step. Same bits.
+//   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
+//      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
+//      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
+//      went 2.27 -> 2.57 ms (NVFP4) and 3.08 -> 3.41 ms (Q8_0).
 #include <algorithm>
 
 #include "cuda/common.cuh"
