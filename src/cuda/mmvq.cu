@@ -36,6 +36,12 @@
 //      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
 //      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
 //      went 2.27 -> 2.57 ms (NVFP4) and 3.08 -> 3.41 ms (Q8_0).
+//   Tried after v12 and dropped: the weights fed by TMA (cp.async.bulk into a 4-tile ring per
+//      warp, mbarrier completion, ~140 KB per SM in flight): bit-identical, but 2.41 vs 2.27 ms
+//      (9B NVFP4) and 3.11 vs 3.08 ms (Q8_0) per graph step: with the loads in flight no longer
+//      the limit, the extra shared-memory loads per unit and the smem-bound occupancy cost more.
+//      Also dropped: per-group base pointers for the activation / scale addresses and a stride
+//      step to the next row (fewer address instructions per unit on paper): 2.36 ms (NVFP4).
 #include <algorithm>
 
 #include "cuda/common.cuh"
