@@ -364,8 +364,8 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // (A v11 that streamed tiles through a shared-memory ring with cp.async, S - 1 tiles ahead,
 // added instructions per unit and ran slower: 9B NVFP4 2.95 vs 2.72 ms per graph step.)
 template <int W> struct StreamShape;
-template <> struct StreamShape<3> { static constexpr int kGroup = 2, kBlocksPerSM = 8; };  // 2 x 34 B per lane in flight
-template <> struct StreamShape<4> { static constexpr int kGroup = 4, kBlocksPerSM = 8; };  // 4 x 9 B
+template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 34 B per lane in flight
+template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
 
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM>
 __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
