@@ -100,20 +100,7 @@ int main(int argc, char** argv) {
     const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
     std::cerr << "memra-logits: backend: " << m->describe() << "\n";
     const ModelConfig& c = m->config();
-    std::vector<int32_t> ids;
-    if (have_tokens) {
-      const std::vector<int64_t> raw = cli::parse_id_list("--tokens", tokens);
-      for (size_t i = 0; i < raw.size(); ++i) {
-        if (raw[i] < 0 || raw[i] >= c.n_vocab)
-          fail("token ", i, " has id ", raw[i], ", outside the model's vocabulary [0, ", c.n_vocab, ")");
-        ids.push_back(static_cast<int32_t>(raw[i]));
-      }
-    } else {
-      ids = Tokenizer::for_model(*src).encode(prompt);
-      for (size_t i = 0; i < ids.size(); ++i)
-        if (ids[i] >= c.n_vocab)
-          fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");
-    }
+    const std::vector<int32_t> ids = cli::sequence_ids(have_tokens, tokens, prompt, *src, c.n_vocab);
     if (ids.empty()) fail("no tokens");
     const int64_t max_ctx = ctx > 0 ? ctx : c.n_ctx_train;
     if (static_cast<int64_t>(ids.size()) > max_ctx)

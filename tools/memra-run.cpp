@@ -150,11 +150,8 @@ int main(int argc, char** argv) {
 
     std::string text = have_chat ? "<|im_start|>user\n" + chat + "<|im_end|>\n<|im_start|>assistant\n"
                                  : have_prompt ? prompt : std::string(kDefaultPrompt);
-    const std::vector<int32_t> ids = tok.encode(text);
+    const std::vector<int32_t> ids = cli::prompt_ids(tok, text, c.n_vocab);
     if (ids.empty()) fail("the prompt is empty after tokenisation");
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= c.n_vocab)
-        fail("prompt token ", i, " has id ", ids[i], ", outside the model's vocabulary (", c.n_vocab, ")");
     const int64_t max_ctx = ctx > 0 ? ctx : c.n_ctx_train;
     if (static_cast<int64_t>(ids.size()) > max_ctx)
       fail("the prompt has ", ids.size(), " tokens, over the context of ", max_ctx);
