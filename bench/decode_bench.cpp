@@ -81,8 +81,6 @@ const Shape kShapes[] = {
     {"qwen35-9b/nvfp4", Family::Qwen35, fixture::Preset::Qwen35_9B, DType::NVFP4},
     {"qwen35-35b-a3b/nvfp4", Family::Qwen35Moe, fixture::Preset::Qwen35_35B_A3B, DType::NVFP4},
     {"qwen3-0.6b/q8_0", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::Q8_0},
-    // BF16 weights: the float mat-vec in decode, the bf16 tensor-core GEMM in Prefill512/…/gemm
-    {"qwen3-0.6b/bf16", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::BF16},
 };
 
 // One model resident at a time (the 35B-A3B shape alone is ~20 GB).
@@ -136,7 +134,7 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
-// arm "mmvq": the token-tiled mat-vec; "gemm": the tensor-core GEMM (int8, or bf16 for BF16 weights; arm prefill_matmul = mma);
+// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma);
 // "mmvq_serial": mmvq with launch_overlap off
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
