@@ -100,10 +100,12 @@ Model& model_for(const Shape& s) {
 
 // "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph;
 // "graph_serial": the same graph with launch_overlap off (no programmatic dependent launch: each
-// kernel starts after the previous one has drained). Every other arm at its default.
+// kernel starts after the previous one has drained). Every other arm as the environment sets it
+// (Arms::from_env: MEMRA_FUSE_GDN_DECODE=off bench_decode ... times the unfused form), else its
+// default.
 void set_arm(Model& m, const char* arm) {
   const std::string a_name = arm;
-  Arms a;
+  Arms a = Arms::from_env();
   a.decode_matvec = a_name == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
   a.decode_graph = a_name == "graph" || a_name == "graph_serial";
   a.launch_overlap = a_name != "graph_serial";

@@ -5,6 +5,13 @@
 //     64-token chunk (block per value head, everything in shared memory: 213 KB at d_k = d_v =
 //     128).
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
+// Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode token in
+// fewer launches. (a) conv + recurrence + gated output norm + q8_1 in one kernel, a cluster per
+// key head (the q/k conv window shared by its value heads, the norm's warp partials through
+// distributed shared memory): 9B NVFP4 graph step 2.63 vs 2.30 ms. (b) a block per value head
+// walking all its columns, the gated norm and q8_1 in the same launch (no cluster): 2.34 vs 2.30
+// ms; the same block without the norm 2.31. Removing the norm launch did not pay for the
+// 4x-larger per-block state traffic of a block per head (docs/PERF.md, session 4).
 #include "cuda/common.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/launch.cuh"
@@ -74,6 +81,61 @@ __device__ float block_sum(float v, float* red) {  // fixed order: warps in inde
   return tot;
 }
 
+// The pieces of one token of the recurrence that every GDN kernel shares (multi-token
+// recurrent, decode step, fused decode): one definition, so one order of operations.
+
+// q and k of the token's key head, each scaled to unit norm (q also by 1/sqrt(d_k)), into qs /
+// ks; thread t < dk holds element t (qv, kv). The whole block calls it (block_sum).
+__device__ __forceinline__ void qk_unit(float qv, float kv, int dk, float* qs, float* ks, float* red) {
+  const int tid = threadIdx.x;
+  // From the runtime dk as in v1: rsqrtf of a compile-time constant would be folded to the
+  // correctly rounded value, while v1 runs the hardware approximation (1 ulp apart: caught by
+  // the op test on the H200).
+  const float qscale = rsqrtf(static_cast<float>(dk));
+  const float qn = block_sum(__fmul_rn(qv, qv), red);
+  const float kn = block_sum(__fmul_rn(kv, kv), red);
+  if (tid < dk) {
+    qs[tid] = __fmul_rn(__fmul_rn(qv, rsqrtf(__fadd_rn(qn, 1e-6f))), qscale);
+    ks[tid] = __fmul_rn(kv, rsqrtf(__fadd_rn(kn, 1e-6f)));
+  }
+}
+
+struct Gates {
+  float beta, decay;
+};
+// beta = sigmoid(b), decay = exp(ssm_a * softplus(a + dt_bias)) of one value head.
+__device__ __forceinline__ Gates gates(float b, float a, float ssm_a, float dt_bias) {
+  const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-b)));
+  const float ax = __fadd_rn(a, dt_bias);
+  const float sp = ax > 20.0f ? ax : log1pf(expf(ax));
+  return {beta, expf(__fmul_rn(ssm_a, sp))};
+}
+
+// State column j (S[i * stride], i < dk) through one token: S <- decay S; u = beta (v - Sᵀk);
+// S <- S + k uᵀ; returns o = Sᵀq. DK > 0 fixes dk at compile time (unrolled: the loads issue
+// ahead, each fma chain keeps its order); DK == 0 takes dk at run time.
+template <int DK>
+__device__ __forceinline__ float column_step(float* S, int stride, int dk, const float* ks, const float* qs, Gates g,
+                                             float v) {
+  const int n = DK > 0 ? DK : dk;
+  float sk = 0.0f;
+#pragma unroll 16
+  for (int i = 0; i < n; ++i) {
+    const float sij = __fmul_rn(S[i * stride], g.decay);
+    S[i * stride] = sij;
+    sk = fmaf(sij, ks[i], sk);
+  }
+  const float u = __fmul_rn(g.beta, __fsub_rn(v, sk));
+  float o = 0.0f;
+#pragma unroll 16
+  for (int i = 0; i < n; ++i) {
+    const float sij = fmaf(ks[i], u, S[i * stride]);
+    S[i * stride] = sij;
+    o = fmaf(sij, qs[i], o);
+  }
+  return o;
+}
+
 __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   pdl_wait();
   pdl_release();
@@ -86,42 +148,13 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   float* Sg = p.state + static_cast<int64_t>(h) * dk * dv;
 #pragma unroll 8
   for (int i = tid; i < dk * dv; i += kThreads) S[i] = Sg[i];
-  const float qscale = rsqrtf(static_cast<float>(dk));
   for (int64_t t = 0; t < p.T; ++t) {
     const float* row = p.qkv + t * cd;
-    const float qv = tid < dk ? row[key * dk + tid] : 0.0f;
-    const float kv = tid < dk ? row[kd + key * dk + tid] : 0.0f;
-    const float qn = block_sum(__fmul_rn(qv, qv), red);
-    const float kn = block_sum(__fmul_rn(kv, kv), red);
-    if (tid < dk) {
-      qs[tid] = __fmul_rn(__fmul_rn(qv, rsqrtf(__fadd_rn(qn, 1e-6f))), qscale);
-      ks[tid] = __fmul_rn(kv, rsqrtf(__fadd_rn(kn, 1e-6f)));
-    }
-    const float bl = p.b[t * nv + h];
-    const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-bl)));
-    const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
-    const float sp = ax > 20.0f ? ax : log1pf(expf(ax));
-    const float decay = expf(__fmul_rn(p.ssm_a[h], sp));
+    qk_unit(tid < dk ? row[key * dk + tid] : 0.0f, tid < dk ? row[kd + key * dk + tid] : 0.0f, dk, qs, ks, red);
+    const Gates g = gates(p.b[t * nv + h], p.a[t * nv + h], p.ssm_a[h], p.dt_bias[h]);
     __syncthreads();
-    if (tid < dv) {
-      const int j = tid;
-      float sk = 0.0f;
-#pragma unroll 8
-      for (int i = 0; i < dk; ++i) {  // unrolled: loads ahead, the fma chain keeps its order
-        const float sij = __fmul_rn(S[i * dv + j], decay);  // S <- decay S
-        S[i * dv + j] = sij;
-        sk = fmaf(sij, ks[i], sk);                           // Sᵀk
-      }
-      const float u = __fmul_rn(beta, __fsub_rn(row[2 * kd + h * dv + j], sk));  // u = beta (v - Sᵀk)
-      float o = 0.0f;
-#pragma unroll 8
-      for (int i = 0; i < dk; ++i) {
-        const float sij = fmaf(ks[i], u, S[i * dv + j]);     // S <- S + k uᵀ
-        S[i * dv + j] = sij;
-        o = fmaf(sij, qs[i], o);                              // o = Sᵀq
-      }
-      p.o[t * nv * dv + h * dv + j] = o;
-    }
+    if (tid < dv)
+      p.o[t * nv * dv + h * dv + tid] = column_step<0>(S + tid, dv, dk, ks, qs, g, row[2 * kd + h * dv + tid]);
     __syncthreads();
   }
 #pragma unroll 8
@@ -163,43 +196,11 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
     Sc[idx >> 5][idx & 31] = sv[k];
   }
   const float* row = p.qkv;  // the one token
-  // From the runtime p.dk as in v1: rsqrtf of the constant DK would be folded by the compiler to
-  // the correctly rounded value, while v1 runs the hardware approximation (1 ulp apart: caught by
-  // the op test on the H200).
-  const float qscale = rsqrtf(static_cast<float>(p.dk));
-  const float qv = tid < DK ? row[key * DK + tid] : 0.0f;
-  const float kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
-  const float qn = block_sum(__fmul_rn(qv, qv), red);
-  const float kn = block_sum(__fmul_rn(kv, kv), red);
-  if (tid < DK) {
-    qs[tid] = __fmul_rn(__fmul_rn(qv, rsqrtf(__fadd_rn(qn, 1e-6f))), qscale);
-    ks[tid] = __fmul_rn(kv, rsqrtf(__fadd_rn(kn, 1e-6f)));
-  }
-  const float bl = p.b[h];
-  const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-bl)));
-  const float ax = __fadd_rn(p.a[h], p.dt_bias[h]);
-  const float sp = ax > 20.0f ? ax : log1pf(expf(ax));
-  const float decay = expf(__fmul_rn(p.ssm_a[h], sp));
+  qk_unit(tid < DK ? row[key * DK + tid] : 0.0f, tid < DK ? row[kd + key * DK + tid] : 0.0f, p.dk, qs, ks, red);
+  const Gates g = gates(p.b[h], p.a[h], p.ssm_a[h], p.dt_bias[h]);
   __syncthreads();
   const int j = j0 + tid;
-  if (tid < 32 && j < dv) {
-    float sk = 0.0f;
-#pragma unroll 16
-    for (int i = 0; i < DK; ++i) {  // unrolled: the loads issue ahead, the fma chain keeps its order
-      const float sij = __fmul_rn(Sc[i][tid], decay);
-      Sc[i][tid] = sij;
-      sk = fmaf(sij, ks[i], sk);
-    }
-    const float u = __fmul_rn(beta, __fsub_rn(row[2 * kd + h * dv + j], sk));
-    float o = 0.0f;
-#pragma unroll 16
-    for (int i = 0; i < DK; ++i) {
-      const float sij = fmaf(ks[i], u, Sc[i][tid]);
-      Sc[i][tid] = sij;
-      o = fmaf(sij, qs[i], o);
-    }
-    p.o[h * dv + j] = o;
-  }
+  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(&Sc[0][tid], 32, DK, ks, qs, g, row[2 * kd + h * dv + j]);
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
