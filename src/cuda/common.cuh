@@ -5,7 +5,8 @@
 // Checks: memra/cuda_check.h (MEMRA_CUDA_CHECK); launches: cuda/launch.cuh (launch_kernel).
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
-//           dev_e2m1x2, warp_sum_xor, warp_max, quantize_block_q8_1
+//           dev_e2m1x2, warp_sum_xor, warp_max, cp_async4, cp_async16, cp_async_commit,
+//           cp_async_wait_group1, quantize_block_q8_1
 #pragma once
 
 #include <cuda_fp16.h>
@@ -112,6 +113,23 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // fp16 RNE of a finite f32 (quant.h's f32_to_fp16 for the values q8_1 produces).
 __device__ __forceinline__ uint16_t dev_f32_to_fp16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+// --- asynchronous copies ---------------------------------------------------------------------
+
+// 4 or 16 bytes global -> shared without a register (the copy is in flight while the thread goes
+// on; 16: both addresses 16-byte aligned); cp_async_commit closes the thread's group of copies,
+// cp_async_wait_group1 waits for all but the newest group (then a __syncthreads() makes every
+// thread's copies visible to the block).
+__device__ __forceinline__ void cp_async4(float* smem, const float* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_group1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 
 // One q8_1 block from 32 values, one per lane (quant.h quantize_row_q8_1): amax over the block,
 // d = fp16(amax / 127), q = d == 0 ? 0 : clamp(roundf(x / f32(d)), -127, 127),

@@ -30,20 +30,6 @@ constexpr int kRowsPerWarp = 16;
 constexpr int kNTiles = 16;  // 8 tokens each: 128 tokens per block
 constexpr int kTokens = 8 * kNTiles;
 
-__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%11,%12,%13};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
-}
-
 // m16n8k16 bf16 x bf16 -> f32, accumulating into c. Fragments as the int8 k16 form, with a
 // register holding two bf16 (the lower k in the low half): A a0 = row g, k 2q..2q+1; a1 = row
 // g + 8; a2, a3 the same at k + 8. B b0 = k 2q..2q+1 of column g; b1 at k + 8.
@@ -72,85 +58,189 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 
 // --- kernels
 
+// --- int8 GEMM v2: shared-memory tiles, cp.async double buffering
+//
+// A block of 8 warps covers 128 weight rows x 128 tokens (warp w: rows 16w.., 16 n-tiles of 8
+// tokens, 64 f32 accumulators per thread). K goes in chunks of 256 values (Q8_0: 8 units, NVFP4:
+// 16), each chunk's weight rows and q8_1 activation blocks copied into shared memory by cp.async
+// while the previous chunk is computed; the weight half of the first chunk is issued before
+// pdl_wait (weights are immutable). v1 read every fragment from global memory per mma: 1.2k
+// tokens/s on the 9B Q8_0 prefill, L1/L2 latency-bound.
+//
+// The arithmetic is v1's, in v1's order: per unit an exact isum from a zero accumulator, then
+// f32(f32(dw * dx) * f32(isum)) added to the running f32 sum, units in order. One change of form,
+// not of value: the mma accumulates from C = 0x4B400000 (the bits of 1.5 * 2^23) instead of 0, so
+// the int32 result read as a float is 1.5 * 2^23 + isum exactly (|isum| < 2^22: Q8_0 at most
+// 32 * 127 * 127, NVFP4 16 * 12 * 127), and one f32 subtraction of 1.5 * 2^23 gives f32(isum) —
+// the value the integer-to-float conversion gives, without that quarter-rate instruction.
+constexpr int kGemmWarps = 8;
+constexpr int kGemmRows = 16 * kGemmWarps;  // weight rows per block
+constexpr int kGemmTokens = 128;            // tokens per block (16 n-tiles of 8)
+constexpr int kChunkVals = 256;             // K values per stage
+constexpr int kChunkBlocks = kChunkVals / 32;  // q8_1 blocks per stage
+constexpr int kBStride = kChunkBlocks * 36 + 16;  // bytes per token row of a B stage (+16: banks)
+constexpr int kMagic = 0x4B400000;          // 1.5 * 2^23 as float bits
+constexpr float kMagicF = 12582912.0f;
+
+template <int W> struct GemmUnit;
+template <> struct GemmUnit<3> {  // Q8_0: 32-value unit, 32 bytes of qs, fp16 d after the qs plane
+  static constexpr int kVals = 32, kBytes = 32;
+};
+template <> struct GemmUnit<4> {  // NVFP4: 16-value unit, 8 bytes of nibbles, a scale byte after them
+  static constexpr int kVals = 16, kBytes = 8;
+};
+
+template <int W>
+struct GemmTile {
+  static constexpr int kUnits = kChunkVals / GemmUnit<W>::kVals;   // units per stage
+  static constexpr int kAStride = kUnits * GemmUnit<W>::kBytes + 16;  // bytes per weight row (+16: banks)
+  static constexpr int kABytes = kGemmRows * kAStride;
+  static constexpr int kBBytes = kGemmTokens * kBStride;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * kGemmTokens * 4;  // + dx [block][token]
+};
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0));
+}
+__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0, int c0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(c0));
+}
+
+// Chunk `ch`'s weight rows (A) of the block into stage memory: 16-byte copies of each row's
+// unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned).
+template <int W>
+__device__ __forceinline__ void stage_a(const GemmParams& p, int64_t r0, int64_t ch, int nu_c, uint8_t* sa) {
+  using T = GemmTile<W>;
+  const int pieces = nu_c * GemmUnit<W>::kBytes / 16;  // per row
+  const int64_t rows = p.w.slab_rows;
+  for (int i = threadIdx.x; i < kGemmRows * pieces; i += 32 * kGemmWarps) {
+    const int rr = i / pieces, k = i % pieces;
+    const int64_t r = imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
+    const uint8_t* src = p.w.data + r * p.w.row_bytes + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k;
+    cp_async16(reinterpret_cast<float*>(sa + rr * T::kAStride + 16 * k), reinterpret_cast<const float*>(src));
+  }
+}
+
+// Chunk `ch`'s q8_1 blocks of the block's tokens (B) into stage memory, as stored (36-byte
+// blocks: fp16 d, fp16 s, 32 int8), by 4-byte copies (a block is only 4-byte aligned).
+__device__ __forceinline__ void stage_b(const GemmParams& p, int64_t t0, int64_t ch, int nb_c, uint8_t* sb) {
+  const int64_t nqb = p.w.cols / 32, tl = p.T - 1;
+  const int words = nb_c * 9;  // per token
+  for (int i = threadIdx.x; i < kGemmTokens * words; i += 32 * kGemmWarps) {
+    const int tt = i / words, k = i % words;
+    const int64_t t = imin(t0 + tt, tl);  // clamped: tokens past T are never stored
+    const float* src = reinterpret_cast<const float*>(p.xq + t * nqb + ch * kChunkBlocks) + k;
+    cp_async4(reinterpret_cast<float*>(sb + tt * kBStride) + k, src);
+  }
+}
+
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
 template <int W>
-__global__ void __launch_bounds__(32 * kWarps) gemm_kernel(GemmParams p) {
-  pdl_wait();
-  pdl_release();
+__global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) {
+  using T = GemmTile<W>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  float* dxs = reinterpret_cast<float*>(smem + 2 * T::kStageBytes);  // [kChunkBlocks][kGemmTokens]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int64_t rows = p.w.slab_rows;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kRowsPerWarp;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
-  if (r0 >= rows) return;
-  const int64_t ra = imin(r0 + g, rows - 1), rb = imin(r0 + g + 8, rows - 1);  // clamped loads
-  const uint8_t* wa = p.w.data + ra * p.w.row_bytes;
-  const uint8_t* wb = p.w.data + rb * p.w.row_bytes;
-  const int64_t nqb = p.w.cols / 32;  // q8_1 blocks per token row
-  // Per n-tile: this thread's B column (token g of the tile) and its two C columns (2q, 2q+1),
-  // clamped to the last token for loads; results past T are never stored.
-  const int64_t tl = p.T - 1;
-  float acc[kNTiles][4];
-#pragma unroll
-  for (int n = 0; n < kNTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kGemmTokens;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kGemmRows;
+  const int64_t nu = p.w.cols / GemmUnit<W>::kVals;
+  const int64_t n_chunks = (nu + T::kUnits - 1) / T::kUnits;
+  auto units_of = [&](int64_t ch) { return static_cast<int>(imin(T::kUnits, nu - ch * T::kUnits)); };
+  auto blocks_of = [&](int64_t ch) { return (units_of(ch) * GemmUnit<W>::kVals + 31) / 32; };
 
-  if constexpr (W == 3) {
-    for (int64_t b = 0; b < nqb; ++b) {
-      // planar rows (planar.cuh): qs of block b at 32b, its fp16 d at cols + 2b
-      const int* qa = reinterpret_cast<const int*>(wa + 32 * b);
-      const int* qb = reinterpret_cast<const int*>(wb + 32 * b);
-      const int a0 = qa[q], a2 = qa[4 + q];
-      const int a1 = qb[q], a3 = qb[4 + q];
-      const float dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wa + p.w.cols)[b]);
-      const float dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wb + p.w.cols)[b]);
+  stage_a<W>(p, r0, 0, units_of(0), smem);  // weights only: before the wait
+  pdl_wait();
+  pdl_release();
+  stage_b(p, t0, 0, blocks_of(0), smem + T::kABytes);
+  cp_async_commit();
+
+  // this warp's rows (clamped for the scale loads) and their scale addresses
+  const int64_t ra = imin(r0 + 16 * warp + g, rows - 1), rb = imin(r0 + 16 * warp + g + 8, rows - 1);
+  const uint8_t* wsa = p.w.data + ra * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
+  const uint8_t* wsb = p.w.data + rb * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
+  int n_live = 0;  // n-tiles with at least one token < T (warp-uniform)
+  while (n_live < 16 && t0 + 8 * n_live < p.T) ++n_live;
+
+  float acc[16][4];
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        if (t0 + 8 * n >= p.T) break;  // warp-uniform
-        const int64_t tb = imin(t0 + 8 * n + g, tl), tc0 = imin(t0 + 8 * n + 2 * q, tl), tc1 = imin(t0 + 8 * n + 2 * q + 1, tl);
-        const Q81* xb = p.xq + tb * nqb + b;
-        const int* xi = reinterpret_cast<const int*>(xb->qs);
+  for (int n = 0; n < 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+  for (int64_t ch = 0; ch < n_chunks; ++ch) {
+    const int st = static_cast<int>(ch & 1);
+    if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
+      uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
+      stage_a<W>(p, r0, ch + 1, units_of(ch + 1), nxt);
+      stage_b(p, t0, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
+    }
+    cp_async_commit();
+    cp_async_wait_group1();
+    __syncthreads();
+    const uint8_t* sa = smem + st * T::kStageBytes;
+    const uint8_t* sb = sa + T::kABytes;
+    const int nu_c = units_of(ch), nb_c = blocks_of(ch);
+    for (int i = threadIdx.x; i < nb_c * kGemmTokens; i += 32 * kGemmWarps) {  // dx as f32, [block][token]
+      const int b = i / kGemmTokens, tt = i % kGemmTokens;
+      dxs[i] = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(sb + tt * kBStride + 36 * b));
+    }
+    __syncthreads();
+    const uint8_t* arow_a = sa + (16 * warp + g) * T::kAStride;
+    const uint8_t* arow_b = arow_a + 8 * T::kAStride;
+    for (int i = 0; i < nu_c; ++i) {
+      const int64_t u = ch * T::kUnits + i;
+      int a0, a1, a2 = 0, a3 = 0;
+      float dwa, dwb;
+      int blk, boff;  // q8_1 block of the unit in the stage, and its byte offset into qs
+      if constexpr (W == 3) {
+        a0 = *reinterpret_cast<const int*>(arow_a + 32 * i + 4 * q);
+        a2 = *reinterpret_cast<const int*>(arow_a + 32 * i + 16 + 4 * q);
+        a1 = *reinterpret_cast<const int*>(arow_b + 32 * i + 4 * q);
+        a3 = *reinterpret_cast<const int*>(arow_b + 32 * i + 16 + 4 * q);
+        dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wsa)[u]);
+        dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wsb)[u]);
+        blk = i;
+        boff = 0;
+      } else {
+        a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_a + 8 * i + 2 * q));
+        a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_b + 8 * i + 2 * q));
+        dwa = dev_ue4m3_half(wsa[u]);
+        dwb = dev_ue4m3_half(wsb[u]);
+        blk = i >> 1;
+        boff = (i & 1) * 16;
+      }
+      const float* dx = dxs + blk * kGemmTokens + 2 * q;
+#pragma unroll
+      for (int n = 0; n < 16; ++n) {
+        if (n >= n_live) break;  // warp-uniform
+        const uint8_t* xb = sb + (8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
         int c[4];
-        mma_k32(c, a0, a1, a2, a3, xi[q], xi[4 + q]);
-        const float dx0 = dev_fp16_fast(p.xq[tc0 * nqb + b].d), dx1 = dev_fp16_fast(p.xq[tc1 * nqb + b].d);
-        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
-        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
-        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));
-        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dx1), static_cast<float>(c[3])));
+        if constexpr (W == 3) mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16), kMagic);
+        else mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb), kMagic);
+        const float2 dxp = *reinterpret_cast<const float2*>(dx + 8 * n);  // tokens 2q, 2q + 1 of the tile
+        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), __fsub_rn(__int_as_float(c[0]), kMagicF)));
+        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), __fsub_rn(__int_as_float(c[1]), kMagicF)));
+        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), __fsub_rn(__int_as_float(c[2]), kMagicF)));
+        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dxp.y), __fsub_rn(__int_as_float(c[3]), kMagicF)));
       }
     }
-  } else {
-    const int64_t nu = p.w.cols / 16;
-    for (int64_t u = 0; u < nu; ++u) {
-      // planar rows (planar.cuh): values 4q..4q+3 of sub-block u are the 2 bytes at 8u + 2q, its
-      // (canonical) scale byte at cols/2 + u
-      const int a0 = e2m1x2_seq4(reinterpret_cast<const uint16_t*>(wa)[4 * u + q]);
-      const int a1 = e2m1x2_seq4(reinterpret_cast<const uint16_t*>(wb)[4 * u + q]);
-      const float dwa = dev_ue4m3_half(wa[p.w.cols / 2 + u]), dwb = dev_ue4m3_half(wb[p.w.cols / 2 + u]);
-      const int64_t xblk = u >> 1;
-      const int xoff = static_cast<int>(u & 1) * 16;
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        if (t0 + 8 * n >= p.T) break;
-        const int64_t tb = imin(t0 + 8 * n + g, tl), tc0 = imin(t0 + 8 * n + 2 * q, tl), tc1 = imin(t0 + 8 * n + 2 * q + 1, tl);
-        const Q81* xb = p.xq + tb * nqb + xblk;
-        const int b0 = *reinterpret_cast<const int*>(xb->qs + xoff + 4 * q);
-        int c[4];
-        mma_k16(c, a0, a1, b0);
-        const float dx0 = dev_fp16_fast(p.xq[tc0 * nqb + xblk].d), dx1 = dev_fp16_fast(p.xq[tc1 * nqb + xblk].d);
-        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dx0), static_cast<float>(c[0])));
-        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dx1), static_cast<float>(c[1])));
-        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dx0), static_cast<float>(c[2])));
-        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dx1), static_cast<float>(c[3])));
-      }
-    }
+    __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
   const float scale = p.w.slab_scale[0];
 #pragma unroll
-  for (int n = 0; n < kNTiles; ++n) {
+  for (int n = 0; n < 16; ++n) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t r = r0 + g + (j >= 2 ? 8 : 0);
+      const int64_t r = r0 + 16 * warp + g + (j >= 2 ? 8 : 0);
       const int64_t t = t0 + 8 * n + 2 * q + (j & 1);
       if (r >= rows || t >= p.T) continue;
       const float v = __fmul_rn(acc[n][j], scale);
@@ -206,6 +296,18 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_bf16_kernel(GemmParams p) {
   }
 }
 
+template <int W>
+void launch_int8(const GemmParams& p, cudaStream_t s) {
+  const int64_t gy = ceil_div(p.w.slab_rows, kGemmRows);
+  if (gy > 65535) fail("gemm: ", p.w.slab_rows, " rows exceed the grid");
+  // token tiles fastest: the blocks that share a weight tile run together, so it streams from
+  // DRAM once and the other token tiles read it from L2
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.T, kGemmTokens)), static_cast<unsigned>(gy));
+  constexpr int smem = GemmTile<W>::kSmem;
+  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  launch_kernel("gemm_kernel", gemm_kernel<W>, grid, 32 * kGemmWarps, smem, s, p);
+}
+
 }  // namespace
 
 // --- launchers / dispatch
@@ -216,8 +318,8 @@ void gemm_run(const GemmParams& p, cudaStream_t s) {
   if (gy > 65535) fail("gemm: ", p.T, " tokens exceed the grid");
   const dim3 grid(static_cast<unsigned>(ceil_div(p.w.slab_rows, kWarps * kRowsPerWarp)), static_cast<unsigned>(gy));
   switch (p.w.type) {
-    case DType::Q8_0: launch_kernel("gemm_kernel", gemm_kernel<3>, grid, 32 * kWarps, 0, s, p); break;
-    case DType::NVFP4: launch_kernel("gemm_kernel", gemm_kernel<4>, grid, 32 * kWarps, 0, s, p); break;
+    case DType::Q8_0: return launch_int8<3>(p, s);
+    case DType::NVFP4: return launch_int8<4>(p, s);
     case DType::BF16:
       if (p.w.cols % 16 != 0 || p.ld_xf % 2 != 0 || p.xf == nullptr)
         fail("gemm: BF16 needs cols a multiple of 16 (", p.w.cols, ") and f32 activations with an even stride (", p.ld_xf, ")");
