@@ -168,8 +168,6 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
   const int64_t ra = imin(r0 + 16 * warp + g, rows - 1), rb = imin(r0 + 16 * warp + g + 8, rows - 1);
   const uint8_t* wsa = p.w.data + ra * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
   const uint8_t* wsb = p.w.data + rb * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
-  int n_live = 0;  // n-tiles with at least one token < T (warp-uniform)
-  while (n_live < 16 && t0 + 8 * n_live < p.T) ++n_live;
 
   float acc[16][4];
 #pragma unroll
@@ -218,9 +216,10 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
         boff = (i & 1) * 16;
       }
       const float* dx = dxs + blk * kGemmTokens + 2 * q;
+      // all 16 n-tiles, also past T (clamped copies of the last token, never stored): no branch
+      // between the tiles' mma and epilogue chains, which the scheduler interleaves
 #pragma unroll
       for (int n = 0; n < 16; ++n) {
-        if (n >= n_live) break;  // warp-uniform
         const uint8_t* xb = sb + (8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
         int c[4];
         if constexpr (W == 3) mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16), kMagic);
