@@ -1,4 +1,8 @@
 // src/cuda/gemm.cu — int8 and bf16 mma.sync prefill GEMM (see gemm.cuh).
+// v2 (int8): shared-memory tiles (128 rows x 128 tokens, 256-value chunks, cp.async double
+//     buffering), f32(isum) from an mma accumulating onto 1.5 * 2^23 (no integer conversion), all
+//     16 n-tiles computed without a branch. Same bits as v1 (op test). H200, 9B Q8_0 prefill of
+//     512 tokens with the chunked GDN: 1220 -> 4191 tok/s (docs/PERF.md, session 4).
 // v1.3: BF16 weights (gemm_bf16_kernel): m16n8k16 bf16 mma, activations split into three bf16
 //     terms. (Two terms, 16 bits per activation, measured up to 4.4e-5 relative logit noise
 //     against the oracle on the tiny bf16 fixtures, over the float-weight ceiling of 1e-5; three
@@ -8,8 +12,8 @@
 // v1.1: fp16 scales through the hardware conversion (dev_fp16_fast: exact, the same bits for
 //     every non-NaN scale; the configuration of the H200 run at 3e092e8, 1.3x faster than the
 //     field-by-field decode on the 9B Q8_0 prefill).
-// v1: no shared memory; A/B fragments loaded per thread from global (L1/L2-resident), the
-//     fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col):
+// v1: no shared memory; A/B fragments loaded per thread from global (L1/L2-resident; the BF16
+//     kernel still does), the fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col):
 //       A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
 //                   (+16 for regs 2, 3 of k32);
 //       B (K x 8):  reg j holds 4 consecutive k of column g, k0 = 4*(lane%4) (+16 for reg 1);

@@ -8,9 +8,11 @@
 // for bit (test/ops/gemm_op_test.cpp). It differs from the m=1 mat-vec (warp32 order) by
 // floating-point composition only.
 //
-// Tiles: a block of 4 warps covers 64 weight rows x 128 tokens; a warp owns 16 rows and keeps
-// 16 n-tiles of 8 tokens (64 f32 accumulators per thread); A fragments come straight from the
-// weight rows (each weight byte is read once per 128 tokens), B fragments from the q8_1 rows.
+// Tiles (int8, v2): a block of 8 warps covers 128 weight rows x 128 tokens; a warp owns 16 rows
+// and keeps 16 n-tiles of 8 tokens (64 f32 accumulators per thread); K goes in 256-value chunks
+// staged in shared memory by cp.async, two stages (each weight byte is read once per 128 tokens,
+// each activation byte once per 128 rows). BF16: 4 warps x 64 rows x 128 tokens, fragments
+// straight from global memory (v1).
 //
 // BF16 weights against f32 activations (mma.sync m16n8k16 bf16 -> f32): each activation is split
 // into three bf16 terms, t0 = bf16_rn(x), t1 = bf16_rn(x - t0), t2 = bf16_rn(x - t0 - t1) (the
