@@ -235,11 +235,11 @@ bool try_step(const GdnParams& p, cudaStream_t s) {
 constexpr int kChunk = 64;
 constexpr int kChunkThreads = 512;
 
-// v[r][c] = Σ_a x[r][a] y[c][a] for a 4 x 4 tile, each element an fma chain over a = 0..n-1 from
-// 0 in order (the per-element operations of v1), rows past nx / ny read as 0 (never stored).
-// Register tiles: 8 shared-memory loads per 16 fma instead of 2 per fma.
-__device__ __forceinline__ void tile_dot(float (&v)[4][4], const float* x, int ldx, int nx, const float* y, int ldy,
-                                         int ny, int n) {
+// v[r][c] = Σ_a x[r ldx + a] y[c yc + a ya] for a 4 x 4 tile, each element an fma chain over
+// a = 0..n-1 from 0 in order (the per-element operations of v1); rows past nx / columns past ny
+// read as 0 (never stored). Register tiles: 8 shared-memory loads per 16 fma instead of 2 per fma.
+__device__ __forceinline__ void tile_dot(float (&v)[4][4], const float* x, int ldx, int nx, const float* y, int yc,
+                                         int ya, int ny, int n) {
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -249,26 +249,7 @@ __device__ __forceinline__ void tile_dot(float (&v)[4][4], const float* x, int l
 #pragma unroll
     for (int r = 0; r < 4; ++r) xv[r] = r < nx ? x[r * ldx + a] : 0.0f;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) yv[c] = c < ny ? y[c * ldy + a] : 0.0f;
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) v[r][c] = fmaf(xv[r], yv[c], v[r][c]);
-  }
-}
-// The same with y stored by columns: v[r][c] = Σ_a x[r][a] y[a][c].
-__device__ __forceinline__ void tile_dot_cols(float (&v)[4][4], const float* x, int ldx, int nx, const float* y, int ldy,
-                                              int ny, int n) {
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) v[r][c] = 0.0f;
-  for (int a = 0; a < n; ++a) {
-    float xv[4], yv[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) xv[r] = r < nx ? x[r * ldx + a] : 0.0f;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) yv[c] = c < ny ? y[a * ldy + c] : 0.0f;
+    for (int c = 0; c < 4; ++c) yv[c] = c < ny ? y[c * yc + a * ya] : 0.0f;
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -337,7 +318,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p)
     for (int tile = tid; tile < c4 * c4; tile += kChunkThreads) {
       const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
       float v[4][4];
-      tile_dot(v, Ks + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, C - j0, dk);
+      tile_dot(v, Ks + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, 1, C - j0, dk);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -392,7 +373,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p)
     for (int tile = tid; tile < c4 * c4; tile += kChunkThreads) {
       const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
       float v[4][4];
-      tile_dot(v, Qs + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, C - j0, dk);
+      tile_dot(v, Qs + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, 1, C - j0, dk);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -406,7 +387,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p)
     for (int tile = tid; tile < c4 * dv4; tile += kChunkThreads) {
       const int i0 = tile / dv4 * 4, d0 = tile % dv4 * 4;
       float o[4][4];
-      tile_dot_cols(o, Qs + i0 * dk, dk, C - i0, S + d0, dv, dv - d0, dk);
+      tile_dot(o, Qs + i0 * dk, dk, C - i0, S + d0, 1, dv, dv - d0, dk);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
