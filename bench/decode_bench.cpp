@@ -12,6 +12,7 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "cuda/stream_read.cuh"
+#include "cuda/timeline.h"
 #include "memra/engine.h"
 #include "memra/fixture.h"
 #include "memra/model.h"
@@ -212,8 +214,93 @@ int profile_decode(const std::string& name) {
   return 2;
 }
 
+// MEMRA_BENCH_TIMELINE=<shape name> (a build with -DMEMRA_TIMELINE=ON, cuda/timeline.h): no
+// benchmarks; prime that shape, capture its decode step (arm MEMRA_BENCH_TIMELINE_ARM: graph, the
+// default, or graph_serial), replay it 16 times while the kernels record, and print one CSV row
+// per launch and replay: the launch's name and blocks, when its first block was resident
+// (ready), when its dependencies resolved (go: first and last block), in ns from the replay's
+// first go. go of the next launch minus go of this one is this launch's share of the step.
+int timeline_decode(const std::string& name) {
+  namespace tl = cuda::timeline;
+  if (!tl::available()) {
+    std::fprintf(stderr, "MEMRA_BENCH_TIMELINE: this build has no timeline (configure with -DMEMRA_TIMELINE=ON)\n");
+    return 2;
+  }
+  for (const Shape& s : kShapes) {
+    if (name != s.name) continue;
+    Model& m = model_for(s);
+    const char* arm = std::getenv("MEMRA_BENCH_TIMELINE_ARM");
+    set_arm(m, arm ? arm : "graph");
+    Cache c = m.new_cache(64);
+    std::vector<int32_t> prompt(16);
+    for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
+    m.prime_cache(prompt, c);
+    tl::launch_names().clear();
+    tl::note_launches() = true;
+    int32_t tok = m.decode_greedy(1, c);  // captures: the graph's launches, in order
+    tl::note_launches() = false;
+    const std::vector<std::string> names = tl::launch_names();
+    for (int i = 0; i < 4; ++i) tok = m.decode_greedy(tok, c);
+    constexpr int kReplays = 16;
+    tl::start(1u << 22);
+    for (int i = 0; i < kReplays; ++i) tok = m.decode_greedy(tok, c);
+    std::vector<tl::Mark> marks = tl::stop();
+    // A graph node keeps its grid id across replays: group by grid id, then split each node's
+    // marks into the replays in time order (replays do not overlap; every replay of a node runs
+    // the same number of blocks).
+    std::sort(marks.begin(), marks.end(), [](const tl::Mark& a, const tl::Mark& b) {
+      return a.grid != b.grid ? a.grid < b.grid : a.t_go < b.t_go;
+    });
+    std::vector<size_t> first;  // index of each node's first mark
+    for (size_t i = 0; i < marks.size(); ++i)
+      if (i == 0 || marks[i].grid != marks[i - 1].grid) first.push_back(i);
+    first.push_back(marks.size());
+    const size_t nodes = first.size() - 1;
+    std::fprintf(stderr, "timeline %s: %zu marks, %zu grids, %zu launches named per step\n", s.name, marks.size(), nodes,
+                 names.size());
+    if (nodes != names.size()) {
+      std::fprintf(stderr, "MEMRA_BENCH_TIMELINE: %zu grids recorded for %zu captured launches\n", nodes, names.size());
+      return 1;
+    }
+    struct Row { uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0; size_t blocks = 0; };
+    std::vector<std::vector<Row>> rows(kReplays, std::vector<Row>(nodes));
+    for (size_t k = 0; k < nodes; ++k) {
+      const size_t n = first[k + 1] - first[k];
+      if (n % kReplays != 0) {
+        std::fprintf(stderr, "MEMRA_BENCH_TIMELINE: launch %zu (%s) recorded %zu blocks over %d replays\n", k, names[k].c_str(), n,
+                     kReplays);
+        return 1;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const tl::Mark& mk = marks[first[k] + i];
+        Row& r = rows[i / (n / kReplays)][k];
+        r.ready = std::min(r.ready, mk.t_ready);
+        r.go = std::min(r.go, mk.t_go);
+        r.last_go = std::max(r.last_go, mk.t_go);
+        ++r.blocks;
+      }
+    }
+    std::printf("replay,launch,name,blocks,ready_ns,go_ns,last_go_ns\n");
+    for (int r = 0; r < kReplays; ++r) {
+      uint64_t origin = UINT64_MAX;
+      for (const Row& x : rows[r]) origin = std::min(origin, x.go);
+      for (size_t k = 0; k < nodes; ++k) {
+        const Row& x = rows[r][k];
+        std::printf("%d,%zu,%s,%zu,%lld,%lld,%lld\n", r, k, names[k].c_str(), x.blocks,
+                    static_cast<long long>(x.ready) - static_cast<long long>(origin),
+                    static_cast<long long>(x.go - origin), static_cast<long long>(x.last_go - origin));
+      }
+    }
+    (void)tok;
+    return 0;
+  }
+  std::fprintf(stderr, "MEMRA_BENCH_TIMELINE: no shape named %s\n", name.c_str());
+  return 2;
+}
+
 int main(int argc, char** argv) {
   if (const char* prof = std::getenv("MEMRA_BENCH_PROFILE")) return profile_decode(prof);
+  if (const char* tl_shape = std::getenv("MEMRA_BENCH_TIMELINE")) return timeline_decode(tl_shape);
   benchmark::Initialize(&argc, argv);
   const DeviceProps& p = engine().props();
   int driver = 0;

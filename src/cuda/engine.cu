@@ -1,6 +1,9 @@
 // Engine: device selection, stream, properties; checked memory helpers (memra/engine.h).
 #include <cuda_runtime.h>
+
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cuda/launch.cuh"
 #include "memra/cuda_check.h"
@@ -129,6 +132,60 @@ void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s) {
   (void)s;
 #endif
 }
+
+// --- timeline.h (host side) ---------------------------------------------------------------
+
+namespace timeline {
+
+namespace {
+std::vector<void (*)(const Sink&)>& setters() {
+  static std::vector<void (*)(const Sink&)> v;  // filled during static initialisation
+  return v;
+}
+Sink g_sink;
+}  // namespace
+
+void add_setter(void (*set)(const Sink&)) { setters().push_back(set); }
+
+bool available() { return MEMRA_TIMELINE != 0; }
+
+std::vector<std::string>& launch_names() {
+  static std::vector<std::string> v;
+  return v;
+}
+bool& note_launches() {
+  static bool on = false;
+  return on;
+}
+
+void start(uint32_t capacity) {
+  if (!available()) fail("timeline: this build has no timeline (configure with -DMEMRA_TIMELINE=ON)");
+  if (g_sink.marks) fail("timeline: start() while recording");
+  MEMRA_CUDA_CHECK(cudaDeviceSynchronize());
+  MEMRA_CUDA_CHECK(cudaMalloc(&g_sink.marks, sizeof(Mark) * capacity));
+  MEMRA_CUDA_CHECK(cudaMalloc(&g_sink.count, sizeof(uint32_t)));
+  MEMRA_CUDA_CHECK(cudaMemset(g_sink.count, 0, sizeof(uint32_t)));
+  g_sink.capacity = capacity;
+  for (auto set : setters()) set(g_sink);
+  MEMRA_CUDA_CHECK(cudaGetLastError());  // a failed cudaMemcpyToSymbol in a setter
+}
+
+std::vector<Mark> stop() {
+  if (!g_sink.marks) fail("timeline: stop() without start()");
+  MEMRA_CUDA_CHECK(cudaDeviceSynchronize());
+  uint32_t n = 0;
+  MEMRA_CUDA_CHECK(cudaMemcpy(&n, g_sink.count, sizeof n, cudaMemcpyDeviceToHost));
+  std::vector<Mark> marks(std::min(n, g_sink.capacity));
+  MEMRA_CUDA_CHECK(cudaMemcpy(marks.data(), g_sink.marks, sizeof(Mark) * marks.size(), cudaMemcpyDeviceToHost));
+  const Sink none{};
+  for (auto set : setters()) set(none);
+  MEMRA_CUDA_CHECK(cudaFree(g_sink.marks));
+  MEMRA_CUDA_CHECK(cudaFree(g_sink.count));
+  g_sink = none;
+  return marks;
+}
+
+}  // namespace timeline
 
 }  // namespace cuda
 }  // namespace memra

@@ -10,10 +10,16 @@
 //
 // The contract every kernel body keeps (the failure it prevents: a read-after-write or
 // write-after-read race with the previous kernel of the stream):
-//   - call pdl_wait() before reading anything an earlier kernel wrote and before writing
-//     anything at all; before it, read only memory no kernel writes (weights);
-//   - call pdl_release() (early is fine: dependents still wait in their pdl_wait() for this
-//     grid's completion and memory flush, release only lets them be scheduled sooner).
+//   - call pdl_wait() before writing anything at all, and before reading anything the kernel
+//     launched just before this one may write; before it, read weights (no kernel writes them)
+//     or memory last written two or more launches earlier (a cache's recurrent state or conv
+//     window, written by the same layer one token before), or use a value only as a hint that
+//     never reaches a result (an L2 prefetch range);
+//   - call pdl_release() only after pdl_wait(): dependents still wait in their own pdl_wait()
+//     for this grid's completion and memory flush; release lets them be scheduled sooner. Why
+//     the second rule makes the first safe: launch k is scheduled only once every block of k - 1
+//     has released, i.e. has passed its wait, which returned only when k - 2 had completed; so
+//     everything before k - 1 is complete and visible when k starts.
 // Both are no-ops when the kernel was launched without the attribute (launch_overlap off) and
 // on architectures before sm_90. Results never depend on the arm: the same kernels run on the
 // same operands in the same order (DESIGN.md law 3); the gate LaunchOverlapBitIdentical checks it.
@@ -25,13 +31,20 @@
 
 #include <utility>
 
+#include "cuda/timeline.cuh"
 #include "memra/cuda_check.h"
 
 namespace memra::cuda {
 
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if MEMRA_TIMELINE
+  const uint64_t t_ready = timeline::block_lead() ? timeline::now_ns() : 0;
+#endif
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#if MEMRA_TIMELINE
+  if (timeline::block_lead()) timeline::record(t_ready);  // timeline.h
+#endif
 #endif
 }
 
@@ -76,6 +89,7 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = launch_overlap() ? 1 : 0;
+  timeline::note_launch(name);
   launch_check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, s);
 }
 

@@ -1,0 +1,50 @@
+// src/cuda/timeline.h — where a graph's kernels spend their time, measured inside the graph.
+//
+// Why: ncu times kernels one at a time, and leaving launches out of a step (PERF.md, session 4)
+// measured that a launch's saving is not its own duration: what costs is the chain of
+// dependencies between ~330 kernels and what each overlaps with. In a build with
+// -DMEMRA_TIMELINE=ON every kernel's pdl_wait() (launch.cuh: every kernel calls it once per
+// block) records, for the first thread of each block, the %globaltimer before and after the
+// wait, the grid id and the SM. Per launch k, min(t_go) is when k's dependencies resolved — with
+// programmatic dependent launch that is when launch k - 1 completed — and min(t_ready) is when
+// k's first block was resident (the window in which it could prefetch weights). So
+// go(k + 1) - go(k) is launch k's share of the critical path.
+//
+// Diagnostic only: off by default (then every function here is a no-op and available() is
+// false), never in a timed arm; the atomics it adds perturb what they measure by a little.
+//
+// provides: timeline::Mark, timeline::available, timeline::start, timeline::stop,
+//           timeline::launch_names, timeline::note_launch
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memra::cuda::timeline {
+
+struct Mark {
+  uint64_t grid;     // %gridid: one value per launch, increasing in launch order
+  uint64_t t_ready;  // ns, block's first thread before griddepcontrol.wait
+  uint64_t t_go;     // ns, after it
+  uint32_t sm;
+  uint32_t block;    // blockIdx.x + gridDim.x * blockIdx.y
+};
+
+bool available();  // built with MEMRA_TIMELINE
+
+// Points every kernel translation unit at a device buffer of `capacity` marks (allocated here)
+// and zeroes its count; stop() copies the marks out (at most capacity, the rest dropped) and
+// detaches the buffer. Both synchronise the device.
+void start(uint32_t capacity);
+std::vector<Mark> stop();
+
+// Names of the launches made while recording (launch_kernel notes each), in launch order:
+// clear it, capture a graph, and its nodes' names are here in the order their grids run.
+std::vector<std::string>& launch_names();
+bool& note_launches();
+inline void note_launch(const char* name) {
+  if (note_launches()) launch_names().emplace_back(name);
+}
+
+}  // namespace memra::cuda::timeline
