@@ -7,6 +7,13 @@
 // grid (rowop_wide_kernel). v3 (same bits): the row is loaded once by the whole block into
 // shared memory (v2 read it twice: 16 strided loads per reduction thread, then again for the
 // elementwise pass), and the multiplier is prefetched into L2 before the dependency wait.
+// v4 (same bits): norms of few rows (a decode step) spread over blocks of kThreads values
+// (rowop_spread_kernel): every block takes the whole row's sum of squares in v1's order (the
+// row re-read from L2, 16 KB at 4096 values), then normalises and quantises its own values; the
+// multiplier is in registers before the wait, and x, z and the reduction's loads are issued
+// together. An in-graph timeline of a 9B decode step (cuda/timeline.h) had v3's one-block norm
+// at 4.8 us per launch (65 per step) and the gated per-head norm at 4.0 us: a chain of three
+// dependent L2 round trips (row, then multiplier, then z) on one SM.
 #include "cuda/common.cuh"
 #include "cuda/norm.cuh"
 #include "cuda/launch.cuh"
@@ -17,6 +24,7 @@ namespace {
 
 constexpr int kThreads = 256;      // the reduction's threads (the order of the sum of squares)
 constexpr int kNormThreads = 1024;  // rows of >= 1024 values: elementwise pass and quantisation
+constexpr int kSpreadRows = 8;      // v4: rows spread over blocks (each block re-reads its row)
 
 __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
 
@@ -114,6 +122,50 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   if (p.q) quantize_row_q8_1_x4(row, p.q + r * (p.n / 32), p.n / 32, warp, kBlock / 32, lane);
 }
 
+// v4: block (bx, r) normalises values [bx * kThreads, (bx + 1) * kThreads) of row r; the sum of
+// squares is v1's (thread t < kThreads: x[t], x[t + kThreads], ... as an fma chain, butterfly,
+// the warps in index order) over the whole row in every block. y may alias x only when a row is
+// one block (n <= kThreads): the block has read its row before its first write (the barrier of
+// the reduction); the launcher checks it.
+template <RowOp Op>
+__global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
+  static_assert(Op == RowOp::RmsNorm || Op == RowOp::RmsNormGated);
+  __shared__ float warp_part[kThreads / 32];
+  const int64_t r = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + tid;
+  const bool in = i < p.n;  // warp-uniform when n % 32 == 0 (always so with q8_1 output)
+  const float wv = in ? p.w[i] : 0.0f;  // the multiplier is a weight: before the wait
+  pdl_wait();
+  pdl_release();
+  const float* x = p.x + r * p.ld_x;
+  float v = in ? x[i] : 0.0f;
+  float zv = 0.0f;
+  if constexpr (Op == RowOp::RmsNormGated) zv = in ? p.z[r * p.ld_z + i] : 0.0f;
+  constexpr int kBatch = 8;  // loads in flight per thread
+  float ss = 0.0f;
+  int64_t j = tid;
+  for (; j + (kBatch - 1) * kThreads < p.n; j += kBatch * kThreads) {
+    float xv[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) xv[u] = x[j + u * kThreads];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) ss = fmaf(xv[u], xv[u], ss);
+  }
+  for (; j < p.n; j += kThreads) ss = fmaf(x[j], x[j], ss);
+  ss = warp_sum_xor(ss);
+  if (lane == 0) warp_part[warp] = ss;
+  __syncthreads();
+  float tot = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, warp_part[w]);
+  const float scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(p.n)), p.eps));
+  v = __fmul_rn(__fmul_rn(v, scale), wv);
+  if constexpr (Op == RowOp::RmsNormGated) v = __fmul_rn(v, silu_f(zv));
+  if (!in) return;  // whole warp
+  if (p.y) p.y[r * p.ld_y + i] = v;
+  if (p.q) quantize_block_q8_1(v, p.q + r * (p.n / 32) + i / 32, lane);
+}
+
 // Swiglu / Identity have no row reduction: a warp per 32-value group, grid (groups/8, rows) —
 // v1 ran a 12288-wide SwiGLU row on one block (44 us). Each value is computed by the same
 // operations as in rowop_kernel, and quantised from the same register value it writes.
@@ -143,6 +195,14 @@ void launch(const RowOpParams& p, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
     launch_kernel("rowop_wide_kernel", rowop_wide_kernel<Op>, grid, kThreads, 0, s, p);
   } else {
+  // v4 for a decode step's rows: every row one block (no re-reading), or a few rows whose
+  // re-reads (ceil(n / kThreads) per row) stay small, and y not aliasing x across blocks.
+  const int64_t per_row = ceil_div(p.n, kThreads);
+  const bool alias = p.y && p.y < p.x + (p.rows - 1) * p.ld_x + p.n && p.x < p.y + (p.rows - 1) * p.ld_y + p.n;
+  if (p.rows <= 65535 && (per_row == 1 || (p.rows <= kSpreadRows && !alias))) {
+    const dim3 grid(static_cast<unsigned>(per_row), static_cast<unsigned>(p.rows));
+    return launch_kernel("rowop_spread_kernel", rowop_spread_kernel<Op>, grid, kThreads, 0, s, p);
+  }
   const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
   // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
   // norms): kThreads.

@@ -2,6 +2,7 @@
 //   - q8_1 output: bitwise equal to memra::quantize_row_q8_1 of the kernel's own f32 output
 //     (the fused quantisation is the reference quantizer, block for block);
 //   - f32 output: NMSE <= 1e-12 against the f64 formula (norm.cuh) computed here.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "cuda/norm.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
+#include "memra/testing/matchers.h"
 #include "ops/op_harness.h"
 
 namespace memra::ops {
@@ -30,6 +32,10 @@ std::vector<RowCase> cases() {
   std::vector<RowCase> v;
   for (cuda::RowOp op : {cuda::RowOp::RmsNorm, cuda::RowOp::RmsNormGated, cuda::RowOp::Swiglu, cuda::RowOp::Identity})
     for (int64_t n : {64, 96, 4096 + 32}) v.emplace_back(op, 3, n);
+  // a decode step's shapes: the hidden-size norm (one row, spread over blocks) and the gated norm
+  // (a row per value head)
+  v.emplace_back(cuda::RowOp::RmsNorm, 1, 4096);
+  v.emplace_back(cuda::RowOp::RmsNormGated, 32, 128);
   return v;
 }
 
@@ -85,6 +91,69 @@ TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, RowOpTest, ::testing::ValuesIn(cases()), OpCaseName());
+
+// A row's result does not depend on how many rows share the launch (DESIGN.md law 2), whichever
+// kernel form the row count selects (norm.cu: a few rows of a decode step are spread over blocks,
+// many rows take a block each), and an in-place norm (y == x, as the GDN gated norm runs) gives the
+// same bits. Reference: the first row alone; then the first 3, and all 12 rows, in one launch.
+struct BatchCase : OpCase {
+  cuda::RowOp op;
+  int64_t n;
+  bool in_place;
+  BatchCase(cuda::RowOp o, int64_t nn, bool ip) : op(o), n(nn), in_place(ip) {}
+  std::string vars() const override {
+    return Vars()("op", op == cuda::RowOp::RmsNorm ? "rmsnorm" : "rmsnorm_gated")("n", n)("in_place", in_place).str();
+  }
+};
+
+using RowOpBatchTest = OpTest<BatchCase>;
+
+TEST_P(RowOpBatchTest, RowBitsIndependentOfRowCount) {
+  const BatchCase& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  constexpr int64_t kRows = 12;
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(kRows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
+  for (float& v : x) v = U(rng);
+  for (float& v : z) v = U(rng);
+  for (float& v : w) v = 0.75f + 0.25f * U(rng);
+  DeviceBuffer<float> dz(e, z.size()), dw(e, w.size());
+  dz.upload(z);
+  dw.upload(w);
+  auto run = [&](int64_t rows) {
+    DeviceBuffer<float> dx(e, x.size()), dy(e, x.size());
+    dx.upload(x);
+    dy.fill_bytes(0xFF);
+    DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
+    dq.fill_bytes(0xFF);
+    cuda::RowOpParams p;
+    p.op = c.op; p.x = dx.data(); p.ld_x = c.n; p.z = dz.data(); p.ld_z = c.n; p.w = dw.data(); p.eps = 1e-6f;
+    p.y = c.in_place ? dx.data() : dy.data(); p.ld_y = c.n; p.q = reinterpret_cast<cuda::Q81*>(dq.data());
+    p.rows = rows; p.n = c.n;
+    cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+    e.synchronize();
+    std::vector<float> y = (c.in_place ? dx : dy).download();
+    y.resize(static_cast<size_t>(c.n));
+    std::vector<BlockQ8_1> q = dq.download();
+    q.resize(static_cast<size_t>(c.n / 32));
+    return std::make_pair(y, q);
+  };
+  const auto one = run(1);
+  for (int64_t rows : {int64_t{3}, kRows}) {
+    const auto many = run(rows);
+    EXPECT_THAT(many.first, memra::testing::BitIdentical(one.first)) << rows << " rows";
+    for (size_t b = 0; b < one.second.size(); ++b)
+      ASSERT_EQ(std::memcmp(&one.second[b], &many.second[b], sizeof(BlockQ8_1)), 0)
+          << "q8_1 block " << b << " of row 0 differs with " << rows << " rows";
+  }
+}
+
+std::vector<BatchCase> batch_cases() {
+  return {{cuda::RowOp::RmsNorm, 4096, false}, {cuda::RowOp::RmsNorm, 1024 + 96, false},
+          {cuda::RowOp::RmsNormGated, 128, true}, {cuda::RowOp::RmsNormGated, 4096, false}};
+}
+INSTANTIATE_TEST_SUITE_P(Eval, RowOpBatchTest, ::testing::ValuesIn(batch_cases()), OpCaseName());
 
 }  // namespace
 }  // namespace memra::ops
