@@ -6,6 +6,8 @@
 //   acc_s = Σ e^(score - m_s) v   (scores = q.k * 1/sqrt(hd), keys in index order);
 //   combine: M = max m_s; o = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s, splits in order;
 //   gated (Next/3.5): o *= sigmoid(gate).
+// The combine also quantises o to q8_1 when asked (the wo mat-vec's input; hd % 32 == 0, so the
+// blocks lie inside a head): the same values as a separate Identity row op, one launch fewer.
 // The split size is a constant, never derived from the batch or the context, so a query's
 // result depends only on its own keys (DESIGN.md law 2).
 //
@@ -15,6 +17,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "cuda/dmat.h"
 
 namespace memra::cuda {
 
@@ -26,6 +30,7 @@ struct AttnParams {
   const float* v_cache = nullptr;
   const float* gate = nullptr;     // [T, H*hd] or nullptr (ungated)
   float* out = nullptr;            // [T, H*hd]
+  Q81* out_q = nullptr;            // [T, H*hd/32] q8_1 of out as well (hd % 32 == 0), or nullptr
   float* work = nullptr;           // attention_workspace_floats(...)
   const int64_t* pos0 = nullptr;  // device: position of query 0
   int64_t ctx_bound = 0;          // host: >= pos0 + T; sizes the grid and the workspace layout

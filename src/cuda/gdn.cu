@@ -4,6 +4,7 @@
 //     order, state loaded once and stored once per call; gdn_chunked_kernel the WY form per
 //     64-token chunk (block per value head, everything in shared memory: 213 KB at d_k = d_v =
 //     128).
+// v2: gdn_conv_kernel loads its taps and window before the dependency wait.
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode token in
 // fewer launches. (a) conv + recurrence + gated output norm + q8_1 in one kernel, a cluster per
@@ -32,10 +33,8 @@ __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn
 // same order either way.
 template <int KT>
 __global__ void gdn_conv_kernel(GdnConvParams p) {
-  pdl_wait();
-  pdl_release();
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (ch >= p.cd) return;
+  if (ch >= p.cd) return;  // reads and writes nothing
   const int K = KT > 0 ? KT : p.K;
   constexpr int kCap = KT > 0 ? KT : kMaxK;
   float win[kCap];  // win[0..K-2]: previous inputs, oldest first
@@ -46,6 +45,11 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
 #pragma unroll
   for (int j = 0; j < kCap - 1; ++j)
     if (j < K - 1) win[j] = p.state[j * p.cd + ch];
+  // v2: taps (weights) and the window are loaded before the wait. The window is written only by
+  // this layer's conv one token earlier (or its prefill), never by the kernel just before this
+  // one (the projections' mat-vec), so it is complete once this grid is scheduled (launch.cuh).
+  pdl_wait();
+  pdl_release();
   for (int64_t t = 0; t < p.T; ++t) {
     const float xt = p.x[t * p.cd + ch];
     float s = 0.0f;
@@ -111,26 +115,35 @@ __device__ __forceinline__ Gates gates(float b, float a, float ssm_a, float dt_b
   return {beta, expf(__fmul_rn(ssm_a, sp))};
 }
 
-// State column j (S[i * stride], i < dk) through one token: S <- decay S; u = beta (v - Sᵀk);
-// S <- S + k uᵀ; returns o = Sᵀq. DK > 0 fixes dk at compile time (unrolled: the loads issue
-// ahead, each fma chain keeps its order); DK == 0 takes dk at run time.
-template <int DK>
-__device__ __forceinline__ float column_step(float* S, int stride, int dk, const float* ks, const float* qs, Gates g,
-                                             float v) {
+// State column j through one token: S <- decay S; u = beta (v - Sᵀk); S <- S + k uᵀ; returns
+// o = Sᵀq. S is the column's accessor: S[i], i < dk (a strided view of shared memory, or a
+// register array). DK > 0 fixes dk at compile time; kUnroll unrolls the loops (the loads issue
+// ahead; a register column needs them whole). Each fma chain keeps its order whatever the
+// accessor or the unrolling: one definition, one order.
+struct StridedCol {
+  float* p;
+  int stride;
+  __device__ __forceinline__ float& operator[](int i) const { return p[i * stride]; }
+};
+template <int DK, int kUnroll = 16, class Col>
+__device__ __forceinline__ float column_step(Col&& S, int dk, const float* ks, const float* qs, Gates g, float v) {
   const int n = DK > 0 ? DK : dk;
   float sk = 0.0f;
-#pragma unroll 16
+#pragma unroll kUnroll
   for (int i = 0; i < n; ++i) {
-    const float sij = __fmul_rn(S[i * stride], g.decay);
-    S[i * stride] = sij;
+    const float sij = __fmul_rn(S[i], g.decay);
+    S[i] = sij;
     sk = fmaf(sij, ks[i], sk);
   }
   const float u = __fmul_rn(g.beta, __fsub_rn(v, sk));
+  // ks[i] read again below, not kept from the first loop: a register column fully unrolled would
+  // otherwise hold all d_k of them as well (255 registers and spills at d_k = 128)
+  asm volatile("" ::: "memory");
   float o = 0.0f;
-#pragma unroll 16
+#pragma unroll kUnroll
   for (int i = 0; i < n; ++i) {
-    const float sij = fmaf(ks[i], u, S[i * stride]);
-    S[i * stride] = sij;
+    const float sij = fmaf(ks[i], u, S[i]);
+    S[i] = sij;
     o = fmaf(sij, qs[i], o);
   }
   return o;
@@ -154,7 +167,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     const Gates g = gates(p.b[t * nv + h], p.a[t * nv + h], p.ssm_a[h], p.dt_bias[h]);
     __syncthreads();
     if (tid < dv)
-      p.o[t * nv * dv + h * dv + tid] = column_step<0>(S + tid, dv, dk, ks, qs, g, row[2 * kd + h * dv + tid]);
+      p.o[t * nv * dv + h * dv + tid] = column_step<0>(StridedCol{S + tid, dv}, dk, ks, qs, g, row[2 * kd + h * dv + tid]);
     __syncthreads();
   }
 #pragma unroll 8
@@ -188,19 +201,25 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
     const int idx = tid + k * kThreads, i = idx >> 5, jj = idx & 31;
     sv[k] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
   }
+  const float ssm_a = p.ssm_a[h], dt_bias = p.dt_bias[h];  // weights
   pdl_wait();
   pdl_release();
+  // v3: every operand the previous kernels wrote is loaded here, together (v2 loaded b / a
+  // after the q/k norms' barriers and v after the gates: three dependent L2 round trips).
+  const float* row = p.qkv;  // the one token
+  const int j = j0 + tid;
+  const float qv = tid < DK ? row[key * DK + tid] : 0.0f, kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
+  const float bv = p.b[h], av = p.a[h];
+  const float vv = tid < 32 && j < dv ? row[2 * kd + h * dv + j] : 0.0f;
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
     const int idx = tid + k * kThreads;
     Sc[idx >> 5][idx & 31] = sv[k];
   }
-  const float* row = p.qkv;  // the one token
-  qk_unit(tid < DK ? row[key * DK + tid] : 0.0f, tid < DK ? row[kd + key * DK + tid] : 0.0f, p.dk, qs, ks, red);
-  const Gates g = gates(p.b[h], p.a[h], p.ssm_a[h], p.dt_bias[h]);
+  qk_unit(qv, kv, p.dk, qs, ks, red);
+  const Gates g = gates(bv, av, ssm_a, dt_bias);
   __syncthreads();
-  const int j = j0 + tid;
-  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(&Sc[0][tid], 32, DK, ks, qs, g, row[2 * kd + h * dv + j]);
+  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g, vv);
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
@@ -217,6 +236,62 @@ bool try_step(const GdnParams& p, cudaStream_t s) {
   return true;
 }
 
+// Decode (T == 1) with the gated output norm, v4: a block per value head, thread j < d_v holding
+// state column j in registers (loaded before pdl_wait, as v2), the recurrence, then the head's
+// RMSNorm gated by SiLU(z) and its q8_1 blocks — the work of gdn_step_kernel plus the
+// RmsNormGated row op (norm.cu) in one launch, each value by the same operations in the same
+// order: the q/k norms are v2's block_sum over kThreads threads, the column chains are
+// column_step's, and the norm's sum of squares is the row op's (x² as fmaf(x, x, 0), warp
+// butterflies, warps in index order; the row op's warps past d_v add +0). Same bits (op test:
+// against gdn_step_kernel + rowop_run). An in-graph timeline (cuda/timeline.h) of a 9B decode
+// step had the two launches at 5.7 + 2.6 us per layer. (Session 4's block per head kept S in
+// shared memory and loaded it after the wait: slower than v2.)
+template <int DK, int DV>
+__global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, GdnOutNorm nrm) {
+  static_assert(DK <= kThreads && DV <= kThreads);
+  __shared__ float qs[DK], ks[DK], red[kThreads / 32];
+  const int h = blockIdx.x, j = threadIdx.x, lane = j & 31;
+  const int nv = p.nv, kd = p.nk * DK;
+  const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
+  const bool col = j < DV;
+  // column j of the head's state, at compile-time offsets i * DV (runtime strides kept 2
+  // registers per element live until the stores, and spilled)
+  float* const Sj = p.state + static_cast<int64_t>(h) * DK * DV + (col ? j : 0);
+  float S[DK];
+#pragma unroll
+  for (int i = 0; i < DK; ++i) S[i] = Sj[i * DV];
+  const float ssm_a = p.ssm_a[h], dt_bias = p.dt_bias[h];  // weights
+  const float wn = col ? nrm.w[j] : 0.0f;
+  pdl_wait();
+  pdl_release();
+  const float* row = p.qkv;
+  const float qv = j < DK ? row[key * DK + j] : 0.0f, kv = j < DK ? row[kd + key * DK + j] : 0.0f;
+  const float bv = p.b[h], av = p.a[h];
+  const float vv = col ? row[2 * kd + h * DV + j] : 0.0f;
+  const float zv = col ? nrm.z[h * DV + j] : 0.0f;
+  qk_unit(qv, kv, p.dk, qs, ks, red);  // the runtime d_k: see qk_unit
+  const Gates g = gates(bv, av, ssm_a, dt_bias);
+  __syncthreads();
+  float o = 0.0f;
+  if (col) {
+    o = column_step<DK, DK>(S, DK, ks, qs, g, vv);
+#pragma unroll
+    for (int i = 0; i < DK; ++i) Sj[i * DV] = S[i];
+  }
+  const float tot = block_sum(fmaf(o, o, 0.0f), red);
+  const float scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(DV)), nrm.eps));
+  const float y = __fmul_rn(__fmul_rn(__fmul_rn(o, scale), wn), silu_f(zv));
+  const int64_t i = static_cast<int64_t>(h) * DV + j;
+  if (col) nrm.y[i] = y;
+  if (nrm.q && j - lane < DV) quantize_block_q8_1(y, nrm.q + i / 32, lane);  // DV % 32 == 0: whole warps
+}
+
+template <int DK, int DV>
+bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s) {
+  if (p.dk != DK || p.dv != DV) return false;
+  launch_kernel("gdn_step_norm_kernel", gdn_step_norm_kernel<DK, DV>, static_cast<unsigned>(p.nv), kThreads, 0, s, p, n);
+  return true;
+}
 
 // The chunked (WY) form of the same recurrence, chunk kGdnChunk (oracle/gdn.cpp's
 // delta_rule_chunked, in f32), for prefill: per chunk of C tokens with gamma = cumsum(g),
@@ -464,6 +539,13 @@ void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
   if (smem > 48 * 1024)
     MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   launch_kernel("gdn_chunked_kernel", gdn_chunked_kernel, static_cast<unsigned>(p.nv), kChunkThreads, smem, s, p);
+}
+
+bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s) {
+  if (p.T != 1) return false;
+  if (n.q && p.dv % 32 != 0) fail("gdn: q8_1 output of the gated norm needs d_v % 32 == 0, d_v = ", p.dv);
+  // the Qwen3-Next / Qwen3.5 heads, and the tiny fixtures' (so the model gates run this kernel)
+  return try_step_norm<128, 128>(p, n, s) || try_step_norm<8, 16>(p, n, s);
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {

@@ -11,12 +11,15 @@
 // chunked WY form over 64-token chunks (chunked), which leaves the same final state up to
 // f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
-// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run
+// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
+//           gdn_step_norm_run
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "cuda/dmat.h"
 
 namespace memra::cuda {
 
@@ -43,6 +46,20 @@ struct GdnParams {
   bool tiled = false;
 };
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
+
+// The decode token's recurrence and its gated output norm in one launch:
+//   y[h, j] = w[j] * o[h, j] * rsqrt(mean_j(o[h, :]²) + eps) * silu(z[h, j])  (norm.cuh RmsNormGated)
+// with o the recurrence's output (not stored), y in f32 and, when q is set, as q8_1 blocks
+// (d_v % 32 == 0). Bitwise the same as gdn_recurrent_run then rowop_run(RmsNormGated). False
+// (nothing launched) when T != 1 or the head shape has no kernel (d_k x d_v: 128 x 128, 8 x 16).
+struct GdnOutNorm {
+  const float* z = nullptr;  // [nv * dv]
+  const float* w = nullptr;  // [dv]
+  float eps = 0;
+  float* y = nullptr;        // [nv * dv]
+  Q81* q = nullptr;          // [nv * dv / 32] or nullptr
+};
+bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s);
 void gdn_chunked_run(const GdnParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

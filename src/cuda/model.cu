@@ -360,8 +360,12 @@ struct Model::Impl {
     ap.gate = L.wgate.empty() ? nullptr : gate.data(); ap.out = o.data(); ap.work = work.data();
     ap.T = T; ap.pos0 = ci.pos_dev.data(); ap.ctx_bound = ctx_bound; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
     ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+    // wo's q8_1 input from the combine itself when the blocks lie inside a head
+    const bool q_in_combine = cuda::uses_q8_1(L.wo.m.type) && c.head_dim % 32 == 0;
+    ap.out_q = q_in_combine ? oq.data() : nullptr;
     cuda::attention_run(ap, s);
-    if (cuda::uses_q8_1(L.wo.m.type)) rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);
+    if (cuda::uses_q8_1(L.wo.m.type) && !q_in_combine)
+      rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);
     mv(L.wo.m, o.data(), qd, oq.data(), x.data(), D, T, true);
   }
 
@@ -378,18 +382,24 @@ struct Model::Impl {
     gp.state = ci.state[li].data(); gp.o = o.data(); gp.T = T;
     gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
     gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = tiled;
-    if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
-      cuda::gdn_chunked_run(gp, s);
-      ++counters.gdn_chunked_launches;
-    } else {
-      cuda::gdn_recurrent_run(gp, s);
-    }
     // gated norm per value head (rows T*nv of d_v), in place. With d_v % 32 == 0 the q8_1 blocks
     // lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
     // the same values, one launch fewer than a separate Identity pass.
     const bool q_in_norm = cuda::uses_q8_1(L.wout.m.type) && c.ssm_d_v % 32 == 0;
-    rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(),
-          q_in_norm ? oq.data() : nullptr, T * nv, c.ssm_d_v);
+    // a decode token: the recurrence and the gated norm in one launch where the head shape has
+    // that kernel (bitwise the same as the two launches below)
+    const cuda::GdnOutNorm gn{z.data(), L.gnorm.data(), static_cast<float>(c.rms_eps), o.data(),
+                              q_in_norm ? oq.data() : nullptr};
+    if (!cuda::gdn_step_norm_run(gp, gn, s)) {
+      if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
+        cuda::gdn_chunked_run(gp, s);
+        ++counters.gdn_chunked_launches;
+      } else {
+        cuda::gdn_recurrent_run(gp, s);
+      }
+      rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(),
+            q_in_norm ? oq.data() : nullptr, T * nv, c.ssm_d_v);
+    }
     if (cuda::uses_q8_1(L.wout.m.type) && !q_in_norm)
       rowop(cuda::RowOp::Identity, o.data(), vd, nullptr, 0, nullptr, nullptr, oq.data(), T, vd);
     mv(L.wout.m, o.data(), vd, oq.data(), x.data(), D, T, true);

@@ -3,6 +3,7 @@
 // combine, argmax ties. Each kernel computes in f32 with fixed-order reductions, so the
 // comparison is NMSE against the f64 reference (bounds per case, with the reasoning), except
 // where the contract is exact (routing ids, argmax, K/V copies).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,9 +14,12 @@
 #include "cuda/attention.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/moe.cuh"
+#include "cuda/norm.cuh"
 #include "cuda/rope.cuh"
 #include "memra/engine.h"
+#include "memra/quant.h"
 #include "memra/testing/gpu.h"
+#include "memra/testing/matchers.h"
 #include "ops/op_harness.h"
 #include "oracle/ops.h"
 
@@ -87,23 +91,34 @@ TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
 }
 
 // Causal GQA attention over a cache, queries at pos0..pos0+T-1, contexts crossing the 256-key
-// split size; gated and ungated. Reference: softmax(q.k/sqrt(hd)) v in f64.
+// split size; gated and ungated, head_dim 128 and 256. Reference: softmax(q.k/sqrt(hd)) v in f64.
 TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
+  for (int hd : {128, 256})  // 256: the Qwen3.5 heads, two dims per thread in the value pass
   for (bool gated : {false, true}) {
-    const int T = 3, H = 4, KV = 2, hd = 128;
+    const int T = 3, H = 4, KV = 2;
     const int64_t pos0 = 600, ctx = pos0 + T;
     auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
     auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
     auto dpos = up(std::vector<int64_t>{pos0});
     DeviceBuffer<float> out(e(), T * H * hd), work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
     out.fill_bytes(0xFF);
+    DeviceBuffer<BlockQ8_1> out_q(e(), T * H * hd / 32);  // the gated case also quantises (out_q)
+    out_q.fill_bytes(0xFF);
     cuda::AttnParams p;
     p.q = dq.data(); p.k_cache = dk.data(); p.v_cache = dv.data(); p.gate = gated ? dg.data() : nullptr;
     p.out = out.data(); p.work = work.data(); p.pos0 = dpos.data(); p.ctx_bound = ctx; p.T = T; p.H = H; p.KV = KV;
     p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+    p.out_q = gated ? reinterpret_cast<cuda::Q81*>(out_q.data()) : nullptr;
     cuda::attention_run(p, s());
     e().synchronize();
     auto got = out.download();
+    if (gated) {  // q8_1 of the combine's own f32 output, block for block (quant.h's quantizer)
+      const std::vector<BlockQ8_1> gq = out_q.download();
+      std::vector<BlockQ8_1> want(gq.size());
+      quantize_row_q8_1(got.data(), want.data(), static_cast<int64_t>(got.size()));
+      for (size_t b = 0; b < gq.size(); ++b)
+        ASSERT_EQ(std::memcmp(&gq[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
+    }
     std::vector<float> ref(got.size());
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) {
@@ -124,8 +139,54 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
         }
       }
     // f32 exp/accumulation over ~600 keys: relative error ~1e-6 per element
-    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::nmse(1e-10))) << "gated=" << gated;
+    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::nmse(1e-10))) << "gated=" << gated << " hd=" << hd;
   }
+}
+
+// The decode token's recurrence + gated output norm in one launch (gdn_step_norm_run) against
+// the two launches it replaces (the step kernel, then the RmsNormGated row op in place with its
+// q8_1 blocks): state, f32 output and q8_1 bitwise, on the Qwen3.5 head shape (128 x 128) and the
+// tiny fixtures' (8 x 16, no q8_1: d_v % 32 != 0), grouped and tiled head maps.
+TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
+  struct Shape { int nk, nv, dk, dv; };
+  for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
+    for (bool tiled : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled);
+      const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
+      const bool with_q = sh.dv % 32 == 0;
+      auto x = rnd(cd), b = rnd(sh.nv, -2, 2), a = rnd(sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f), dt = rnd(sh.nv, 0, 1);
+      auto S0 = rnd(static_cast<size_t>(sh.nv) * sh.dk * sh.dv, -0.1f, 0.1f), z = rnd(vd, -3, 3), w = rnd(sh.dv, 0.5f, 1.5f);
+      auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w);
+      struct Out { std::vector<float> S, y; std::vector<BlockQ8_1> q; };
+      auto run = [&](bool fused) {
+        auto dS = up(S0);
+        DeviceBuffer<float> o(e(), vd);
+        o.fill_bytes(0xFF);
+        DeviceBuffer<BlockQ8_1> q(e(), with_q ? vd / 32 : 1);
+        q.fill_bytes(0xFF);
+        cuda::GdnParams gp;
+        gp.qkv = dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
+        gp.state = dS.data(); gp.o = o.data(); gp.T = 1; gp.nk = sh.nk; gp.nv = sh.nv; gp.dk = sh.dk; gp.dv = sh.dv;
+        gp.tiled = tiled;
+        cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) : nullptr;
+        if (fused) {
+          EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data(), dw.data(), 1e-6f, o.data(), qp}, s()));
+        } else {
+          cuda::gdn_recurrent_run(gp, s());
+          cuda::RowOpParams rp;
+          rp.op = cuda::RowOp::RmsNormGated; rp.x = o.data(); rp.ld_x = sh.dv; rp.z = dz.data(); rp.ld_z = sh.dv;
+          rp.w = dw.data(); rp.eps = 1e-6f; rp.y = o.data(); rp.ld_y = sh.dv; rp.q = qp; rp.rows = sh.nv; rp.n = sh.dv;
+          cuda::rowop_run(rp, s());
+        }
+        e().synchronize();
+        return Out{dS.download(), o.download(), q.download()};
+      };
+      const Out ref = run(false), got = run(true);
+      EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
+      EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
+      for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+        ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
+    }
 }
 
 // GDN conv (K=4, state carried) then the recurrence over T=70 tokens (crosses 64) with grouped
