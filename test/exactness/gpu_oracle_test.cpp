@@ -8,7 +8,8 @@
 //   noise_i = max_j |gpu_j - oracle_j| must stay below noise_ceiling(type) * max_j |oracle_j|;
 //   the GPU's argmax must equal the oracle's, or the oracle's margin between its pick and the
 //   GPU's pick must be <= 2 noise_i (a swap that logit noise of that size can explain).
-// Canary (gate_gpu_oracle_canary): the same gate fed a wrong token must fail.
+// Canary (gate_gpu_oracle_canary): the same gate fed a wrong token must fail; the launch-overlap
+// gate with a broken overlap arm must fail.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -209,6 +210,52 @@ void gate_body(Loaded& m, bool wrong) {
       << m.fx.id << ": first failing position " << r.first_bad << ": " << r.first_bad_why;
 }
 
+// The sha256 of a whole logits stream: prime, then greedy decode steps.
+std::string logits_stream_sha(Model& m, const std::vector<int32_t>& prompt, int steps) {
+  Sha256 h;
+  Cache c = m.new_cache(static_cast<int64_t>(prompt.size()) + steps);
+  Prime p = m.prime_cache(prompt, c);
+  h.update(p.logits.data(), p.logits.size() * sizeof(float));
+  int32_t tok = argmax(p.logits);
+  for (int i = 0; i < steps; ++i) {
+    Step s = m.decode_step(tok, c);
+    h.update(s.logits.data(), s.logits.size() * sizeof(float));
+    tok = argmax(s.logits);
+  }
+  return h.finish_hex();
+}
+
+class GpuModel : public ::testing::Test {
+ protected:
+  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
+};
+
+// A logits stream under the given arms (restored afterwards).
+std::string stream_with_arms(Loaded& m, const Arms& a, int steps) {
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 17);
+  return logits_stream_sha(*m.gpu, p, steps);
+}
+
+// launch_overlap (programmatic dependent launch, src/cuda/launch.cuh) changes when a kernel's
+// blocks are scheduled, never what they compute: byte-identical logits streams with it off, on,
+// and on under the graph arm. A kernel that touched its predecessor's output before pdl_wait()
+// would race, and its stream would differ here (or from run to run in the determinism gate).
+// `broken` (the canary): the overlap arms also take the chunked GDN prefill, a different f32
+// rounding of the same model — the size of difference a race leaves — so the body must fail.
+void launch_overlap_body(Loaded& m, bool broken) {
+  Arms serial = m.gpu->arms();
+  serial.launch_overlap = false;
+  serial.decode_graph = false;
+  Arms overlap = serial, overlap_graph = serial;
+  overlap.launch_overlap = overlap_graph.launch_overlap = true;
+  overlap_graph.decode_graph = true;
+  if (broken) overlap.gdn_prefill = overlap_graph.gdn_prefill = GdnPrefill::chunked;
+  const std::string s = stream_with_arms(m, serial, 12);
+  EXPECT_EQ(s, stream_with_arms(m, overlap, 12)) << m.fx.id << ": launch_overlap changed eager decode";
+  EXPECT_EQ(s, stream_with_arms(m, overlap_graph, 12)) << m.fx.id << ": launch_overlap changed graph decode";
+}
+
 #ifndef MEMRA_GPU_CANARY
 
 TEST_P(GpuGate, TeacherForcedAgreesWithOracle) {
@@ -267,26 +314,6 @@ std::vector<Case> gemm_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGemmGate, ::testing::ValuesIn(gemm_cases()), CaseName());
 
-// Two identical runs (prime + greedy decode), the same sha256 of the whole logits stream.
-std::string logits_stream_sha(Model& m, const std::vector<int32_t>& prompt, int steps) {
-  Sha256 h;
-  Cache c = m.new_cache(static_cast<int64_t>(prompt.size()) + steps);
-  Prime p = m.prime_cache(prompt, c);
-  h.update(p.logits.data(), p.logits.size() * sizeof(float));
-  int32_t tok = argmax(p.logits);
-  for (int i = 0; i < steps; ++i) {
-    Step s = m.decode_step(tok, c);
-    h.update(s.logits.data(), s.logits.size() * sizeof(float));
-    tok = argmax(s.logits);
-  }
-  return h.finish_hex();
-}
-
-class GpuModel : public ::testing::Test {
- protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-};
-
 TEST_F(GpuModel, RunToRunDeterminismSha256) {
   for (Family f : {Family::Qwen3, Family::Qwen35Moe, Family::Qwen3Next}) {
     Loaded& m = loaded(f, DType::Q8_0, false);
@@ -339,12 +366,6 @@ TEST_F(GpuModel, Dp4aArmInBand) {
 // DESIGN.md law 3: the captured decode graph launches the same kernels on the same operands in
 // the same order as eager decode: byte-identical logits streams. Non-vacuous: the graph must
 // have served the decode steps (replay counter).
-std::string stream_with_arms(Loaded& m, const Arms& a, int steps) {
-  testing::ScopedArms<Model> arm(*m.gpu, a);
-  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 17);
-  return logits_stream_sha(*m.gpu, p, steps);
-}
-
 TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
   for (auto [f, t] : {std::pair{Family::Qwen3, DType::Q8_0}, std::pair{Family::Qwen35Moe, DType::NVFP4},
                       std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::Q8_0}}) {
@@ -361,24 +382,10 @@ TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
   }
 }
 
-// launch_overlap (programmatic dependent launch, src/cuda/launch.cuh) changes when a kernel's
-// blocks are scheduled, never what they compute: byte-identical logits streams with it off, on,
-// and on under the graph arm. A kernel that touched its predecessor's output before pdl_wait()
-// would race, and its stream would differ here (or from run to run in the determinism gate).
 TEST_F(GpuModel, LaunchOverlapBitIdentical) {
   for (auto [f, t] : {std::pair{Family::Qwen3, DType::Q8_0}, std::pair{Family::Qwen35Moe, DType::NVFP4},
-                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}}) {
-    Loaded& m = loaded(f, t, false);
-    Arms serial = m.gpu->arms();
-    serial.launch_overlap = false;
-    serial.decode_graph = false;
-    Arms overlap = serial, overlap_graph = serial;
-    overlap.launch_overlap = overlap_graph.launch_overlap = true;
-    overlap_graph.decode_graph = true;
-    const std::string s = stream_with_arms(m, serial, 12);
-    EXPECT_EQ(s, stream_with_arms(m, overlap, 12)) << m.fx.id << ": launch_overlap changed eager decode";
-    EXPECT_EQ(s, stream_with_arms(m, overlap_graph, 12)) << m.fx.id << ": launch_overlap changed graph decode";
-  }
+                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}})
+    launch_overlap_body(loaded(f, t, false), false);
 }
 
 // A scratch reallocation (a longer prompt on the same model) invalidates a captured graph:
@@ -480,6 +487,11 @@ TEST_P(GpuGateCanary, WrongTokenFails) {
   Loaded& m = loaded(c.family, c.type, c.hf);
   testing::expect_gate_fails("GPU fed token+1 instead of the oracle's token", [&] { gate_body(m, true); });
 }
+TEST_F(GpuModel, LaunchOverlapCanaryFails) {
+  testing::expect_gate_fails("overlap arms on a different GDN prefill rounding (a stand-in for a race)",
+                             [&] { launch_overlap_body(loaded(Family::Qwen35, DType::NVFP4, false), true); });
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGateCanary,
                          ::testing::Values(Case{Family::Qwen3, DType::BF16, false},
                                            Case{Family::Qwen35, DType::F32, false},
