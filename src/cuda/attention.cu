@@ -2,7 +2,8 @@
 // v1: attn_split_kernel grid (splits, H, T), 128 threads: a warp per key for the scores (lanes
 //     over head dims, butterfly), block max / fixed-order sum, then a thread per output dim
 //     accumulating keys in index order. attn_combine_kernel grid (H, T).
-// v3 (same bits): K and V of the split prefetched into L2 before the dependency wait.
+// v3 (same bits): K and V of the split prefetched into L2 before the dependency wait; the value
+//     pass's first batch loaded before the score pass.
 // v2 (same bits): the combine quantises its output for the next mat-vec (out_q); the loads of several keys in flight before their arithmetic, in both passes.
 //     v1 waited a memory latency per key: an in-graph timeline (cuda/timeline.h) of a 9B decode
 //     step put the split kernel at 13.9 us for ~30 keys, the slowest launch of the step.
@@ -59,6 +60,17 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   // lane) before the first fma; each key's chain (lanes over dims in order, then the butterfly)
   // is v1's.
   const float* kbase = p.k_cache + k0 * kvd + kvh * hd;
+  // v3: the value pass's first batch loaded now, its round trip under the score pass's
+  constexpr int kDims = kMaxHd / kThreads;
+  const float* vbase = p.v_cache + k0 * kvd + kvh * hd;
+  float vv0[kVBatch][kDims];
+#pragma unroll
+  for (int u = 0; u < kVBatch; ++u)
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) {
+      const int d = tid + c * kThreads;
+      vv0[u][c] = u < nk && d < hd ? vbase[u * kvd + d] : 0.0f;
+    }
   for (int jb = warp * kKeysPerWarp; jb < nk; jb += kThreads / 32 * kKeysPerWarp) {
     float kv[kKeysPerWarp][kMaxHd / 32];
 #pragma unroll
@@ -106,8 +118,6 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   // v2: a thread's (at most kMaxHd / kThreads) output dims together, keys kVBatch at a time with
   // every load issued before the batch's fmas (v1 waited a memory latency per key); each dim's
   // chain over the keys in index order is v1's.
-  constexpr int kDims = kMaxHd / kThreads;
-  const float* vbase = p.v_cache + k0 * kvd + kvh * hd;
   float acc[kDims];
 #pragma unroll
   for (int c = 0; c < kDims; ++c) acc[c] = 0.0f;
@@ -119,12 +129,20 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
-        vv[u][c] = d < hd ? vbase[(j + u) * kvd + d] : 0.0f;
+        vv[u][c] = j == 0 ? vv0[u][c] : d < hd ? vbase[(j + u) * kvd + d] : 0.0f;
       }
 #pragma unroll
     for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
       for (int c = 0; c < kDims; ++c) acc[c] = fmaf(sc[j + u], vv[u][c], acc[c]);
+  }
+  if (j == 0) {  // fewer than kVBatch keys: all of them are in vv0
+#pragma unroll
+    for (int u = 0; u < kVBatch; ++u)
+#pragma unroll
+      for (int c = 0; c < kDims; ++c)
+        if (u < nk) acc[c] = fmaf(sc[u], vv0[u][c], acc[c]);
+    j = nk;
   }
   for (; j < nk; ++j)
 #pragma unroll
