@@ -142,18 +142,17 @@ __global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
   float v = in ? x[i] : 0.0f;
   float zv = 0.0f;
   if constexpr (Op == RowOp::RmsNormGated) zv = in ? p.z[r * p.ld_z + i] : 0.0f;
-  // the thread's values of the row, kBatch loads in flight (a 4096-wide row in one round trip),
-  // then its fma chain in index order
-  constexpr int kBatch = 16;
+  constexpr int kBatch = 8;  // loads in flight per thread
   float ss = 0.0f;
-  for (int64_t j = tid; j < p.n; j += kBatch * kThreads) {
+  int64_t j = tid;
+  for (; j + (kBatch - 1) * kThreads < p.n; j += kBatch * kThreads) {
     float xv[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) xv[u] = j + u * kThreads < p.n ? x[j + u * kThreads] : 0.0f;
+    for (int u = 0; u < kBatch; ++u) xv[u] = x[j + u * kThreads];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u)
-      if (j + u * kThreads < p.n) ss = fmaf(xv[u], xv[u], ss);
+    for (int u = 0; u < kBatch; ++u) ss = fmaf(xv[u], xv[u], ss);
   }
+  for (; j < p.n; j += kThreads) ss = fmaf(x[j], x[j], ss);
   ss = warp_sum_xor(ss);
   if (lane == 0) warp_part[warp] = ss;
   __syncthreads();
