@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda/quantize.cuh"
+#include "cuda/timeline.h"
 #include "memra/engine.h"
 #include "memra/error.h"
 
@@ -46,6 +47,32 @@ TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
               HasSubstr("type q4_K has no kernel"));
   EXPECT_THAT(msg([] { memra::cuda::quantize_row_q8_1_cuda(nullptr, nullptr, 31, nullptr); }),
               HasSubstr("n = 31 is not a multiple of the block size 32"));
+}
+
+// The in-graph timeline (cuda/timeline.h) is a diagnostic build option: without it, asking for
+// one is a clear error naming the option, and misuse is named too; launch names are noted only
+// while noting is on (the bench clears them, captures a step, and reads them back).
+TEST(EngineHost, TimelineErrorsAndLaunchNames) {
+  namespace tl = memra::cuda::timeline;
+  auto msg = [](auto&& f) {
+    try {
+      f();
+    } catch (const memra::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_THAT(msg([] { (void)tl::stop(); }), HasSubstr("stop() without start()"));
+  if (!tl::available()) EXPECT_THAT(msg([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
+  tl::launch_names().clear();
+  tl::note_launch("ignored");
+  EXPECT_TRUE(tl::launch_names().empty());
+  tl::note_launches() = true;
+  tl::note_launch("a");
+  tl::note_launch("b");
+  tl::note_launches() = false;
+  EXPECT_THAT(tl::launch_names(), ::testing::ElementsAre("a", "b"));
+  tl::launch_names().clear();
 }
 
 }  // namespace
