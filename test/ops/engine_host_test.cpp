@@ -14,6 +14,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The memra::Error message f throws, or "<no error>".
+template <class F>
+std::string msg(F&& f) {
+  try {
+    f();
+  } catch (const memra::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
 std::string open_error(int device) {
   try {
     memra::Engine::open(device);
@@ -33,14 +44,6 @@ TEST(EngineHost, DeviceCountNeverFailsAndOpenNamesTheRange) {
 
 TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
   using memra::DType;
-  auto msg = [](auto&& f) {
-    try {
-      f();
-    } catch (const memra::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
   EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q8_0, nullptr, nullptr, 33, nullptr); }),
               HasSubstr("dequantize_row_cuda(q8_0): n = 33 is not a multiple of the block size 32"));
   EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q4_K, nullptr, nullptr, 256, nullptr); }),
@@ -54,14 +57,6 @@ TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
 // while noting is on (the bench clears them, captures a step, and reads them back).
 TEST(EngineHost, TimelineErrorsAndLaunchNames) {
   namespace tl = memra::cuda::timeline;
-  auto msg = [](auto&& f) {
-    try {
-      f();
-    } catch (const memra::Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
   EXPECT_THAT(msg([] { (void)tl::stop(); }), HasSubstr("stop() without start()"));
   if (!tl::available()) EXPECT_THAT(msg([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
   tl::launch_names().clear();
