@@ -93,10 +93,11 @@ TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
 // Causal GQA attention over a cache, queries at pos0..pos0+T-1, contexts crossing the 256-key
 // split size and contexts of a few keys; gated and ungated, head_dim 128 and 256. Reference: softmax(q.k/sqrt(hd)) v in f64.
 TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
+  for (int T : {3, 1})  // 1: the decode form of the split kernel (wide batches, L2 prefetch)
   for (int64_t pos0 : {600, 5})  // 5: fewer keys than one batch of the value pass
   for (int hd : {128, 256})  // 256: the Qwen3.5 heads, two dims per thread in the value pass
   for (bool gated : {false, true}) {
-    const int T = 3, H = 4, KV = 2;
+    const int H = 4, KV = 2;
     const int64_t ctx = pos0 + T;
     auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
     auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
@@ -140,7 +141,7 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
         }
       }
     // f32 exp/accumulation over ~600 keys: relative error ~1e-6 per element
-    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::nmse(1e-10))) << "gated=" << gated << " hd=" << hd << " pos0=" << pos0;
+    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::nmse(1e-10))) << "gated=" << gated << " hd=" << hd << " pos0=" << pos0 << " T=" << T;
   }
 }
 
