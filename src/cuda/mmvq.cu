@@ -32,6 +32,16 @@
 //      NVFP4 codes split by sign (fewer instructions per unit: ncu had v10's NVFP4 launches
 //      issue-bound) and 8 units per lane in flight; scales by bit placement. 9B NVFP4 graph
 //      decode 2.72 -> 2.28 ms per step. Same bits.
+//   v13 streamed: a lane's activation addresses at fixed strides from its first unit's (v12
+//      recomputed xd + (u >> 1) per unit: three integer instructions). H200, 9B graph decode,
+//      same-machine A/B: NVFP4 1902 vs 1912 us per step, 35B-A3B 2171 vs 2204, Q8_0 unchanged.
+//   Tried after v12 and dropped (same-machine A/B on the H200, 9B NVFP4 graph step; all
+//      bit-identical, docs/PERF.md session 6): the GDN conv as the qkv launch's epilogue (every
+//      launch of the kernel slowed, 2174 vs 1986 us), SwiGLU as the gate/up launch's epilogue with
+//      paired gate/up rows (2380), a row cursor with the scale and residual fetched a step ahead
+//      (1939 vs 1899), 4 units at 8 blocks for launches of at most one row per warp (1949 vs
+//      1902), whole-row cp.async.bulk L2 prefetches a window of rows ahead (2098-2181 for 12-96 MB
+//      windows vs 1920), the first two groups loaded before the wait (1988 vs 1912).
 //   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
 //      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
 //      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
@@ -99,17 +109,19 @@ template <> struct Unit<3> {
     const float c = __fmul_rn(d.dw, dev_fp16_fast(xb->d));
     return __fmul_rn(c, static_cast<float>(isum));
   }
-  // The same against the block's staged activation planes (xs: int8 values, xd: f32 scales).
+  // The same against the block's staged activation planes: xu points at the unit's 32 int8
+  // values in the value plane, du at its f32 scale in the scale plane (unit b: xs + 32 b, xd + b).
   static constexpr float kStagedScale = 1.0f;
-  __device__ static float product_staged(const Raw& r, const int8_t* xs, const float* xd, int b) {
+  static constexpr int kValues = 32, kUnitsPerScale = 1;
+  __device__ static float product_staged(const Raw& r, const int8_t* xu, const float* du) {
     const Dec d = decode(r);
-    const int4* q = reinterpret_cast<const int4*>(xs + 32 * b);
+    const int4* q = reinterpret_cast<const int4*>(xu);
     const int4 x0 = q[0], x1 = q[1];
     const int xi[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     int isum = 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k) isum = __dp4a(d.wq[k], xi[k], isum);
-    const float c = __fmul_rn(d.dw, xd[b]);
+    const float c = __fmul_rn(d.dw, *du);
     return __fmul_rn(c, static_cast<float>(isum));
   }
 };
@@ -154,10 +166,12 @@ template <> struct Unit<4> {
   //    and select permutes go);
   //  - the scales are staged times 2^7 (kStagedScale): c = dw8 * 2^7 dx is exactly 2^7 c8, and
   //    c * isum rounds the same real product as c8 * (isum * 2^7), without the shift.
+  // xu points at the unit's 16 int8 values (xs + 16 u), du at its q8_1 block's scale (xd + u / 2).
   static constexpr float kStagedScale = 128.0f;
-  __device__ static float product_staged(const Raw& r, const int8_t* xs, const float* xd, int u) {
+  static constexpr int kValues = 16, kUnitsPerScale = 2;
+  __device__ static float product_staged(const Raw& r, const int8_t* xu, const float* du) {
     constexpr uint32_t kLo = 0x03020100u, kHi = 0x0C080604u;  // |2 e2m1| of codes 0..7
-    const int4 x = *reinterpret_cast<const int4*>(xs + 16 * u);  // values 16u.. of the row
+    const int4 x = *reinterpret_cast<const int4*>(xu);
     const uint32_t w0 = r.q.x, w1 = r.q.y, n0 = w0 ^ 0x88888888u, n1 = w1 ^ 0x88888888u;
     int pos = __dp4a(static_cast<int>(prmt(kLo, kHi, w0)), x.x, 0);
     pos = __dp4a(static_cast<int>(prmt(kLo, kHi, w0 >> 16)), x.y, pos);
@@ -167,7 +181,7 @@ template <> struct Unit<4> {
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n0 >> 16)), x.y, neg);
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n1)), x.z, neg);
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n1 >> 16)), x.w, neg);
-    const float c = __fmul_rn(ue4m3_x2p8(r.sc), xd[u >> 1]);
+    const float c = __fmul_rn(ue4m3_x2p8(r.sc), *du);
     return __fmul_rn(c, static_cast<float>(pos - neg));
   }
 };
@@ -312,7 +326,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
       const int u = u0 + g * TPR;
       if (u >= nu) break;
       if constexpr (kStage) {
-        acc[0] = __fadd_rn(acc[0], U::product_staged(raw[g], xs, xd, u));
+        acc[0] = __fadd_rn(acc[0], U::product_staged(raw[g], xs + U::kValues * u, xd + u / U::kUnitsPerScale));
       } else {
         const typename U::Dec d = U::decode(raw[g]);
 #pragma unroll
@@ -403,8 +417,8 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   extern __shared__ uint4 x_planes[];
   stage_x<W>(batch.p[0].xq, cols, x_planes);
   __syncthreads();
-  const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
-  const float* xd = reinterpret_cast<const float*>(xs + cols);
+  const int8_t* xs_l = reinterpret_cast<const int8_t*>(x_planes) + U::kValues * lane;
+  const float* xd_l = reinterpret_cast<const float*>(reinterpret_cast<const int8_t*>(x_planes) + cols) + lane / U::kUnitsPerScale;
 
   float acc = 0.0f;
   // One group: the next group's loads into nxt, then cur's arithmetic; false past the last row.
@@ -421,7 +435,8 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     const int u0 = lane + k * 32 * G;
 #pragma unroll
     for (int g = 0; g < G; ++g)
-      if (kFull || u0 + g * 32 < nu) acc = __fadd_rn(acc, U::product_staged(cur[g], xs, xd, u0 + g * 32));
+      if (kFull || u0 + g * 32 < nu)
+        acc = __fadd_rn(acc, U::product_staged(cur[g], xs_l + 32 * U::kValues * (k * G + g), xd_l + 32 / U::kUnitsPerScale * (k * G + g)));
     if (k == n_groups - 1) {
       const float v = warp_sum_xor(acc);
       const int j = matrix_of(r);
