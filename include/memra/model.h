@@ -22,7 +22,10 @@
 //   - teacher-forced along the oracle's greedy stream, the argmax agrees with the oracle's, or
 //     the oracle's margin between the two picks is within twice the measured logit noise, and
 //     that noise stays under a per-family, per-type ceiling (docs/gpu.md).
-// Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act = w4a8,
+// Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act (w4a8; w4a4: the
+// NVFP4 mat-muls of a call of more than one token take e2m1 activations with per-16 ue4m3
+// scales, quant.h's W4A4 contract, on the token-tiled mat-vec — an error with prefill_matmul =
+// mma, which has no W4A4 GEMM; decode and the lm_head row stay W4A8),
 // decode_graph (decode_step / decode_greedy replay a CUDA graph captured per cache; the cache
 // position lives on the device, so replays need no parameter update; a scratch reallocation
 // invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
@@ -30,7 +33,6 @@
 // or chunked (the WY form over 64-token chunks, for calls of more than one token).
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
 // (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
-// Not implemented yet, and an error when set: prefill_act = w4a4.
 //
 // provides: LoadOptions, Step, Counters, Prime, Model
 #pragma once
@@ -66,6 +68,7 @@ struct Counters {
   int64_t latched = 0;        // caches latched to eager (graph_recapture off)
   int64_t gemm_launches = 0;  // tensor-core prefill GEMM launches
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
+  int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
 };
 
 struct Prime {

@@ -100,8 +100,8 @@ template <> struct Unit<3> {
     for (int k = 0; k < 8; ++k) d.wq[k] = static_cast<int>(w[k]);
     return d;
   }
-  __device__ static float product(const Dec& d, const Q81* xq_row, const float*, int b) {
-    const Q81* xb = xq_row + b;
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int b) {
+    const Q81* xb = p.xq + xr * (p.w.cols / 32) + b;
     const int* xi = reinterpret_cast<const int*>(xb->qs);
     int isum = 0;
 #pragma unroll
@@ -147,8 +147,8 @@ template <> struct Unit<4> {
     e2m1x2_seq8(r.q.y, d.v[2], d.v[3]);  // values 8..11, 12..15
     return d;
   }
-  __device__ static float product(const Dec& d, const Q81* xq_row, const float*, int u) {
-    const Q81* xb = xq_row + (u >> 1);  // q8_1 block 2i + s/2
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+    const Q81* xb = p.xq + xr * (p.w.cols / 32) + (u >> 1);  // q8_1 block 2i + s/2
     const int* xi = reinterpret_cast<const int*>(xb->qs + (u & 1) * 16);
     int isum = __dp4a(d.v[0], xi[0], 0);
     isum = __dp4a(d.v[1], xi[1], isum);
@@ -186,6 +186,36 @@ template <> struct Unit<4> {
   }
 };
 
+// NVFP4 x W4A4 activations (W = 5; quant.h dot_nvfp4_fp4act): unit u = 16-value sub-block of
+// both, the weight's loaded and decoded as Unit<4>'s, the activations' read decoded from the A4
+// block u / 2 (dmat.h): isum = Σ e2m1_doubled(w) e2m1_doubled(a) exact, c = ue4m3_half(w) *
+// ue4m3_half(a), product = c * isum. The prefill arm prefill_act = w4a4 (tiles of output
+// vectors; never the streamed m = 1 form, never decode).
+template <> struct Unit<5> {
+  static constexpr int kGroup = Unit<4>::kGroup;
+  using Raw = Unit<4>::Raw;
+  struct Dec { float sw; int v[4]; };
+  __host__ __device__ static int64_t count(int64_t cols) { return cols / 16; }
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t cols, int u) { Unit<4>::load(r, wrow, cols, u); }
+  __device__ static Dec decode(const Raw& r) {
+    Dec d;
+    d.sw = dev_ue4m3_half(static_cast<uint8_t>(r.sc));
+    e2m1x2_seq8(r.q.x, d.v[0], d.v[1]);  // values 0..3, 4..7
+    e2m1x2_seq8(r.q.y, d.v[2], d.v[3]);  // values 8..11, 12..15
+    return d;
+  }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+    const A4* xb = p.x4 + xr * (p.w.cols / 32) + (u >> 1);
+    const int h = u & 1;
+    const int* xi = reinterpret_cast<const int*>(xb->qs + 16 * h);
+    int isum = __dp4a(d.v[0], xi[0], 0);
+    isum = __dp4a(d.v[1], xi[1], isum);
+    isum = __dp4a(d.v[2], xi[2], isum);
+    isum = __dp4a(d.v[3], xi[3], isum);
+    return __fmul_rn(__fmul_rn(d.sw, xb->d[h]), static_cast<float>(isum));
+  }
+};
+
 // Float weights (W: 0 = F32, 1 = F16, 2 = BF16) x f32 activations: unit = 8 values, the product
 // an fma chain from 0.
 template <int W> struct Unit {
@@ -219,8 +249,8 @@ template <int W> struct Unit {
     }
     return d;
   }
-  __device__ static float product(const Dec& d, const Q81*, const float* xf_row, int u) {
-    const float4* xp = reinterpret_cast<const float4*>(xf_row) + 2 * u;
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+    const float4* xp = reinterpret_cast<const float4*>(p.xf + xr * p.ld_xf) + 2 * u;
     const float4 a = xp[0], b = xp[1];
     float pu = 0.0f;
     pu = fmaf(d.wv[0], a.x, pu); pu = fmaf(d.wv[1], a.y, pu); pu = fmaf(d.wv[2], a.z, pu); pu = fmaf(d.wv[3], a.w, pu);
@@ -331,7 +361,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
         const typename U::Dec d = U::decode(raw[g]);
 #pragma unroll
         for (int t = 0; t < NT; ++t)
-          acc[t] = __fadd_rn(acc[t], U::product(d, p.xq + xr[t] * (p.w.cols / 32), p.xf + xr[t] * p.ld_xf, u));
+          acc[t] = __fadd_rn(acc[t], U::product(d, p, xr[t], u));
       }
     }
   }
@@ -542,8 +572,11 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     const MatvecParams& p = ps[j];
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
     if (p.w.cols >= (int64_t{1} << 31)) fail("matvec: row length ", p.w.cols, " exceeds 2^31 - 1 values");
-    if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr))
-      fail("matvec: matrices of one launch must share type, n_out and slab form");
+    if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr) ||
+        (p.x4 == nullptr) != (ps[0].x4 == nullptr))
+      fail("matvec: matrices of one launch must share type, n_out, slab form and activation form");
+    if (p.x4 && p.w.type != DType::NVFP4)
+      fail("matvec: W4A4 activations (x4) go with NVFP4 weights, not ", dtype_name(p.w.type));
     b.p[b.n++] = p;
   }
   if (b.n == 0) return;
@@ -552,7 +585,7 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     case DType::F16: return launch_family<1>(b, family, s);
     case DType::BF16: return launch_family<2>(b, family, s);
     case DType::Q8_0: return launch_family<3>(b, family, s);
-    case DType::NVFP4: return launch_family<4>(b, family, s);
+    case DType::NVFP4: return b.p[0].x4 ? launch_family<5>(b, family, s) : launch_family<4>(b, family, s);
     default: break;
   }
   fail("matvec: weight type ", dtype_name(b.p[0].w.type), " has no kernel (F32, F16, BF16, Q8_0, NVFP4)");

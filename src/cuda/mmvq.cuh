@@ -3,8 +3,10 @@
 // share one pass over a weight row) and MoE experts (slab = expert id read on the device).
 //
 // Activations: q8_1 blocks for Q8_0 / NVFP4 weights (quant.h's dot contract, reproduced
-// bitwise: a lane per unit strided by the threads of a row, then the butterfly); f32 for F32 /
-// F16 / BF16 weights (unit = 8 consecutive values, an fma chain, then the same reduction).
+// bitwise: a lane per unit strided by the threads of a row, then the butterfly); for NVFP4
+// weights alternatively W4A4 fp4 activations (A4, quant.h's dot_nvfp4_fp4act: the prefill arm
+// prefill_act = w4a4); f32 for F32 / F16 / BF16 weights (unit = 8 consecutive values, an fma
+// chain, then the same reduction).
 //
 // Two reduction families (Arms::decode_matvec):
 //   mmvq  — warp per row: 32 lanes stride the units, warp butterfly (quant.h DotOrder::warp32);
@@ -30,7 +32,8 @@ namespace memra::cuda {
 
 struct MatvecParams {
   DMat w;
-  const Q81* xq = nullptr;      // [n_x, cols/32] when uses_q8_1(w.type)
+  const Q81* xq = nullptr;      // [n_x, cols/32] when uses_q8_1(w.type) (and x4 is not set)
+  const A4* x4 = nullptr;       // [n_x, cols/32] W4A4 activations: NVFP4 weights only, instead of xq
   const float* xf = nullptr;    // [n_x, ld_xf] otherwise
   int64_t ld_xf = 0;
   int64_t n_out = 0;            // output vectors

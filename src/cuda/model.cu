@@ -28,6 +28,7 @@
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
 #include "cuda/planar.cuh"
+#include "cuda/quantize.cuh"
 #include "cuda/rope.cuh"
 #include "memra/error.h"
 #include "memra/model.h"
@@ -226,6 +227,10 @@ struct Model::Impl {
   Counters counters;
   DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
   DeviceBuffer<Q81> hq, oq, fq, hnq;
+  // prefill_act = w4a4: on for the current call when it has more than one token (run()); the
+  // NVFP4 mat-muls then read W4A4 activations from x4, quantized per call from the f32 rows
+  bool w4a4_on = false;
+  DeviceBuffer<cuda::A4> x4;
   DeviceBuffer<int32_t> ids, tok, amax;
   std::vector<int32_t> tok_host;
 
@@ -267,8 +272,20 @@ struct Model::Impl {
   }
 
   void check_arms() const {
-    if (arms.prefill_act == PrefillAct::w4a4)
-      fail("GPU model: arm prefill_act=w4a4 is not implemented (only w4a8)");
+    if (arms.prefill_act == PrefillAct::w4a4 && arms.prefill_matmul == PrefillMatmul::mma)
+      fail("GPU model: arm prefill_act=w4a4 has no tensor-core GEMM (prefill_matmul=mma); the W4A4 contract runs on "
+           "the token-tiled mat-vec: set prefill_matmul=mmvq");
+  }
+
+  // The W4A4 activations of n_x rows of n values (row a at xf + a * ld) in x4, for the NVFP4
+  // mat-muls of this call; nullptr when the W4A4 arm is not on for a matrix of this type and
+  // output count (one output vector: the lm_head row, which stays W4A8).
+  const cuda::A4* w4a4_acts(DType type, const float* xf, int64_t ld, int64_t n, int64_t n_out, int x_div) {
+    if (!w4a4_on || type != DType::NVFP4 || n_out < 2) return nullptr;
+    const int64_t n_x = cuda::ceil_div(n_out, x_div);
+    if (static_cast<int64_t>(x4.size()) < n_x * (n / 32)) fail("W4A4 activations: ", n_x, " rows of ", n, " exceed the buffer");
+    cuda::quantize_rows_fp4act_cuda(xf, ld, n_x, n, x4.data(), s);
+    return x4.data();
   }
 
   int64_t gemm_min_tokens = 32;
@@ -293,6 +310,10 @@ struct Model::Impl {
     if (cuda::uses_q8_1(w.type)) p.xq = xq;
     else { p.xf = xf; p.ld_xf = ld; }
     p.y = y; p.ld_y = ld_y; p.n_out = n_out; p.add_to_y = add; p.x_div = x_div; p.slab_of = slab;
+    if ((p.x4 = w4a4_acts(w.type, xf, ld, w.cols, n_out, x_div))) {
+      p.xq = nullptr;
+      ++counters.w4a4_launches;
+    }
     cuda::matvec_run(p, arms.decode_matvec, s);
   }
 
@@ -318,6 +339,10 @@ struct Model::Impl {
       p.y = j.y; p.ld_y = p.w.slab_rows; p.n_out = n_out; p.x_div = x_div; p.slab_of = slab;
       ps.push_back(p);
     }
+    // the group's activation rows as W4A4 once, for all its NVFP4 matrices
+    const cuda::A4* a4 = nullptr;
+    for (const cuda::MatvecParams& p : ps)
+      if (!a4) a4 = w4a4_acts(p.w.type, xf, ld, p.w.cols, n_out, x_div);
     std::vector<bool> done(ps.size(), false);
     for (size_t i = 0; i < ps.size(); ++i) {
       if (done[i]) continue;
@@ -325,6 +350,10 @@ struct Model::Impl {
       int n = 0;
       for (size_t k = i; k < ps.size() && n < cuda::kMatvecMulti; ++k)
         if (!done[k] && ps[k].w.type == ps[i].w.type) { batch[n++] = ps[k]; done[k] = true; }
+      if (a4 && batch[0].w.type == DType::NVFP4) {
+        for (int j = 0; j < n; ++j) { batch[j].x4 = a4; batch[j].xq = nullptr; }
+        ++counters.w4a4_launches;
+      }
       cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
     }
   }
@@ -486,6 +515,17 @@ struct Model::Impl {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     const int64_t T = static_cast<int64_t>(toks.size());
     prepare(toks, ci, ci.pos + T);
+    w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
+    if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
+      const int64_t K = k_used();
+      const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
+                                       T * K * c.n_ff_exp, T * c.n_ff_shexp});
+      if (static_cast<int64_t>(x4.size()) < widest / 32) x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
+    }
+    struct Off {
+      bool& on;
+      ~Off() { on = false; }
+    } off{w4a4_on};
     body(ci, T, ci.pos + T);
     ci.pos += T;
   }

@@ -262,6 +262,99 @@ void launch_overlap_body(Loaded& m, bool broken) {
   EXPECT_EQ(s, stream_with_arms(m, overlap_graph, 12)) << m.fx.id << ": launch_overlap changed graph decode";
 }
 
+// ---- ArmFork (GATES.md 1): the W4A4 prefill arm against the W4A8 reference ------------------
+//
+// Per arm, on one loaded model: forward_last over the prompt (the prefill row); tokenwise
+// decode_step over the prompt (the arm-invariant control: m = 1 never reaches the prefill arm,
+// so its row must be the same bits under both arms) and a greedy continuation off that cache
+// (the reference arm's noise stream); prime_cache and a greedy continuation (the serving
+// stream). Verdict: the two serving streams agree, or at their first fork the reference arm's
+// margin is within its own entry-point noise there (|batched - tokenwise| at both candidate
+// ids) — a coin flip no arm can resolve. The prompt is text as byte tokens (the tiny fixtures'
+// 512-token vocabulary holds every byte). `broken` (the canary's stand-in for a broken arm):
+// the test arm decodes a prompt whose last token differs, a fork that is not noise.
+constexpr const char* kArmForkText =
+    "The Gated DeltaNet layer keeps a matrix-valued state per head and updates it with a delta rule.";
+constexpr int kArmForkGen = 24;
+
+struct ArmStreams {
+  std::vector<float> prefill_row, tokenwise_row;
+  testing::GreedyStream serving, noise;
+  int64_t w4a4_launches = 0;
+};
+
+// Greedy from `row` for n tokens, each with the row that decided it.
+void greedy_from(Model& m, Cache& c, std::vector<float> row, int n, testing::GreedyStream& out) {
+  for (int i = 0; i < n; ++i) {
+    const int32_t t = testing::argmax(row);
+    out.tokens.push_back(t);
+    out.rows.push_back(row);
+    if (i + 1 < n) row = m.decode_step(t, c).logits;
+  }
+}
+
+ArmStreams arm_streams(Loaded& m, const Arms& a, const std::vector<int32_t>& prompt) {
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  ArmStreams r;
+  const int64_t before = m.gpu->counters().w4a4_launches;
+  const int64_t ctx = static_cast<int64_t>(prompt.size()) + kArmForkGen;
+  r.prefill_row = m.gpu->forward_last(prompt);
+  Cache tc = m.gpu->new_cache(ctx);
+  for (int32_t t : prompt) r.tokenwise_row = m.gpu->decode_step(t, tc).logits;
+  greedy_from(*m.gpu, tc, r.tokenwise_row, kArmForkGen, r.noise);
+  Cache sc = m.gpu->new_cache(ctx);
+  greedy_from(*m.gpu, sc, m.gpu->prime_cache(prompt, sc).logits, kArmForkGen, r.serving);
+  r.w4a4_launches = m.gpu->counters().w4a4_launches - before;
+  return r;
+}
+
+void arm_fork_body(Loaded& m, bool broken) {
+  std::vector<int32_t> prompt;
+  for (const char* p = kArmForkText; *p; ++p) prompt.push_back(static_cast<unsigned char>(*p));
+  Arms ref_arms = m.gpu->arms();
+  ref_arms.prefill_act = PrefillAct::w4a8;
+  ref_arms.prefill_matmul = PrefillMatmul::mmvq;
+  Arms test_arms = ref_arms;
+  test_arms.prefill_act = PrefillAct::w4a4;
+  const ArmStreams ref = arm_streams(m, ref_arms, prompt);
+  std::vector<int32_t> test_prompt = prompt;
+  if (broken) test_prompt.back() ^= 1;
+  const ArmStreams test = arm_streams(m, test_arms, test_prompt);
+  const testing::Divergence d = testing::first_divergence(ref.serving, test.serving, ref.noise);
+
+  testing::Report rep = testing::Report::for_current_test();
+  rep["fixture"] = m.fx.id;
+  rep.set_arms("reference", ref_arms);
+  rep.set_arms("test", test_arms);
+  rep["first_divergence"] = testing::to_json(d);
+  rep["prefill_argmax"] = {{"reference", testing::argmax(ref.prefill_row)}, {"test", testing::argmax(test.prefill_row)}};
+  rep["tokenwise_argmax"] = {{"reference", testing::argmax(ref.tokenwise_row)}, {"test", testing::argmax(test.tokenwise_row)}};
+  auto floor_of = [](const ArmStreams& a) {
+    const auto f = testing::floor_position(a.serving.tokens, a.noise.tokens);
+    return f ? static_cast<int64_t>(*f) : int64_t{-1};
+  };
+  rep["streams"] = {{"reference_serving", ref.serving.tokens}, {"test_serving", test.serving.tokens},
+                    {"reference_noise", ref.noise.tokens}};
+  rep.figure("reference_floor", floor_of(ref));
+  rep.figure("test_floor", floor_of(test));
+  rep.figure("first_divergence", d.position ? static_cast<int64_t>(*d.position) : int64_t{-1});
+  rep.figure("w4a4_launches", test.w4a4_launches);
+  const bool engaged = test.w4a4_launches > 0 && ref.w4a4_launches == 0;
+  rep.set_verdict(engaged && d.within_entry_noise(), engaged ? "fork outside the reference's entry-point noise" : "vacuous");
+  rep.write();
+  std::printf("[armfork] %s: w4a4 launches %lld, floors ref %lld / test %lld, first divergence %lld\n", m.fx.id.c_str(),
+              static_cast<long long>(test.w4a4_launches), static_cast<long long>(floor_of(ref)),
+              static_cast<long long>(floor_of(test)), d.position ? static_cast<long long>(*d.position) : -1LL);
+  EXPECT_GT(test.w4a4_launches, 0) << m.fx.id << ": vacuous: the W4A4 arm never engaged";
+  EXPECT_EQ(ref.w4a4_launches, 0) << m.fx.id;
+  if (!broken)
+    EXPECT_THAT(test.tokenwise_row, testing::BitIdentical(ref.tokenwise_row))
+        << m.fx.id << ": tokenwise decode (m = 1) saw the prefill arm";
+  EXPECT_THAT(d, testing::WithinEntryNoise()) << m.fx.id;
+}
+
+class ArmForkGate : public GpuGate {};
+
 #ifndef MEMRA_GPU_CANARY
 
 TEST_P(GpuGate, TeacherForcedAgreesWithOracle) {
@@ -453,6 +546,73 @@ TEST_F(GpuModel, ChunkedGdnPrefillMatchesRecurrent) {
   }
 }
 
+// prefill_act = w4a4 (model.h): the NVFP4 mat-muls of a multi-token call take W4A4 activations
+// (their kernels are op-tested bitwise against quant.h's contract: ops_mmvq, ops_quantize).
+// Here, on every family's NVFP4 fixture: the arm engages (launch counter) and changes the
+// prefill logits (q8_1 and fp4 activations are different numbers), stays finite and
+// deterministic (prime_cache and forward_last take the same path: same bits), and never reaches
+// what it must not: a one-token call and tokenwise decode give the same bits under both arms,
+// with no W4A4 launch (GATES.md's arm-invariant control). How far W4A4 moves the logits is
+// recorded, not bounded: that verdict belongs to the ArmFork gate (entry-point noise).
+TEST_F(GpuModel, W4A4PrefillArm) {
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
+    Loaded& m = loaded(f, DType::NVFP4, false);
+    const auto p = testing_fixtures::prompt(40, m.fx.config.n_vocab, 31);
+    Arms a8 = m.gpu->arms();
+    a8.prefill_act = PrefillAct::w4a8;
+    a8.prefill_matmul = PrefillMatmul::mmvq;
+    Arms a4 = a8;
+    a4.prefill_act = PrefillAct::w4a4;
+    auto count = [&] { return m.gpu->counters().w4a4_launches; };
+    // tokenwise decode over the first 12 prompt tokens, one hash over every step's logits
+    auto decode_sha = [&] {
+      Sha256 h;
+      Cache c = m.gpu->new_cache(12);
+      for (int i = 0; i < 12; ++i) {
+        const Step st = m.gpu->decode_step(p[static_cast<size_t>(i)], c);
+        h.update(st.logits.data(), st.logits.size() * sizeof(float));
+      }
+      return h.finish_hex();
+    };
+    const std::vector<int32_t> one(p.begin(), p.begin() + 1);
+    std::vector<float> l8, one8;
+    std::string dec8;
+    {
+      testing::ScopedArms<Model> arm(*m.gpu, a8);
+      l8 = m.gpu->forward_last(p);
+      one8 = m.gpu->forward_last(one);
+      dec8 = decode_sha();
+    }
+    testing::ScopedArms<Model> arm(*m.gpu, a4);
+    const int64_t c0 = count();
+    const std::vector<float> l4 = m.gpu->forward_last(p);
+    const int64_t c1 = count();
+    EXPECT_GT(c1, c0) << m.fx.id << ": the W4A4 arm never engaged";
+    Cache cache = m.gpu->new_cache(static_cast<int64_t>(p.size()));
+    EXPECT_THAT(m.gpu->prime_cache(p, cache).logits, testing::BitIdentical(l4))
+        << m.fx.id << ": prime_cache and forward_last under w4a4";
+    const int64_t c2 = count();
+    EXPECT_THAT(m.gpu->forward_last(one), testing::BitIdentical(one8)) << m.fx.id << ": a one-token call is not a prefill";
+    EXPECT_EQ(decode_sha(), dec8) << m.fx.id << ": tokenwise decode must not see the prefill arm";
+    EXPECT_EQ(count(), c2) << m.fx.id << ": W4A4 launches in a one-token call or in decode";
+    double num = 0, den = 0;
+    bool finite = true, differs = false;
+    for (size_t j = 0; j < l8.size(); ++j) {
+      finite = finite && std::isfinite(l4[j]);
+      differs = differs || std::bit_cast<uint32_t>(l4[j]) != std::bit_cast<uint32_t>(l8[j]);
+      num = std::max(num, std::abs(double(l4[j]) - l8[j]));
+      den = std::max(den, std::abs(double(l8[j])));
+    }
+    EXPECT_TRUE(finite) << m.fx.id;
+    EXPECT_TRUE(differs) << m.fx.id << ": w4a4 logits bit-identical to w4a8: the activations were not fp4";
+    const bool same_top1 = argmax(l4) == argmax(l8);
+    ::testing::Test::RecordProperty(std::string(gpu_test::family_id(f)) + "_rel_maxdiff", std::to_string(num / den));
+    ::testing::Test::RecordProperty(std::string(gpu_test::family_id(f)) + "_same_top1", same_top1 ? "1" : "0");
+    std::printf("[w4a4] %s: launches %lld, max |w4a4 - w4a8| / max|logit| = %.3e, top-1 %s\n", m.fx.id.c_str(),
+                static_cast<long long>(c1 - c0), num / den, same_top1 ? "same" : "differs");
+  }
+}
+
 TEST_F(GpuModel, BadInputIsAnError) {
   Loaded& m = loaded(Family::Qwen3, DType::Q8_0, false);
   const int64_t V = m.fx.config.n_vocab;
@@ -471,9 +631,11 @@ TEST_F(GpuModel, BadInputIsAnError) {
   EXPECT_THAT([&] { m.gpu->decode_step(1, oc); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("another model")));
   Arms a = m.gpu->arms();
   a.prefill_act = PrefillAct::w4a4;
+  a.prefill_matmul = PrefillMatmul::mma;  // an arm pair no kernel honours: an error, never a fallback
   {
     testing::ScopedArms<Model> arm(*m.gpu, a);
-    EXPECT_THAT([&] { m.gpu->forward_last(longp); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("w4a4")));
+    EXPECT_THAT([&] { m.gpu->forward_last(longp); },
+                ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("w4a4"), ::testing::HasSubstr("mma"))));
   }
   // A matrix type the GPU cannot stream: named with the tensor.
   FixtureModel fx = gpu_test::make_fixture(Family::Qwen3, DType::F32, false);
@@ -484,6 +646,16 @@ TEST_F(GpuModel, BadInputIsAnError) {
               ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("blk.0.attn_k.weight"),
                                                                ::testing::HasSubstr("q4_0"))));
 }
+
+TEST_P(ArmForkGate, ServingStreamWithinEntryNoise) {
+  const Case& c = GetParam();
+  arm_fork_body(loaded(c.family, c.type, c.hf), false);
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
+                         ::testing::Values(Case{Family::Qwen3, DType::NVFP4, false}, Case{Family::Qwen3Next, DType::NVFP4, false},
+                                           Case{Family::Qwen35, DType::NVFP4, false},
+                                           Case{Family::Qwen35Moe, DType::NVFP4, false}),
+                         CaseName());
 
 #else  // the canary target
 
@@ -497,6 +669,15 @@ TEST_F(GpuModel, LaunchOverlapCanaryFails) {
   testing::expect_gate_fails("overlap arms on other f32 roundings (chunked GDN prefill, dp4a mat-vec): a stand-in for a race",
                              [&] { launch_overlap_body(loaded(Family::Qwen35, DType::F32, false), true); });
 }
+
+TEST_P(ArmForkGate, TestArmOnAnotherPromptFails) {
+  const Case& c = GetParam();
+  testing::expect_gate_fails("the test arm decodes a prompt whose last token differs: a fork that is not noise",
+                             [&] { arm_fork_body(loaded(c.family, c.type, c.hf), true); });
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
+                         ::testing::Values(Case{Family::Qwen3, DType::NVFP4, false}, Case{Family::Qwen35, DType::NVFP4, false}),
+                         CaseName());
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGateCanary,
                          ::testing::Values(Case{Family::Qwen3, DType::BF16, false},

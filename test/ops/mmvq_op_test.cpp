@@ -4,7 +4,9 @@
 // the butterfly; dp4a: thread u % 128, a butterfly per warp, then warps 0..3 summed in order;
 // times the slab's scale. The reference below recomputes every partial from the block bytes
 // with the scalar decoders of memra/dtype.h (not with the kernel's code), and for mmvq also
-// checks against memra::dot_q8_0_q8_1 / dot_nvfp4_q8_1 themselves.
+// checks against memra::dot_q8_0_q8_1 / dot_nvfp4_q8_1 themselves. The W4A4 cases (NVFP4
+// weights against quant.h's Fp4Act activations, uploaded decoded as the device's A4 blocks) are
+// checked the same way, against memra::dot_nvfp4_fp4act.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,11 +28,14 @@ struct MatvecCase : OpCase {
   DecodeMatvec arm;
   int slabs;  // > 1: MoE form (slab ids, x_div = 2)
   int parts;  // > 1: the rows as that many matrices of unequal height in one matvec_run_multi
-  MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1)
-      : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m) {}
+  bool w4a4 = false;  // NVFP4 weights against W4A4 (fp4) activations instead of q8_1
+  MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1, bool fp4 = false)
+      : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m), w4a4(fp4) {}
   std::string vars() const override {
-    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)(
-               "parts", parts).str();
+    Vars v;
+    v("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)("parts", parts);
+    if (w4a4) v("act", "w4a4");
+    return v.str();
   }
 };
 
@@ -50,13 +55,37 @@ std::vector<MatvecCase> cases() {
       v.emplace_back(t, 37, 4096, 1, a, 1);
       v.emplace_back(t, 45, 4096, 1, a, 1, 3);
     }
+  // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
+  // of matrices sharing a launch
+  for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
+    v.emplace_back(DType::NVFP4, 37, 4096 + 192, 13, a, 1, 1, true);
+    v.emplace_back(DType::NVFP4, 37, 1024 + 64, 37, a, 1, 1, true);
+    v.emplace_back(DType::NVFP4, 7, 64, 1, a, 1, 1, true);
+    v.emplace_back(DType::NVFP4, 9, 512, 6, a, 3, 1, true);
+    v.emplace_back(DType::NVFP4, 45, 4096, 16, a, 1, 3, true);
+  }
   return v;
 }
 
-// Per-unit partials of one row against one activation row, in unit order.
-std::vector<float> partials(DType t, const uint8_t* w, const BlockQ8_1* xq, const float* xf, int64_t cols) {
+// Per-unit partials of one row against one activation row, in unit order (x4: W4A4 activations
+// for NVFP4 weights instead of xq).
+std::vector<float> partials(DType t, const uint8_t* w, const BlockQ8_1* xq, const float* xf, int64_t cols,
+                            const BlockFp4Act* x4 = nullptr) {
   std::vector<float> p;
-  if (t == DType::Q8_0) {
+  if (x4) {
+    for (int64_t u = 0; u < cols / 16; ++u) {
+      const uint8_t* blk = w + (u / 4) * 36;
+      const BlockFp4Act& a = x4[u / 4];
+      const int s = static_cast<int>(u % 4);
+      int32_t isum = 0;
+      for (int j = 0; j < 8; ++j) {
+        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] & 0xf)} * e2m1_doubled(a.qs[8 * s + j] & 0xf);
+        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] >> 4)} * e2m1_doubled(a.qs[8 * s + j] >> 4);
+      }
+      const float c = ue4m3_to_f32_half(blk[s]) * ue4m3_to_f32_half(a.d[s]);
+      p.push_back(c * static_cast<float>(isum));
+    }
+  } else if (t == DType::Q8_0) {
     for (int64_t b = 0; b < cols / 32; ++b) {
       const uint8_t* blk = w + b * 34;
       uint16_t d;
@@ -132,6 +161,19 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   for (float& v : xf) v = U(rng);
   std::vector<BlockQ8_1> xq(static_cast<size_t>(n_x * c.cols / 32));
   for (int64_t a = 0; a < n_x; ++a) quantize_row_q8_1(xf.data() + a * c.cols, xq.data() + a * c.cols / 32, c.cols);
+  // W4A4: quant.h's fp4 activation blocks, and the same numbers decoded as the device reads them
+  std::vector<BlockFp4Act> x4(c.w4a4 ? static_cast<size_t>(n_x * c.cols / 64) : 0);
+  std::vector<cuda::A4> a4(x4.size() * 2);
+  for (int64_t a = 0; a < n_x && c.w4a4; ++a) quantize_row_fp4act(xf.data() + a * c.cols, x4.data() + a * c.cols / 64, c.cols);
+  for (size_t b = 0; b < x4.size(); ++b)
+    for (int s = 0; s < 4; ++s) {
+      cuda::A4& d = a4[2 * b + s / 2];
+      d.d[s % 2] = ue4m3_to_f32_half(x4[b].d[s]);
+      for (int j = 0; j < 16; ++j) {
+        const uint8_t byte = x4[b].qs[8 * s + j % 8];
+        d.qs[16 * (s % 2) + j] = e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4));
+      }
+    }
   std::vector<int32_t> slab(static_cast<size_t>(c.n_out));
   for (int64_t a = 0; a < c.n_out; ++a) slab[static_cast<size_t>(a)] = static_cast<int32_t>((a * 7 + 1) % c.slabs);
 
@@ -148,6 +190,8 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   dxq.upload(xq);
   DeviceBuffer<int32_t> dslab(e, slab.size());
   dslab.upload(slab);
+  DeviceBuffer<cuda::A4> da4(e, std::max<size_t>(a4.size(), 1));
+  if (c.w4a4) da4.upload(a4);
   dy.fill_bytes(0xFF);
 
   cuda::MatvecParams p;
@@ -156,6 +200,10 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
   p.xf = dxf.data(); p.ld_xf = c.cols;
   p.n_out = c.n_out; p.x_div = x_div; p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
+  if (c.w4a4) {
+    p.x4 = da4.data();
+    p.xq = nullptr;
+  }
   p.y = dy.data(); p.ld_y = c.rows;
   if (c.parts == 1) {
     cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
@@ -181,14 +229,17 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     const int s = c.slabs > 1 ? slab[static_cast<size_t>(a)] : 0;
     for (int64_t r = 0; r < c.rows; ++r) {
       const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
-      const float v = reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols), c.arm);
+      const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
+      const float v = reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa), c.arm);
       ref[static_cast<size_t>(a * c.rows + r)] = v * scale[static_cast<size_t>(s)];
       if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
         const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
         if (c.type == DType::Q8_0)
           ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
-        if (c.type == DType::NVFP4)
+        if (c.type == DType::NVFP4 && !c.w4a4)
           ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
+        if (c.w4a4)
+          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_fp4act(reinterpret_cast<const BlockNvfp4*>(wr), xa, c.cols)));
       }
     }
   }

@@ -1,12 +1,15 @@
 // Op tests: src/cuda/quantize.cu against memra/quant.h, bitwise.
-// Contract: dequantize_row (F16, BF16, Q8_0, NVFP4) and quantize_row_q8_1 — the kernels use
+// Contract: dequantize_row (F16, BF16, Q8_0, NVFP4), quantize_row_q8_1 and quantize_row_fp4act
+// (W4A4 activations, compared decoded: the device stores A4 blocks) — the kernels use
 // the same roundings in the same places, so any difference is a bug (no tolerance).
 // Sizes come from the kernels' constants: 256 threads per CTA (dequantize), 8 warps = 8 blocks
 // per CTA (q8_1), and a grid capped at 65535 CTAs (the grid-stride tail).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -171,5 +174,118 @@ TEST_P(QuantizeQ81, MatchesQuantizeRowQ81Bitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, QuantizeQ81, ::testing::ValuesIn(q81_cases()), mo::OpCaseName());
+
+// ---- W4A4 (fp4) activation quantization ----------------------------------------------------
+
+// Rows of n values at a row stride ld >= n. Patterns: `normal` N(0, scale); `spread`: sub-block
+// magnitudes from 1e-6 (scale code 0: all q = 0) to 1e4 (scale saturating at 448, codes at 6);
+// `ties`: sub-blocks whose scale is exact (amax = 6 S) and whose values sit on every e2m1
+// rounding boundary x / S in {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5} (each tie to the even code)
+// with both signs and -0.0.
+struct Fp4Case : mo::OpCase {
+  int64_t rows, n, ld;
+  float scale;
+  const char* pattern;
+  Fp4Case(int64_t r, int64_t n_, int64_t l, float s, const char* p) : rows(r), n(n_), ld(l), scale(s), pattern(p) {}
+  std::string vars() const override {
+    return mo::Vars()("rows", rows)("n", n)("ld", ld)("scale", scale)("pattern", pattern).str();
+  }
+};
+void PrintTo(const Fp4Case& c, std::ostream* os) { *os << c.vars(); }
+
+std::vector<Fp4Case> fp4_cases() {
+  constexpr int64_t kThreads = 256;  // sub-blocks per CTA
+  return {Fp4Case(1, 64, 64, 1.0f, "normal"),
+          Fp4Case(3, 16 * kThreads + 64, 16 * kThreads + 64 + 16, 1.0f, "normal"),
+          Fp4Case(5, 1024, 1024 + 64, 1e-2f, "normal"),
+          Fp4Case(7, 4096, 4096, 1.0f, "spread"),
+          Fp4Case(2, 512, 512, 1.0f, "ties")};
+}
+
+std::vector<float> fp4_input(const Fp4Case& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, c.scale);
+  std::vector<float> x(size_t(c.rows * c.ld), std::numeric_limits<float>::quiet_NaN());  // gaps: never read
+  const std::string_view pat(c.pattern);
+  for (int64_t r = 0; r < c.rows; ++r)
+    for (int64_t i = 0; i < c.n; ++i) {
+      const int64_t sb = i / 16, j = i % 16;
+      float v = dist(rng);
+      if (pat == "spread") v *= std::pow(10.0f, static_cast<float>((r * 131 + sb * 7) % 11) - 6.0f);
+      if (pat == "ties") {
+        // S = e4m3 value of code (sb * 5 + r * 3) % 120 + 1 (normal and subnormal codes); value 0
+        // carries amax = 6 S, the rest the boundaries, signs alternating, one -0.0
+        constexpr float kTie[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+        const float S = memra::ue4m3_to_f32(static_cast<uint8_t>((sb * 5 + r * 3) % 120 + 1));
+        v = j == 0 ? 6.0f * S : j == 15 ? -0.0f : ((j % 2) ? -1.0f : 1.0f) * kTie[(j - 1) % 7] * S;
+      }
+      x[size_t(r * c.ld + i)] = v;
+    }
+  return x;
+}
+
+class QuantizeFp4 : public mo::OpTest<Fp4Case> {};
+
+TEST_P(QuantizeFp4, MatchesQuantizeRowFp4actBitwise) {
+  const Fp4Case& c = GetParam();
+  const std::vector<float> x = fp4_input(c, seed());
+  // the reference: quant.h's blocks, decoded to what an A4 block holds
+  std::vector<float> rd, gd;
+  std::vector<int32_t> rq, gq;
+  std::vector<memra::BlockFp4Act> blk(size_t(c.n / 64));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    memra::quantize_row_fp4act(x.data() + r * c.ld, blk.data(), c.n);
+    for (const auto& b : blk)
+      for (int s = 0; s < 4; ++s) {
+        rd.push_back(memra::ue4m3_to_f32_half(b.d[s]));
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t byte = b.qs[8 * s + j % 8];
+          rq.push_back(memra::e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4)));
+        }
+      }
+  }
+  memra::Engine e = memra::Engine::open(memra::testing::test_device());
+  memra::DeviceBuffer<float> d_x(e, x.size());
+  const size_t nb = size_t(c.rows * c.n / 32);
+  memra::DeviceBuffer<memra::cuda::A4> d_y(e, nb);
+  d_x.upload(x);
+  d_y.fill_bytes(0xff);
+  memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), c.ld, c.rows, c.n, d_y.data(), e.stream());
+  for (const memra::cuda::A4& b : d_y.download()) {
+    gd.push_back(b.d[0]);
+    for (int j = 0; j < 16; ++j) gq.push_back(b.qs[j]);
+    gd.push_back(b.d[1]);
+    for (int j = 16; j < 32; ++j) gq.push_back(b.qs[j]);
+  }
+  int nonzero = 0;
+  for (int32_t q : rq) nonzero += q != 0;
+  ASSERT_GT(nonzero, 0) << "vacuous case: every code 0";
+  EXPECT_THAT(gd, BitIdentical(rd)) << "sub-block scales (index = row * n/16 + sub-block)";
+  EXPECT_THAT(gq, BitIdentical(rq)) << "doubled e2m1 codes (index = row * n + value)";
+}
+
+// Not finite input: quant.h's quantizer refuses it; the device marks the sub-block's scale NaN
+// (and only that sub-block's), so every dot product reading it is NaN, never a finite number.
+TEST(QuantizeFp4Bad, NonFiniteSubBlockGetsNaNScale) {
+  MEMRA_REQUIRE_TEST_GPU();
+  std::vector<float> x(128, 0.5f);
+  x[17] = std::numeric_limits<float>::quiet_NaN();
+  x[70] = -std::numeric_limits<float>::infinity();
+  memra::Engine e = memra::Engine::open(memra::testing::test_device());
+  memra::DeviceBuffer<float> d_x(e, x.size());
+  memra::DeviceBuffer<memra::cuda::A4> d_y(e, 4);
+  d_x.upload(x);
+  memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), 128, 1, 128, d_y.data(), e.stream());
+  const auto y = d_y.download();
+  EXPECT_FALSE(std::isnan(y[0].d[0]));
+  EXPECT_TRUE(std::isnan(y[0].d[1])) << "values 16..31 hold the NaN";
+  EXPECT_FALSE(std::isnan(y[1].d[1]));
+  EXPECT_TRUE(std::isnan(y[2].d[0])) << "values 64..79 hold -inf";
+  EXPECT_FALSE(std::isnan(y[3].d[0]));
+  EXPECT_THROW(memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), 128, 1, 96, d_y.data(), e.stream()), memra::Error);
+  EXPECT_THROW(memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), 64, 1, 128, d_y.data(), e.stream()), memra::Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, QuantizeFp4, ::testing::ValuesIn(fp4_cases()), mo::OpCaseName());
 
 }  // namespace
