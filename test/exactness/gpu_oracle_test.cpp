@@ -308,7 +308,9 @@ ArmStreams arm_streams(Loaded& m, const Arms& a, const std::vector<int32_t>& pro
   return r;
 }
 
-void arm_fork_body(Loaded& m, bool broken) {
+// One ArmFork pass: both arms' streams, the report, the non-verdict checks (the test arm engaged,
+// the reference never did, the tokenwise control row is the same bits); returns the fork.
+testing::Divergence arm_fork_run(Loaded& m, bool broken) {
   std::vector<int32_t> prompt;
   for (const char* p = kArmForkText; *p; ++p) prompt.push_back(static_cast<unsigned char>(*p));
   Arms ref_arms = m.gpu->arms();
@@ -350,8 +352,11 @@ void arm_fork_body(Loaded& m, bool broken) {
   if (!broken)
     EXPECT_THAT(test.tokenwise_row, testing::BitIdentical(ref.tokenwise_row))
         << m.fx.id << ": tokenwise decode (m = 1) saw the prefill arm";
-  EXPECT_THAT(d, testing::WithinEntryNoise()) << m.fx.id;
+  return d;
 }
+
+// The gate's verdict.
+void arm_fork_body(Loaded& m, bool broken) { EXPECT_THAT(arm_fork_run(m, broken), testing::WithinEntryNoise()) << m.fx.id; }
 
 class ArmForkGate : public GpuGate {};
 
@@ -647,9 +652,20 @@ TEST_F(GpuModel, BadInputIsAnError) {
                                                                ::testing::HasSubstr("q4_0"))));
 }
 
-TEST_P(ArmForkGate, ServingStreamWithinEntryNoise) {
+// The W4A4 arm is exactness-blocked on every tiny fixture, as the seed found it on real
+// prompts. Measured on the H200 (session 6, docs/gpu.md): the serving streams fork at positions
+// 0 / 4 / 0 / 1 (qwen3 / qwen3next / qwen35 / qwen35moe) with reference margins 0.017 / 0.025 /
+// 0.074 / 0.043 against an entry-point noise of 0 (the mmvq prefill is bit-identical to
+// tokenwise decode on these models), so arm_fork_body's verdict is FAIL. The suite pins that
+// verdict, with the fork in the case's report: this case fails the day W4A4 stops forking
+// outside the noise — then make it assert arm_fork_body's PASS and W4A4 a servable arm.
+TEST_P(ArmForkGate, W4A4ForksOutsideEntryNoise) {
   const Case& c = GetParam();
-  arm_fork_body(loaded(c.family, c.type, c.hf), false);
+  Loaded& m = loaded(c.family, c.type, c.hf);
+  const testing::Divergence d = arm_fork_run(m, false);
+  EXPECT_TRUE(d.diverged()) << m.fx.id << ": the W4A4 serving stream no longer forks: promote ArmFork (see above)";
+  EXPECT_THAT(d, ::testing::Not(testing::WithinEntryNoise()))
+      << m.fx.id << ": the W4A4 fork is now within the entry-point noise: promote ArmFork (see above)";
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
                          ::testing::Values(Case{Family::Qwen3, DType::NVFP4, false}, Case{Family::Qwen3Next, DType::NVFP4, false},
