@@ -42,6 +42,19 @@
 //      (1939 vs 1899), 4 units at 8 blocks for launches of at most one row per warp (1949 vs
 //      1902), whole-row cp.async.bulk L2 prefetches a window of rows ahead (2098-2181 for 12-96 MB
 //      windows vs 1920), the first two groups loaded before the wait (1988 vs 1912).
+//   v14 streamed Q8_0: a lane's activation blocks staged three at a time, every load before any
+//      store (v13 staged one q8_1 block per loop trip: three dependent L2 round trips for a
+//      12288-wide row). H200, same-machine A/B of graph decode: 9B Q8_0 2669 vs 2691 us, 0.6B
+//      814 vs 823. Same bits.
+//   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
+//      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
+//      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
+//      changed, same 93 registers (9B NVFP4 2014 vs 1882: the kernel's schedule is that fragile);
+//      a decode FFN's SwiGLU as the epilogue of the gate/up launch, three ways, each bitwise equal
+//      to the row op in the op test: acquire-release arrival counters per 32-value block (9B NVFP4
+//      2333 vs 1876), relaxed counters with the values through sentinel slots (2161 vs 1876; the
+//      in-graph timeline had the gate/up launch at 25.4 vs 16.1 us), and no counters, the warp of
+//      a block's last up row polling the 64 slots (2232 vs 1888).
 //   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
 //      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
 //      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
@@ -278,18 +291,39 @@ __device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], cons
 
 // One q8_1 activation row into shared memory as planes: int8 values [cols], then f32 scales
 // [cols / 32] (the fp16 d converted once, times Unit<W>::kStagedScale: a power of two, exact).
-// The whole block takes part; the caller syncs.
-template <int W>
+// The whole block takes part; the caller syncs. A thread's blocks are loaded kPer at a time, all
+// loads before any store: in the streamed form the stage sits between the dependency wait and
+// the first product, and a 12288-wide row (3 blocks per thread of 128) staged one block per loop
+// trip waited three L2 round trips in a row: Q8_0 takes kPer = 3 there (H200, same-machine A/B:
+// 9B Q8_0 graph decode -10 us per token, 0.6B -7). NVFP4 keeps 1 (its 93-register stream kernel
+// measured +50 us per 9B token with 3), as does the grid form (its 64-register MoE expert
+// kernels spilled with 3).
+template <int W, int kPer = 1>
 __device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* planes) {
   const int nb32 = static_cast<int>(cols / 32);
   int8_t* xs_w = reinterpret_cast<int8_t*>(planes);
   float* xd_w = reinterpret_cast<float*>(xs_w + cols);
-  for (int b = threadIdx.x; b < nb32; b += blockDim.x) {
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(xrow + b);  // d | s << 16, then qs
-    uint4* dst = reinterpret_cast<uint4*>(xs_w + 32 * b);
-    dst[0] = make_uint4(src[1], src[2], src[3], src[4]);
-    dst[1] = make_uint4(src[5], src[6], src[7], src[8]);
-    xd_w[b] = __fmul_rn(dev_fp16_fast(static_cast<uint16_t>(src[0] & 0xffffu)), Unit<W>::kStagedScale);
+  for (int b0 = threadIdx.x; b0 < nb32; b0 += kPer * blockDim.x) {
+    uint32_t w[kPer][9];  // d | s << 16, then qs
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int b = b0 + k * static_cast<int>(blockDim.x);
+      if (b < nb32) {
+        const uint32_t* src = reinterpret_cast<const uint32_t*>(xrow + b);
+#pragma unroll
+        for (int i = 0; i < 9; ++i) w[k][i] = src[i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int b = b0 + k * static_cast<int>(blockDim.x);
+      if (b < nb32) {
+        uint4* dst = reinterpret_cast<uint4*>(xs_w + 32 * b);
+        dst[0] = make_uint4(w[k][1], w[k][2], w[k][3], w[k][4]);
+        dst[1] = make_uint4(w[k][5], w[k][6], w[k][7], w[k][8]);
+        xd_w[b] = __fmul_rn(dev_fp16_fast(static_cast<uint16_t>(w[k][0] & 0xffffu)), Unit<W>::kStagedScale);
+      }
+    }
   }
 }
 
@@ -445,7 +479,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   pdl_wait();
   pdl_release();
   extern __shared__ uint4 x_planes[];
-  stage_x<W>(batch.p[0].xq, cols, x_planes);
+  stage_x<W, W == 3 ? 3 : 1>(batch.p[0].xq, cols, x_planes);
   __syncthreads();
   const int8_t* xs_l = reinterpret_cast<const int8_t*>(x_planes) + U::kValues * lane;
   const float* xd_l = reinterpret_cast<const float*>(reinterpret_cast<const int8_t*>(x_planes) + cols) + lane / U::kUnitsPerScale;
