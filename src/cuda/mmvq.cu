@@ -51,7 +51,8 @@
 //      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
 //      changed, same 93 registers (9B NVFP4 2014 vs 1882: the kernel's schedule is that fragile);
 //      the NVFP4 scale plane staged in lane order, a lane's 8 scales of a group in two 16-byte
-//      shared loads (1884 vs 1883);
+//      shared loads (1884 vs 1883); the first step's weight loads issued before the activation
+//      stage instead of after it (1942 vs 1880);
 //      a decode FFN's SwiGLU as the epilogue of the gate/up launch, three ways, each bitwise equal
 //      to the row op in the op test: acquire-release arrival counters per 32-value block (9B NVFP4
 //      2333 vs 1876), relaxed counters with the values through sentinel slots (2161 vs 1876; the
