@@ -7,6 +7,10 @@
 // v2 (same bits): the combine quantises its output for the next mat-vec (out_q); the loads of several keys in flight before their arithmetic, in both passes.
 //     v1 waited a memory latency per key: an in-graph timeline (cuda/timeline.h) of a 9B decode
 //     step put the split kernel at 13.9 us for ~30 keys, the slowest launch of the step.
+// Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode
+//     token's combine done by each head's last split block (an arrival counter per head) instead
+//     of the combine launch: 9B NVFP4 graph decode 1884 vs 1879 us, 0.6B 831 vs 817 (docs/PERF.md,
+//     session 7).
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
