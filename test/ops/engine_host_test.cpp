@@ -9,21 +9,12 @@
 #include "cuda/timeline.h"
 #include "memra/engine.h"
 #include "memra/error.h"
+#include "memra/testing/errors.h"
 
 namespace {
 
 using ::testing::HasSubstr;
-
-// The memra::Error message f throws, or "<no error>".
-template <class F>
-std::string msg(F&& f) {
-  try {
-    f();
-  } catch (const memra::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using memra::testing::error_message;
 
 std::string open_error(int device) {
   try {
@@ -44,11 +35,11 @@ TEST(EngineHost, DeviceCountNeverFailsAndOpenNamesTheRange) {
 
 TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
   using memra::DType;
-  EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q8_0, nullptr, nullptr, 33, nullptr); }),
+  EXPECT_THAT(error_message([] { memra::cuda::dequantize_row_cuda(DType::Q8_0, nullptr, nullptr, 33, nullptr); }),
               HasSubstr("dequantize_row_cuda(q8_0): n = 33 is not a multiple of the block size 32"));
-  EXPECT_THAT(msg([] { memra::cuda::dequantize_row_cuda(DType::Q4_K, nullptr, nullptr, 256, nullptr); }),
+  EXPECT_THAT(error_message([] { memra::cuda::dequantize_row_cuda(DType::Q4_K, nullptr, nullptr, 256, nullptr); }),
               HasSubstr("type q4_K has no kernel"));
-  EXPECT_THAT(msg([] { memra::cuda::quantize_row_q8_1_cuda(nullptr, nullptr, 31, nullptr); }),
+  EXPECT_THAT(error_message([] { memra::cuda::quantize_row_q8_1_cuda(nullptr, nullptr, 31, nullptr); }),
               HasSubstr("n = 31 is not a multiple of the block size 32"));
 }
 
@@ -57,8 +48,8 @@ TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
 // while noting is on (the bench clears them, captures a step, and reads them back).
 TEST(EngineHost, TimelineErrorsAndLaunchNames) {
   namespace tl = memra::cuda::timeline;
-  EXPECT_THAT(msg([] { (void)tl::stop(); }), HasSubstr("stop() without start()"));
-  if (!tl::available()) EXPECT_THAT(msg([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
+  EXPECT_THAT(error_message([] { (void)tl::stop(); }), HasSubstr("stop() without start()"));
+  if (!tl::available()) EXPECT_THAT(error_message([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
   tl::launch_names().clear();
   tl::note_launch("ignored");
   EXPECT_TRUE(tl::launch_names().empty());

@@ -32,6 +32,7 @@
 #include "memra/oracle.h"
 #include "memra/source.h"
 #include "memra/testing/bank.h"
+#include "memra/testing/errors.h"
 #include "memra/testing/gate.h"
 #include "memra/testing/matchers.h"
 #include "unit/oracle_fixtures.h"
@@ -50,14 +51,7 @@ constexpr int kSteps = 24;
 ModelConfig hybrid_config() { return tf::tiny_config(Family::Qwen35, kVocab); }
 ModelConfig gate_config() { return tf::tiny_config(Family::Qwen3, kVocab); }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using memra::testing::error_message;
 
 // The arm's greedy pick per step when fed the banked tokens.
 std::vector<int32_t> teacher_forced_picks(const oracle::Model& arm, const Bank& b) {
@@ -262,7 +256,7 @@ TEST_F(BankFiles, TopOneThatIsNotTheTokenNamesTheStep) {
   auto j = j_;
   std::swap(j["rows"][3]["top_ids"][0], j["rows"][3]["top_ids"][1]);
   const std::string p = write(j);
-  const std::string e = error_of([&] { read_bank(p); });
+  const std::string e = error_message([&] { read_bank(p); });
   EXPECT_THAT(e, HasSubstr(p));
   EXPECT_THAT(e, HasSubstr("bank step 3: oracle top-1 id"));
 }
@@ -273,7 +267,7 @@ TEST_F(BankFiles, UnsortedLogitsNameTheStep) {
   ASSERT_LT(lg[2].get<double>(), lg[1].get<double>());
   std::swap(lg[1], lg[2]);
   const std::string p = write(j);
-  const std::string e = error_of([&] { read_bank(p); });
+  const std::string e = error_message([&] { read_bank(p); });
   EXPECT_THAT(e, HasSubstr(p));
   EXPECT_THAT(e, HasSubstr("bank step 5: top-k logits not sorted at rank 2"));
 }
@@ -282,14 +276,14 @@ TEST_F(BankFiles, LengthMismatchNamesTheStep) {
   auto j = j_;
   j["rows"].erase(j["rows"].size() - 1);
   const std::string p = write(j);
-  const std::string e = error_of([&] { read_bank(p); });
+  const std::string e = error_message([&] { read_bank(p); });
   EXPECT_THAT(e, HasSubstr(p));
   EXPECT_THAT(e, HasSubstr("bank step " + std::to_string(kSteps - 1) + ": no row for tokens["));
 
   auto k = j_;
   k["tokens"].erase(k["tokens"].size() - 1);
   const std::string q = write(k);
-  EXPECT_THAT(error_of([&] { read_bank(q); }),
+  EXPECT_THAT(error_message([&] { read_bank(q); }),
               HasSubstr("bank step " + std::to_string(kSteps - 1) + ": a row without a banked token"));
 }
 
@@ -298,35 +292,35 @@ TEST_F(BankFiles, RowTokenThatIsNotTheBankedTokenNamesTheStep) {
   const int32_t t = j["tokens"][2].get<int32_t>();
   j["tokens"][2] = (t + 1) % kVocab;
   const std::string p = write(j);
-  EXPECT_THAT(error_of([&] { read_bank(p); }), HasSubstr("bank step 2: row token"));
+  EXPECT_THAT(error_message([&] { read_bank(p); }), HasSubstr("bank step 2: row token"));
 }
 
 TEST_F(BankFiles, SchemaErrorsNameTheFileAndField) {
   auto j = j_;
   j.erase("model_sha256");
   std::string p = write(j);
-  EXPECT_THAT(error_of([&] { read_bank(p); }), HasSubstr(p + ": missing field 'model_sha256'"));
+  EXPECT_THAT(error_message([&] { read_bank(p); }), HasSubstr(p + ": missing field 'model_sha256'"));
 
   j = j_;
   j["rows"][4]["top_logits"][0] = "big";
   p = write(j);
-  EXPECT_THAT(error_of([&] { read_bank(p); }), HasSubstr("bank step 4: top_logits[0] is string"));
+  EXPECT_THAT(error_message([&] { read_bank(p); }), HasSubstr("bank step 4: top_logits[0] is string"));
 
   j = j_;
   j["calibration"]["band_coeff"] = -1;
   p = write(j);
-  EXPECT_THAT(error_of([&] { read_bank(p); }), HasSubstr("calibration value -1"));
+  EXPECT_THAT(error_message([&] { read_bank(p); }), HasSubstr("calibration value -1"));
 
   std::ofstream(p) << "{\"format\": ";
-  EXPECT_THAT(error_of([&] { read_bank(p); }), HasSubstr(p + ": not JSON"));
-  EXPECT_THAT(error_of([&] { read_bank(p + ".missing"); }), HasSubstr("cannot open"));
+  EXPECT_THAT(error_message([&] { read_bank(p); }), HasSubstr(p + ": not JSON"));
+  EXPECT_THAT(error_message([&] { read_bank(p + ".missing"); }), HasSubstr("cannot open"));
 }
 
 TEST_F(BankFiles, WriteRefusesAnInvalidBank) {
   Bank b = read_bank(path_);
   b.rows[1].top_ids[0] = (b.rows[1].top_ids[0] + 1) % kVocab;
   const std::string p = (dir_.path() / "never.json").string();
-  EXPECT_THAT(error_of([&] { write_bank(b, p); }), HasSubstr("bank step 1"));
+  EXPECT_THAT(error_message([&] { write_bank(b, p); }), HasSubstr("bank step 1"));
   EXPECT_FALSE(std::filesystem::exists(p));
 }
 
@@ -334,11 +328,11 @@ TEST(BankMake, RejectsBadArguments) {
   const ModelConfig c = tf::tiny_config(Family::Qwen3, 64);
   const oracle::Model m = oracle::Model::from_weights(c, random_weights(c, 2));
   const std::vector<int32_t> p = {1, 2, 3};
-  EXPECT_THAT(error_of([&] { make_bank(m, p, 0); }), HasSubstr("steps = 0"));
-  EXPECT_THAT(error_of([&] { make_bank(m, p, 4, 65); }), HasSubstr("k = 65"));
-  EXPECT_THAT(error_of([&] { make_bank(m, p, 4, 1); }), HasSubstr("k = 1"));
-  EXPECT_THAT(error_of([&] { make_bank(m, {}, 4); }), HasSubstr("empty prompt"));
-  EXPECT_THAT(error_of([&] { make_bank(m, p, 4094); }), HasSubstr("over the context of 4096"));
+  EXPECT_THAT(error_message([&] { make_bank(m, p, 0); }), HasSubstr("steps = 0"));
+  EXPECT_THAT(error_message([&] { make_bank(m, p, 4, 65); }), HasSubstr("k = 65"));
+  EXPECT_THAT(error_message([&] { make_bank(m, p, 4, 1); }), HasSubstr("k = 1"));
+  EXPECT_THAT(error_message([&] { make_bank(m, {}, 4); }), HasSubstr("empty prompt"));
+  EXPECT_THAT(error_message([&] { make_bank(m, p, 4094); }), HasSubstr("over the context of 4096"));
 }
 
 }  // namespace

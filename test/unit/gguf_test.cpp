@@ -21,6 +21,7 @@
 
 #include "memra/error.h"
 #include "memra/gguf.h"
+#include "memra/testing/errors.h"
 
 namespace memra {
 namespace {
@@ -61,14 +62,7 @@ class TempDirCleanup : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const kCleanup =
     ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using memra::testing::error_message;
 
 // --- the writer against the spec, byte by byte ---------------------------------------------
 
@@ -255,7 +249,7 @@ TEST(GgufRoundTrip, ArraysOfEveryElementType) {
   EXPECT_THAT(f->get_int_array("u32"), ElementsAre(1, 4294967295LL));
   EXPECT_THAT(f->get_int_array("i32"), ElementsAre(-1, 2, -3));
   EXPECT_EQ(f->kv("u64")->int_at(0), 0);
-  EXPECT_THAT(error_of([&] { f->get_int_array("u64"); }),
+  EXPECT_THAT(error_message([&] { f->get_int_array("u64"); }),
               HasSubstr("u64 value 9223372036854775808 does not fit int64"));
   EXPECT_THAT(f->get_int_array("i64"), ElementsAre(std::numeric_limits<int64_t>::min(), 5));
   EXPECT_THAT(f->get_float_array("f32"),
@@ -343,7 +337,7 @@ TEST(GgufRoundTrip, TensorsOfSeveralTypes) {
   // The file ends at the last tensor's padded end.
   EXPECT_EQ(f->file_size(), f->data_offset() + 672);
   EXPECT_EQ(f->find("absent"), nullptr);
-  EXPECT_THAT(error_of([&] { f->tensor("absent"); }), HasSubstr("tensor 'absent' not found"));
+  EXPECT_THAT(error_message([&] { f->tensor("absent"); }), HasSubstr("tensor 'absent' not found"));
 }
 
 TEST(GgufRoundTrip, CustomAlignment64) {
@@ -415,31 +409,31 @@ class GgufGetters : public ::testing::Test {
 };
 
 TEST_F(GgufGetters, MissingKeyNamesFileAndKey) {
-  EXPECT_EQ(error_of([&] { f->get_int("nope"); }), "gguf get.gguf: key 'nope': missing");
-  EXPECT_EQ(error_of([&] { f->get_string_array("nope"); }), "gguf get.gguf: key 'nope': missing");
+  EXPECT_EQ(error_message([&] { f->get_int("nope"); }), "gguf get.gguf: key 'nope': missing");
+  EXPECT_EQ(error_message([&] { f->get_string_array("nope"); }), "gguf get.gguf: key 'nope': missing");
 }
 
 TEST_F(GgufGetters, WrongTypeNamesBothTypes) {
-  EXPECT_EQ(error_of([&] { f->get_int("f"); }),
+  EXPECT_EQ(error_message([&] { f->get_int("f"); }),
             "gguf get.gguf: key 'f': is f32, expected an integer");
-  EXPECT_EQ(error_of([&] { f->get_string("u"); }),
+  EXPECT_EQ(error_message([&] { f->get_string("u"); }),
             "gguf get.gguf: key 'u': is u32, expected string");
-  EXPECT_EQ(error_of([&] { f->get_bool("small"); }),
+  EXPECT_EQ(error_message([&] { f->get_bool("small"); }),
             "gguf get.gguf: key 'small': is u8, expected bool");
-  EXPECT_EQ(error_of([&] { f->get_int("b"); }),
+  EXPECT_EQ(error_message([&] { f->get_int("b"); }),
             "gguf get.gguf: key 'b': is bool, expected an integer");
-  EXPECT_EQ(error_of([&] { f->get_int("ia"); }),
+  EXPECT_EQ(error_message([&] { f->get_int("ia"); }),
             "gguf get.gguf: key 'ia': is array[i32 x 2], expected an integer");
-  EXPECT_EQ(error_of([&] { f->get_string_array("ia"); }),
+  EXPECT_EQ(error_message([&] { f->get_string_array("ia"); }),
             "gguf get.gguf: key 'ia': is array[i32 x 2], expected array of string");
-  EXPECT_EQ(error_of([&] { f->get_int_array("fa"); }),
+  EXPECT_EQ(error_message([&] { f->get_int_array("fa"); }),
             "gguf get.gguf: key 'fa': is array[f32 x 1], expected array of integers");
-  EXPECT_EQ(error_of([&] { f->get_float_array("s"); }),
+  EXPECT_EQ(error_message([&] { f->get_float_array("s"); }),
             "gguf get.gguf: key 's': is string, expected array of floats");
 }
 
 TEST_F(GgufGetters, IntRangeAndConversions) {
-  EXPECT_EQ(error_of([&] { f->get_int("big"); }),
+  EXPECT_EQ(error_message([&] { f->get_int("big"); }),
             "gguf get.gguf: key 'big': u64 value 9223372036854775808 does not fit int64");
   EXPECT_EQ(f->get_float("u"), 7.0);  // integers are accepted as floats
   EXPECT_EQ(f->get_float("big"), 9223372036854775808.0);
@@ -449,7 +443,7 @@ TEST_F(GgufGetters, IntRangeAndConversions) {
   EXPECT_EQ(f->get_string_or("absent", "d"), "d");
   EXPECT_TRUE(f->get_bool_or("absent", true));
   // A present key of the wrong type is still an error, not the default.
-  EXPECT_THAT(error_of([&] { f->get_int_or("s", 0); }), HasSubstr("is string"));
+  EXPECT_THAT(error_message([&] { f->get_int_or("s", 0); }), HasSubstr("is string"));
   EXPECT_EQ(f->architecture(), "");
 }
 
@@ -474,24 +468,24 @@ TEST(GgufValueDisplay, ScalarsArraysAndLongStrings) {
 TEST(GgufWriterChecks, RejectsBadTensors) {
   GgufWriter w;
   w.add_tensor("ok", DType::F32, {2}, filler(8, 0));
-  EXPECT_EQ(error_of([&] { w.add_tensor("ok", DType::F32, {2}, filler(8, 0)); }),
+  EXPECT_EQ(error_message([&] { w.add_tensor("ok", DType::F32, {2}, filler(8, 0)); }),
             "gguf writer: tensor 'ok': duplicate tensor name");
-  EXPECT_EQ(error_of([&] { w.add_tensor("x", DType::F32, {3}, filler(8, 0)); }),
+  EXPECT_EQ(error_message([&] { w.add_tensor("x", DType::F32, {3}, filler(8, 0)); }),
             "gguf writer: tensor 'x': data is 8 bytes, expected 12 for f32 with ne[0] = 3 and 1 "
             "rows");
-  EXPECT_THAT(error_of([&] { w.add_tensor("q", DType::Q8_0, {33}, filler(34, 0)); }),
+  EXPECT_THAT(error_message([&] { w.add_tensor("q", DType::Q8_0, {33}, filler(34, 0)); }),
               HasSubstr("not a multiple of the q8_0 block size 32"));
-  EXPECT_EQ(error_of([&] { w.add_tensor("d5", DType::F32, {1, 1, 1, 1, 1}, filler(4, 0)); }),
+  EXPECT_EQ(error_message([&] { w.add_tensor("d5", DType::F32, {1, 1, 1, 1, 1}, filler(4, 0)); }),
             "gguf writer: tensor 'd5': n_dims 5 (must be 1..4)");
-  EXPECT_EQ(error_of([&] { w.add_tensor("d0", DType::F32, {}, {}); }),
+  EXPECT_EQ(error_message([&] { w.add_tensor("d0", DType::F32, {}, {}); }),
             "gguf writer: tensor 'd0': n_dims 0 (must be 1..4)");
-  EXPECT_EQ(error_of([&] { w.add_tensor("n", DType::F32, {2, -1}, {}); }),
+  EXPECT_EQ(error_message([&] { w.add_tensor("n", DType::F32, {2, -1}, {}); }),
             "gguf writer: tensor 'n': ne[1] = -1 is negative");
-  EXPECT_THAT(error_of([&] { w.add_tensor(std::string(64, 'n'), DType::F32, {1}, filler(4, 0)); }),
+  EXPECT_THAT(error_message([&] { w.add_tensor(std::string(64, 'n'), DType::F32, {1}, filler(4, 0)); }),
               HasSubstr("name length 64 exceeds 63 bytes"));
-  EXPECT_THAT(error_of([&] { w.add_tensor("e", DType::F8_E4M3, {1}, filler(1, 0)); }),
+  EXPECT_THAT(error_message([&] { w.add_tensor("e", DType::F8_E4M3, {1}, filler(1, 0)); }),
               HasSubstr("has no ggml type id"));
-  EXPECT_EQ(error_of([&] { w.set_u32("", 1); }), "gguf writer: empty key");
+  EXPECT_EQ(error_message([&] { w.set_u32("", 1); }), "gguf writer: empty key");
   // A name of 63 bytes is the longest allowed and reads back.
   w.add_tensor(std::string(63, 'n'), DType::F32, {1}, filler(4, 0));
   auto f = GgufFile::from_bytes(w.to_bytes());
@@ -501,13 +495,13 @@ TEST(GgufWriterChecks, RejectsBadTensors) {
 TEST(GgufWriterChecks, RejectsBadAlignmentAtWrite) {
   GgufWriter w;
   w.set_u64("general.alignment", 32);
-  EXPECT_EQ(error_of([&] { w.to_bytes(); }),
+  EXPECT_EQ(error_message([&] { w.to_bytes(); }),
             "gguf writer: general.alignment is u64, expected u32");
   w.set_u32("general.alignment", 24);
-  EXPECT_EQ(error_of([&] { w.write(temp_path("never.gguf")); }),
+  EXPECT_EQ(error_message([&] { w.write(temp_path("never.gguf")); }),
             "gguf writer: general.alignment 24 is not a non-zero power of two");
   w.set_u32("general.alignment", 0);
-  EXPECT_THAT(error_of([&] { w.to_bytes(); }), HasSubstr("general.alignment 0 is not"));
+  EXPECT_THAT(error_message([&] { w.to_bytes(); }), HasSubstr("general.alignment 0 is not"));
 }
 
 TEST(GgufWriterChecks, SetReplacesInPlaceAndKeepsUserQuantizationVersion) {
@@ -567,7 +561,7 @@ TEST(GgufWriterGenerated, WrongByteCountFailsAndLeavesNoFile) {
     emit(filler(12, 0));
   });
   const std::string path = temp_path("short.gguf");
-  EXPECT_EQ(error_of([&] { shortw.write(path); }),
+  EXPECT_EQ(error_message([&] { shortw.write(path); }),
             "gguf writer: tensor 's': generator emitted 12 bytes, expected 16");
   EXPECT_FALSE(std::filesystem::exists(path)) << "a half-written file was left behind";
 
@@ -576,23 +570,23 @@ TEST(GgufWriterGenerated, WrongByteCountFailsAndLeavesNoFile) {
     emit(filler(4, 0));
     emit(filler(1, 0));
   });
-  EXPECT_EQ(error_of([&] { longw.to_bytes(); }),
+  EXPECT_EQ(error_message([&] { longw.to_bytes(); }),
             "gguf writer: tensor 'l': generator emitted more than 4 bytes");
-  EXPECT_THAT(error_of([&] { longw.add_tensor_generated("x", DType::Q8_0, {31}, nullptr); }),
+  EXPECT_THAT(error_message([&] { longw.add_tensor_generated("x", DType::Q8_0, {31}, nullptr); }),
               HasSubstr("not a multiple of the q8_0 block size"));
 }
 
 TEST(GgufWriterChecks, UnwritablePathNamesIt) {
   GgufWriter w;
-  EXPECT_THAT(error_of([&] { w.write("/nonexistent-dir/x.gguf"); }),
+  EXPECT_THAT(error_message([&] { w.write("/nonexistent-dir/x.gguf"); }),
               HasSubstr("gguf /nonexistent-dir/x.gguf: cannot create"));
 }
 
 TEST(GgufOpen, MissingFileAndDirectoryNamePath) {
-  EXPECT_THAT(error_of([&] { GgufFile::open("/nonexistent/m.gguf"); }),
+  EXPECT_THAT(error_message([&] { GgufFile::open("/nonexistent/m.gguf"); }),
               HasSubstr("gguf /nonexistent/m.gguf: cannot open: No such file or directory"));
   const std::string dir = temp_path("");
-  EXPECT_THAT(error_of([&] { GgufFile::open(dir); }), HasSubstr("is a directory"));
+  EXPECT_THAT(error_message([&] { GgufFile::open(dir); }), HasSubstr("is a directory"));
 }
 
 // --- the writer read by an independent implementation ----------------------------------------

@@ -15,6 +15,7 @@
 
 #include "memra/error.h"
 #include "memra/quant.h"
+#include "memra/testing/errors.h"
 
 namespace memra {
 namespace {
@@ -360,24 +361,17 @@ TEST(DotScales, Ue4m3HalfPairsAndFp16PairsAreExact) {
 // ---------------------------------------------------------------------------------------------
 // bad input
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using memra::testing::error_message;
 
 TEST(DotErrors, RowLengthNotAMultipleNamesTypesAndN) {
   Operands op(128, 1);
-  EXPECT_THAT(error_of([&] { dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), 96); }),
+  EXPECT_THAT(error_message([&] { dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), 96); }),
               AllOf(HasSubstr("nvfp4"), HasSubstr("q8_1"), HasSubstr("96")));
-  EXPECT_THAT(error_of([&] { dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), 32); }),
+  EXPECT_THAT(error_message([&] { dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), 32); }),
               AllOf(HasSubstr("fp4act"), HasSubstr("32")));
-  EXPECT_THAT(error_of([&] { dot_q8_0_q8_1(op.w8.data(), op.a8.data(), 48); }),
+  EXPECT_THAT(error_message([&] { dot_q8_0_q8_1(op.w8.data(), op.a8.data(), 48); }),
               AllOf(HasSubstr("q8_0"), HasSubstr("48")));
-  EXPECT_THAT(error_of([&] { dot_mxfp4_q8_1(op.wmx.data(), op.a8.data(), -32); }),
+  EXPECT_THAT(error_message([&] { dot_mxfp4_q8_1(op.wmx.data(), op.a8.data(), -32); }),
               AllOf(HasSubstr("mxfp4"), HasSubstr("-32")));
 }
 

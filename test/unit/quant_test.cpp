@@ -15,6 +15,7 @@
 
 #include "memra/error.h"
 #include "memra/quant.h"
+#include "memra/testing/errors.h"
 
 namespace memra {
 namespace {
@@ -620,40 +621,33 @@ TEST(PlainTypes, QuantizeRowsRoundTripByHand) {
 // ---------------------------------------------------------------------------------------------
 // bad input
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using memra::testing::error_message;
 
 TEST(QuantErrors, RowLengthNotAMultipleNamesTypeAndN) {
   std::vector<float> y(200);
   std::vector<unsigned char> buf(1000);
-  EXPECT_THAT(error_of([&] { dequantize_row(DType::NVFP4, buf.data(), y.data(), 65); }),
+  EXPECT_THAT(error_message([&] { dequantize_row(DType::NVFP4, buf.data(), y.data(), 65); }),
               AllOf(HasSubstr("nvfp4"), HasSubstr("65"), HasSubstr("64")));
-  EXPECT_THAT(error_of([&] { dequantize_row(DType::Q8_0, buf.data(), y.data(), 33); }),
+  EXPECT_THAT(error_message([&] { dequantize_row(DType::Q8_0, buf.data(), y.data(), 33); }),
               AllOf(HasSubstr("q8_0"), HasSubstr("33")));
-  EXPECT_THAT(error_of([&] { quantize_row(DType::MXFP4, y.data(), buf.data(), 48); }),
+  EXPECT_THAT(error_message([&] { quantize_row(DType::MXFP4, y.data(), buf.data(), 48); }),
               AllOf(HasSubstr("mxfp4"), HasSubstr("48")));
-  EXPECT_THAT(error_of([&] { quantize_row(DType::Q8_1, y.data(), buf.data(), -32); }),
+  EXPECT_THAT(error_message([&] { quantize_row(DType::Q8_1, y.data(), buf.data(), -32); }),
               AllOf(HasSubstr("q8_1"), HasSubstr("-32")));
-  EXPECT_THAT(error_of([&] { quantize_nvfp4_tensor(y.data(), buf.data(), 2, 96); }),
+  EXPECT_THAT(error_message([&] { quantize_nvfp4_tensor(y.data(), buf.data(), 2, 96); }),
               AllOf(HasSubstr("nvfp4"), HasSubstr("96")));
 }
 
 TEST(QuantErrors, UnsupportedAndUnknownTypesAreErrors) {
   std::vector<float> y(256);
   std::vector<unsigned char> buf(1024);
-  EXPECT_THAT(error_of([&] { dequantize_row(DType::Q4_K, buf.data(), y.data(), 256); }),
+  EXPECT_THAT(error_message([&] { dequantize_row(DType::Q4_K, buf.data(), y.data(), 256); }),
               AllOf(HasSubstr("q4_K"), HasSubstr("not supported")));
-  EXPECT_THAT(error_of([&] { quantize_row(DType::I32, y.data(), buf.data(), 4); }),
+  EXPECT_THAT(error_message([&] { quantize_row(DType::I32, y.data(), buf.data(), 4); }),
               AllOf(HasSubstr("i32"), HasSubstr("no quantizer")));
-  EXPECT_THAT(error_of([&] { quantize_row(DType::Q4_0, y.data(), buf.data(), 32); }),
+  EXPECT_THAT(error_message([&] { quantize_row(DType::Q4_0, y.data(), buf.data(), 32); }),
               HasSubstr("q4_0"));
-  EXPECT_THAT(error_of([&] { dequantize_row(static_cast<DType>(5), buf.data(), y.data(), 1); }),
+  EXPECT_THAT(error_message([&] { dequantize_row(static_cast<DType>(5), buf.data(), y.data(), 1); }),
               HasSubstr("5"));
 }
 
@@ -662,13 +656,13 @@ TEST(QuantErrors, NonFiniteInputToABlockFormatNamesTheElement) {
   x[17] = std::numeric_limits<float>::quiet_NaN();
   std::vector<unsigned char> buf(256);
   for (DType t : {DType::Q8_0, DType::Q8_1, DType::NVFP4, DType::MXFP4})
-    EXPECT_THAT(error_of([&] { quantize_row(t, x.data(), buf.data(), 64); }),
+    EXPECT_THAT(error_message([&] { quantize_row(t, x.data(), buf.data(), 64); }),
                 AllOf(HasSubstr(std::string(dtype_name(t))), HasSubstr("element 17")));
   x[17] = -std::numeric_limits<float>::infinity();
-  EXPECT_THAT(error_of([&] { quantize_nvfp4_tensor(x.data(), buf.data(), 1, 64); }),
+  EXPECT_THAT(error_message([&] { quantize_nvfp4_tensor(x.data(), buf.data(), 1, 64); }),
               HasSubstr("element 17"));
   std::vector<BlockFp4Act> a(1);
-  EXPECT_THAT(error_of([&] { quantize_row_fp4act(x.data(), a.data(), 64); }),
+  EXPECT_THAT(error_message([&] { quantize_row_fp4act(x.data(), a.data(), 64); }),
               HasSubstr("element 17"));
   // Formats that can carry inf/NaN do.
   uint16_t h[64];

@@ -7,22 +7,14 @@
 #include <vector>
 
 #include "memra/error.h"
+#include "memra/testing/errors.h"
 #include "memra/testing/records.h"
 
 namespace {
 
 namespace mt = memra::testing;
 using ::testing::HasSubstr;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const memra::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using memra::testing::error_message;
 
 TEST(Top2, TiesBreakToTheLowestIndex) {
   const std::vector<float> row = {1, 5, 3, 5, 4};
@@ -38,10 +30,10 @@ TEST(Top2, TiesBreakToTheLowestIndex) {
 
 TEST(Top2, NanOrShortRowIsAnError) {
   const std::vector<float> nan_row = {1, NAN, 0};
-  EXPECT_THAT(error_of([&] { mt::top2(nan_row); }), HasSubstr("NaN at index 1"));
-  EXPECT_THAT(error_of([&] { mt::argmax(nan_row); }), HasSubstr("NaN at index 1"));
+  EXPECT_THAT(error_message([&] { mt::top2(nan_row); }), HasSubstr("NaN at index 1"));
+  EXPECT_THAT(error_message([&] { mt::argmax(nan_row); }), HasSubstr("NaN at index 1"));
   const std::vector<float> one = {1};
-  EXPECT_THAT(error_of([&] { mt::top2(one); }), HasSubstr("need at least 2"));
+  EXPECT_THAT(error_message([&] { mt::top2(one); }), HasSubstr("need at least 2"));
 }
 
 TEST(FirstDivergence, QuotesBothRowsAtBothIdsAndEntryNoise) {
@@ -73,10 +65,10 @@ TEST(FirstDivergence, IdenticalStreamsAndMalformedInput) {
   EXPECT_FALSE(d.diverged());
   EXPECT_TRUE(d.within_entry_noise());
   mt::GreedyStream no_rows{{1, 2}, {}};
-  EXPECT_THAT(error_of([&] { mt::first_divergence(a, no_rows, a); }),
+  EXPECT_THAT(error_message([&] { mt::first_divergence(a, no_rows, a); }),
               HasSubstr("test stream has 2 tokens but 0 deciding rows"));
   mt::GreedyStream wide{{1, 7}, {{0, 1, 0}, {0, 0, 1}}};  // token 7 outside a 3-wide row
-  EXPECT_THAT(error_of([&] { mt::first_divergence(a, wide, a); }),
+  EXPECT_THAT(error_message([&] { mt::first_divergence(a, wide, a); }),
               HasSubstr("token id 7 is outside it"));
 }
 
@@ -116,13 +108,13 @@ TEST(TeacherForced, ClassifiesEveryCase) {
 
 TEST(TeacherForced, BankIntegrityIsCheckedFirst) {
   mt::BankRow wrong_top1{7, {9, 7}, {10, 9}};
-  EXPECT_THAT(error_of([&] { mt::check_bank_row(3, wrong_top1); }),
+  EXPECT_THAT(error_message([&] { mt::check_bank_row(3, wrong_top1); }),
               HasSubstr("bank step 3: oracle top-1 id 9 is not the banked token 7"));
   mt::BankRow unsorted{7, {7, 9, 4}, {10, 8, 9}};
-  EXPECT_THAT(error_of([&] { mt::classify_tf_row(5, 7, unsorted, mt::absolute_band(1)); }),
+  EXPECT_THAT(error_message([&] { mt::classify_tf_row(5, 7, unsorted, mt::absolute_band(1)); }),
               HasSubstr("bank step 5: top-k logits not sorted at rank 2"));
   mt::BankRow ragged{7, {7, 9}, {10}};
-  EXPECT_THAT(error_of([&] { mt::check_bank_row(0, ragged); }), HasSubstr("2 top ids but 1 top logits"));
+  EXPECT_THAT(error_message([&] { mt::check_bank_row(0, ragged); }), HasSubstr("2 top ids but 1 top logits"));
 }
 
 TEST(Margins, DistributionAndPercentileRank) {
@@ -138,7 +130,7 @@ TEST(Margins, DistributionAndPercentileRank) {
   EXPECT_DOUBLE_EQ(mt::percentile_rank(m, 0.5f), 0.0);
   const std::vector<std::vector<float>> rows = {{1, 4, 2}, {0, 0, 0.5f}};
   EXPECT_THAT(mt::top2_margins(rows), ::testing::ElementsAre(2.0f, 0.5f));
-  EXPECT_THAT(error_of([] { mt::margin_stats(std::vector<float>{}); }), HasSubstr("no margins"));
+  EXPECT_THAT(error_message([] { mt::margin_stats(std::vector<float>{}); }), HasSubstr("no margins"));
 }
 
 TEST(FractionRule, FailsIffKDrawsDivergeEarly) {
@@ -157,9 +149,9 @@ TEST(FractionRule, FailsIffKDrawsDivergeEarly) {
 
 TEST(FractionRule, ARuleThatCannotFailIsAnError) {
   const std::vector<std::optional<size_t>> three = {0, 0, 0};
-  EXPECT_THAT(error_of([&] { mt::apply_fraction_rule(three, {4, 3}); }),
+  EXPECT_THAT(error_message([&] { mt::apply_fraction_rule(three, {4, 3}); }),
               HasSubstr("3 draws cannot reach k=4"));
-  EXPECT_THAT(error_of([&] { mt::apply_fraction_rule(three, {0, 3}); }), HasSubstr("k must be >= 1"));
+  EXPECT_THAT(error_message([&] { mt::apply_fraction_rule(three, {0, 3}); }), HasSubstr("k must be >= 1"));
 }
 
 TEST(LogitsStreamSha256, MatchesAnIndependentHashOfLittleEndianFloats) {

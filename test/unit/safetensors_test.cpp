@@ -14,6 +14,7 @@
 #include "memra/hf_config.h"
 #include "memra/safetensors.h"
 #include "memra/source.h"
+#include "memra/testing/errors.h"
 #include "unit/safetensors_test_util.h"
 
 namespace memra {
@@ -33,17 +34,7 @@ T load(const TensorView& t, size_t i) {
   return v;
 }
 
-// Runs `body`, which must throw memra::Error; returns its message.
-template <class F>
-std::string error_of(F&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected memra::Error, nothing was thrown";
-  return {};
-}
+using memra::testing::error_message;
 
 // --- every dtype: raw bits survive, type and size are right -----------------------------------
 
@@ -256,7 +247,7 @@ TEST(Safetensors, AbsentTensorNamesTensorAndPath) {
   const std::string path = dir.file("a.safetensors", file_bytes("{}"));
   auto f = SafetensorsFile::open(path);
   EXPECT_EQ(f->find("nope"), nullptr);
-  const std::string msg = error_of([&] { f->tensor("nope"); });
+  const std::string msg = error_message([&] { f->tensor("nope"); });
   EXPECT_THAT(msg, HasSubstr(path));
   EXPECT_THAT(msg, HasSubstr("'nope'"));
 }
@@ -302,14 +293,14 @@ TEST(SafetensorsDir, SeveralFilesWithoutIndexAreAmbiguous) {
   TempDir dir;
   dir.file("a.safetensors", file_bytes(kOneTensor, "xy"));
   dir.file("b.safetensors", file_bytes(kOneTensor, "xy"));
-  const std::string msg = error_of([&] { SafetensorsDir::open(dir.path().string()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(dir.path().string()); });
   EXPECT_THAT(msg, HasSubstr("safetensors " + dir.path().string() + ": "));
   EXPECT_THAT(msg, HasSubstr("a.safetensors, b.safetensors"));
 }
 
 TEST(SafetensorsDir, EmptyDirectoryIsAnError) {
   TempDir dir;
-  const std::string msg = error_of([&] { SafetensorsDir::open(dir.path().string()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(dir.path().string()); });
   EXPECT_THAT(msg, HasSubstr(dir.path().string()));
   EXPECT_THAT(msg, HasSubstr("no model.safetensors.index.json"));
 }
@@ -318,7 +309,7 @@ TEST(SafetensorsDir, MalformedConfigIsAnErrorNotIgnored) {
   TempDir dir;
   dir.file("model.safetensors", file_bytes(kOneTensor, "xy"));
   dir.file("config.json", R"({"hidden_size": 64,)");
-  const std::string msg = error_of([&] { SafetensorsDir::open(dir.path().string()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(dir.path().string()); });
   EXPECT_THAT(msg, HasSubstr("config.json " + (dir.path() / "config.json").string()));
   EXPECT_THAT(msg, HasSubstr("invalid JSON"));
 }
@@ -372,7 +363,7 @@ TEST(SafetensorsDir, IndexTakesPrecedenceOverModelSafetensors) {
 TEST(SafetensorsDir, IndexNamingMissingShard) {
   Sharded s;
   s.index(R"({"a":"model-00001-of-00002.safetensors","x":"model-00003-of-00003.safetensors"})");
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("safetensors " + s.path() + ": model.safetensors.index.json"));
   EXPECT_THAT(msg, HasSubstr("shard 'model-00003-of-00003.safetensors'"));
   EXPECT_THAT(msg, HasSubstr("does not exist"));
@@ -385,7 +376,7 @@ TEST(SafetensorsDir, TensorInTwoShards) {
              file_bytes(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                         R"("c":{"dtype":"I16","shape":[1],"data_offsets":[1,3]}})", "a\xF9\xFF"));
   s.index(kGoodMap);
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("tensor 'a' is in two shards"));
   EXPECT_THAT(msg, HasSubstr("model-00001-of-00002.safetensors and model-00002-of-00002.safetensors"));
 }
@@ -394,7 +385,7 @@ TEST(SafetensorsDir, IndexMapsTensorToShardThatLacksIt) {
   Sharded s;
   s.index(R"({"a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors",)"
           R"("c":"model-00001-of-00002.safetensors","z":"model-00002-of-00002.safetensors"})");
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("tensor 'c' is mapped to shard 'model-00001-of-00002.safetensors', "
                              "which does not hold it"));
 }
@@ -402,27 +393,27 @@ TEST(SafetensorsDir, IndexMapsTensorToShardThatLacksIt) {
 TEST(SafetensorsDir, ShardHoldsTensorTheIndexDoesNotList) {
   Sharded s;
   s.index(R"({"a":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors"})");
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("holds tensor 'b', which the index does not list"));
 }
 
 TEST(SafetensorsDir, ShardNameMustStayInsideTheDirectory) {
   Sharded s;
   s.index(R"({"a":"../model-00001-of-00002.safetensors"})");
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("is not a plain file name"));
 }
 
 TEST(SafetensorsDir, MalformedIndex) {
   Sharded s;
   s.dir.file("model.safetensors.index.json", R"({"weight_map": ["a"]})");
-  std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("model.safetensors.index.json: 'weight_map' is array, expected object"));
   s.dir.file("model.safetensors.index.json", R"({"metadata":{}})");
-  msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("missing 'weight_map'"));
   s.dir.file("model.safetensors.index.json", R"({"weight_map":{"a":"x","a":"y"}})");
-  msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("duplicate key 'weight_map.a'"));
 }
 
@@ -430,7 +421,7 @@ TEST(SafetensorsDir, ErrorInsideAShardNamesTheShard) {
   Sharded s;
   s.dir.file("model-00002-of-00002.safetensors", file_bytes(R"({"c":{"dtype":"I16"}})"));
   s.index(kGoodMap);
-  const std::string msg = error_of([&] { SafetensorsDir::open(s.path()); });
+  const std::string msg = error_message([&] { SafetensorsDir::open(s.path()); });
   EXPECT_THAT(msg, HasSubstr("safetensors " + (s.dir.path() / "model-00002-of-00002.safetensors").string() +
                              ": tensor 'c': missing 'shape'"));
 }
@@ -487,27 +478,27 @@ TEST(HfConfig, DottedPathAndIntArray) {
   EXPECT_EQ(c.get_float("rope_parameters.rope_theta"), 1e7);  // an integer promotes
   EXPECT_EQ(c.get_int("rope_parameters.rope_theta"), 10000000);
   EXPECT_THAT(c.get_int_array("rope_parameters.mrope_section"), ElementsAre(11, 11, 10));
-  EXPECT_EQ(error_of([&] { c.get_int("rope_parameters.partial_rotary_factor"); }),
+  EXPECT_EQ(error_message([&] { c.get_int("rope_parameters.partial_rotary_factor"); }),
             "config.json /m/config.json: key 'text_config.rope_parameters.partial_rotary_factor': missing");
 }
 
 TEST(HfConfig, ErrorMessagesNameKeyAndTypes) {
   const HfConfig c = sample_config();
-  EXPECT_EQ(error_of([&] { c.get_int("num_hidden_layers"); }),
+  EXPECT_EQ(error_message([&] { c.get_int("num_hidden_layers"); }),
             "config.json /m/config.json: key 'num_hidden_layers': missing");
-  EXPECT_EQ(error_of([&] { c.get_int("head_dim"); }),
+  EXPECT_EQ(error_message([&] { c.get_int("head_dim"); }),
             "config.json /m/config.json: key 'text_config.head_dim': is string, expected integer");
-  EXPECT_EQ(error_of([&] { c.get_int("ratio"); }),  // 4.0 is not an integer
+  EXPECT_EQ(error_message([&] { c.get_int("ratio"); }),  // 4.0 is not an integer
             "config.json /m/config.json: key 'ratio': is float, expected integer");
-  EXPECT_EQ(error_of([&] { c.get_string("vocab_size"); }),
+  EXPECT_EQ(error_message([&] { c.get_string("vocab_size"); }),
             "config.json /m/config.json: key 'vocab_size': is integer, expected string");
-  EXPECT_EQ(error_of([&] { c.get_bool("model_type"); }),
+  EXPECT_EQ(error_message([&] { c.get_bool("model_type"); }),
             "config.json /m/config.json: key 'model_type': is string, expected boolean");
-  EXPECT_EQ(error_of([&] { c.get_float("layer_types"); }),
+  EXPECT_EQ(error_message([&] { c.get_float("layer_types"); }),
             "config.json /m/config.json: key 'text_config.layer_types': is array, expected number");
-  EXPECT_EQ(error_of([&] { c.get_int_array("layer_types"); }),
+  EXPECT_EQ(error_message([&] { c.get_int_array("layer_types"); }),
             "config.json /m/config.json: key 'text_config.layer_types[0]': is string, expected integer");
-  EXPECT_THAT(error_of([&] { c.get_int("big"); }), HasSubstr("out of int64 range"));
+  EXPECT_THAT(error_message([&] { c.get_int("big"); }), HasSubstr("out of int64 range"));
 }
 
 TEST(HfConfig, NullCountsAsAbsentForDefaults) {
@@ -518,31 +509,31 @@ TEST(HfConfig, NullCountsAsAbsentForDefaults) {
   EXPECT_EQ(c.get_int_or("num_experts", 0), 0);
   EXPECT_EQ(c.get_int_or("hidden_size", 1), 2048);
   EXPECT_EQ(c.get_string_or("rope_type", "default"), "default");
-  EXPECT_EQ(error_of([&] { c.get_int("sliding_window"); }),
+  EXPECT_EQ(error_message([&] { c.get_int("sliding_window"); }),
             "config.json /m/config.json: key 'text_config.sliding_window': is null, expected integer");
   // A present value of the wrong type is not silently replaced by the default.
-  EXPECT_THAT(error_of([&] { c.get_int_or("head_dim", 128); }), HasSubstr("expected integer"));
+  EXPECT_THAT(error_message([&] { c.get_int_or("head_dim", 128); }), HasSubstr("expected integer"));
 }
 
 TEST(HfConfig, FlatConfigWithoutTextConfig) {
   const HfConfig c = HfConfig::parse(R"({"hidden_size": 8, "text_config": null})", "c.json");
   EXPECT_FALSE(c.has_text_config());
   EXPECT_EQ(c.get_int("hidden_size"), 8);
-  EXPECT_EQ(error_of([&] { c.architecture(); }), "config.json c.json: key 'architectures': missing");
+  EXPECT_EQ(error_message([&] { c.architecture(); }), "config.json c.json: key 'architectures': missing");
 }
 
 TEST(HfConfig, MalformedConfigs) {
-  EXPECT_THAT(error_of([] { HfConfig::parse("[1]", "c.json"); }),
+  EXPECT_THAT(error_message([] { HfConfig::parse("[1]", "c.json"); }),
               HasSubstr("config.json c.json: top level is array, expected object"));
-  EXPECT_THAT(error_of([] { HfConfig::parse(R"({"text_config": 3})", "c.json"); }),
+  EXPECT_THAT(error_message([] { HfConfig::parse(R"({"text_config": 3})", "c.json"); }),
               HasSubstr("key 'text_config': is integer, expected object"));
-  EXPECT_THAT(error_of([] { HfConfig::parse(R"({"a": 1, "a": 2})", "c.json"); }),
+  EXPECT_THAT(error_message([] { HfConfig::parse(R"({"a": 1, "a": 2})", "c.json"); }),
               HasSubstr("duplicate key 'a'"));
-  EXPECT_THAT(error_of([] { HfConfig::parse(R"({"a": )", "c.json"); }),
+  EXPECT_THAT(error_message([] { HfConfig::parse(R"({"a": )", "c.json"); }),
               HasSubstr("config.json c.json: invalid JSON"));
-  EXPECT_THAT(error_of([] { HfConfig::parse(R"({"architectures": []})", "c.json").architecture(); }),
+  EXPECT_THAT(error_message([] { HfConfig::parse(R"({"architectures": []})", "c.json").architecture(); }),
               HasSubstr("key 'architectures': is empty"));
-  EXPECT_THAT(error_of([] { HfConfig::load("/nonexistent/config.json"); }),
+  EXPECT_THAT(error_message([] { HfConfig::load("/nonexistent/config.json"); }),
               HasSubstr("config.json /nonexistent/config.json: cannot open"));
 }
 
@@ -571,14 +562,14 @@ TEST(OpenWeights, SafetensorsWithoutSuffixIsSniffed) {
 }
 
 TEST(OpenWeights, NonexistentPathIsNamed) {
-  EXPECT_EQ(error_of([] { open_weights("/nonexistent/memra/model.gguf"); }),
+  EXPECT_EQ(error_message([] { open_weights("/nonexistent/memra/model.gguf"); }),
             "open_weights /nonexistent/memra/model.gguf: no such file or directory");
 }
 
 TEST(OpenWeights, UnrecognisedFileIsRefused) {
   TempDir dir;
   const std::string file = dir.file("notes.txt", "hello, this is not a model");
-  const std::string msg = error_of([&] { open_weights(file); });
+  const std::string msg = error_message([&] { open_weights(file); });
   EXPECT_THAT(msg, HasSubstr("open_weights " + file + ": neither GGUF"));
 }
 
@@ -610,7 +601,7 @@ TEST(OpenWeights, GgufSuffixOnSafetensorsBytesFailsAsGguf) {
   // The suffix decides: a .gguf that is not GGUF gets the GGUF reader's error, not a guess.
   TempDir dir;
   const std::string file = dir.file("wrong.gguf", file_bytes(kOneTensor, "xy"));
-  EXPECT_THAT(error_of([&] { open_weights(file); }), HasSubstr(file));
+  EXPECT_THAT(error_message([&] { open_weights(file); }), HasSubstr(file));
 }
 
 // --- writer ---------------------------------------------------------------------------------
@@ -660,11 +651,11 @@ TEST(SafetensorsWriter, RefusesWhatTheFormatCannotHold) {
   const std::string path = (dir.path() / "bad.safetensors").string();
   const std::string four(4, '\0');
   const auto bytes = std::as_bytes(std::span(four.data(), four.size()));
-  EXPECT_THAT(error_of([&] { write_safetensors_file(path, {{"q", DType::Q8_0, {32}, bytes}}); }),
+  EXPECT_THAT(error_message([&] { write_safetensors_file(path, {{"q", DType::Q8_0, {32}, bytes}}); }),
               HasSubstr("type q8_0 has no safetensors dtype"));
-  EXPECT_THAT(error_of([&] { write_safetensors_file(path, {{"f", DType::F32, {2}, bytes}}); }),
+  EXPECT_THAT(error_message([&] { write_safetensors_file(path, {{"f", DType::F32, {2}, bytes}}); }),
               HasSubstr("data is 4 bytes, shape needs 8"));
-  EXPECT_THAT(error_of([&] {
+  EXPECT_THAT(error_message([&] {
                 write_safetensors_file(path, {{"f", DType::F32, {1}, bytes}, {"f", DType::U8, {4}, bytes}});
               }),
               HasSubstr("tensor 'f': name used twice"));
