@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,6 +108,10 @@ struct ModelConfig {
   // Fails (naming the field and value) unless every dimension is consistent: positive sizes,
   // n_head % n_head_kv == 0, n_rot even and <= head_dim, n_v % n_k == 0, top-k <= n_expert, ...
   void validate() const;
+  // Fails (naming the count, the position or the id) unless the T tokens of a call fit a cache
+  // at position pos of max_ctx: T > 0, pos + T <= max_ctx, every id in [0, n_vocab). One check,
+  // one message, for every backend (oracle and GPU model).
+  void check_prompt(std::span<const int32_t> tokens, int64_t pos, int64_t max_ctx) const;
   std::string summary() const;  // one line for logs and error context
 
   // From metadata alone. GGUF cannot say which layers of an MoE model are dense, nor the vocab

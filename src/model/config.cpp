@@ -41,6 +41,15 @@ bool ModelConfig::has_moe() const {
   return false;
 }
 
+void ModelConfig::check_prompt(std::span<const int32_t> tokens, int64_t pos, int64_t max_ctx) const {
+  if (tokens.empty()) fail("empty prompt");
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  if (pos + T > max_ctx) fail("prompt of ", T, " tokens at position ", pos, " exceeds the cache's max_ctx ", max_ctx);
+  for (int64_t i = 0; i < T; ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_vocab)
+      fail("token id ", tokens[i], " at position ", pos + i, " out of range (vocab ", n_vocab, ")");
+}
+
 void ModelConfig::validate() const {
   auto pos = [&](const char* field, int64_t v) {
     if (v <= 0) fail("model config (", family_arch(family), "): ", field, " = ", v, " must be > 0");

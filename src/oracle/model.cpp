@@ -170,13 +170,7 @@ void Model::check_cache(const Cache& k) const {
 }
 
 void Model::check_tokens(std::span<const int32_t> tokens, const Cache& k) const {
-  if (tokens.empty()) fail("empty prompt");
-  const int64_t T = static_cast<int64_t>(tokens.size());
-  if (k.pos + T > k.max_ctx)
-    fail("prompt of ", T, " tokens at position ", k.pos, " exceeds the cache's max_ctx ", k.max_ctx);
-  for (int64_t i = 0; i < T; ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.n_vocab)
-      fail("token id ", tokens[i], " at position ", k.pos + i, " out of range (vocab ", cfg_.n_vocab, ")");
+  cfg_.check_prompt(tokens, k.pos, k.max_ctx);
 }
 
 void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
