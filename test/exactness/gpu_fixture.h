@@ -21,7 +21,15 @@
 
 namespace memra::gpu_test {
 
-inline std::string family_id(Family f) { return std::string(family_arch(f)); }  // the GGUF arch name
+inline const char* family_id(Family f) {
+  switch (f) {
+    case Family::Qwen3: return "qwen3";
+    case Family::Qwen3Next: return "qwen3next";
+    case Family::Qwen35: return "qwen35";
+    case Family::Qwen35Moe: return "qwen35moe";
+  }
+  return "?";
+}
 
 inline bool keep_f32(const std::string& name) {
   return name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos ||
