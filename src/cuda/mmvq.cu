@@ -297,10 +297,10 @@ __device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], cons
 // The whole block takes part; the caller syncs. A thread's blocks are loaded kPer at a time, all
 // loads before any store: in the streamed form the stage sits between the dependency wait and
 // the first product, and a 12288-wide row (3 blocks per thread of 128) staged one block per loop
-// trip waited three L2 round trips in a row: Q8_0 takes kPer = 3 there (H200, same-machine A/B:
-// 9B Q8_0 graph decode -10 us per token, 0.6B -7). NVFP4 keeps 1 (its 93-register stream kernel
-// measured +50 us per 9B token with 3), as does the grid form (its 64-register MoE expert
-// kernels spilled with 3).
+// trip waited three L2 round trips in a row: Q8_0 takes kPer = 3 there (v14; H200, same-machine
+// A/B: 9B Q8_0 graph decode 2669 vs 2691 us per token, 0.6B 814 vs 823). NVFP4 keeps 1 (its
+// 93-register stream kernel measured 1937 vs 1884 us per 9B token with 3), as does the grid
+// form (its 64-register MoE expert kernels spilled with 3).
 template <int W, int kPer = 1>
 __device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* planes) {
   const int nb32 = static_cast<int>(cols / 32);
