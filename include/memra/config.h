@@ -109,9 +109,8 @@ struct ModelConfig {
   // n_head % n_head_kv == 0, n_rot even and <= head_dim, n_v % n_k == 0, top-k <= n_expert, ...
   void validate() const;
   // Fails (naming the count, the position or the id) unless the T tokens of a call fit a cache
-  // at position pos of max_ctx: T > 0, pos + T <= max_ctx, every id in [0, n_vocab). The oracle's
-  // check; the GPU model (src/cuda/model.cu check_tokens) words it the same and is to call this
-  // once that change has run on a GPU.
+  // at position pos of max_ctx: T > 0, pos + T <= max_ctx, every id in [0, n_vocab). The one
+  // check of the oracle and the GPU model (src/cuda/model.cu prepare).
   void check_prompt(std::span<const int32_t> tokens, int64_t pos, int64_t max_ctx) const;
   std::string summary() const;  // one line for logs and error context
 

@@ -469,21 +469,11 @@ struct Model::Impl {
     if (cache.impl()->owner != this) fail("cache was made by another model");
   }
 
-  void check_tokens(std::span<const int32_t> toks, const Cache::Impl& ci) const {
-    if (toks.empty()) fail("empty prompt");
-    const int64_t T = static_cast<int64_t>(toks.size());
-    if (ci.pos + T > ci.max_ctx)
-      fail("prompt of ", T, " tokens at position ", ci.pos, " exceeds the cache's max_ctx ", ci.max_ctx);
-    for (int64_t i = 0; i < T; ++i)
-      if (toks[i] < 0 || toks[i] >= c.n_vocab)
-        fail("token id ", toks[i], " at position ", ci.pos + i, " out of range (vocab ", c.n_vocab, ")");
-  }
-
   // Host half of a step: checks, scratch sized for T tokens and contexts up to ctx_bound, the
   // token ids uploaded (outside any graph, in stream order before it).
   void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound) {
     check_arms();
-    check_tokens(toks, ci);
+    c.check_prompt(toks, ci.pos, ci.max_ctx);
     const int64_t T = static_cast<int64_t>(toks.size());
     ensure_scratch(T, ctx_bound);
     tok_host.assign(toks.begin(), toks.end());

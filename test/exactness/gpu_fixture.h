@@ -21,16 +21,6 @@
 
 namespace memra::gpu_test {
 
-inline const char* family_id(Family f) {
-  switch (f) {
-    case Family::Qwen3: return "qwen3";
-    case Family::Qwen3Next: return "qwen3next";
-    case Family::Qwen35: return "qwen35";
-    case Family::Qwen35Moe: return "qwen35moe";
-  }
-  return "?";
-}
-
 inline bool keep_f32(const std::string& name) {
   return name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos ||
          name.ends_with(".scale");
@@ -75,7 +65,7 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
   convert_matrices(*m.source, type);
   std::string t(dtype_name(type));
   for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  m.id = std::string(family_id(f)) + "-" + t + (hf ? "-hf" : "-gguf");
+  m.id = std::string(family_arch(f)) + "-" + t + (hf ? "-hf" : "-gguf");
   return m;
 }
 

@@ -160,7 +160,7 @@ struct Case {
   bool hf;
   std::string name() const {
     std::string t(dtype_name(type));
-    return std::string(gpu_test::family_id(family)) + "_" + t + (hf ? "_hf" : "_gguf");
+    return std::string(family_arch(family)) + "_" + t + (hf ? "_hf" : "_gguf");
   }
 };
 
@@ -611,8 +611,8 @@ TEST_F(GpuModel, W4A4PrefillArm) {
     EXPECT_TRUE(finite) << m.fx.id;
     EXPECT_TRUE(differs) << m.fx.id << ": w4a4 logits bit-identical to w4a8: the activations were not fp4";
     const bool same_top1 = argmax(l4) == argmax(l8);
-    ::testing::Test::RecordProperty(std::string(gpu_test::family_id(f)) + "_rel_maxdiff", std::to_string(num / den));
-    ::testing::Test::RecordProperty(std::string(gpu_test::family_id(f)) + "_same_top1", same_top1 ? "1" : "0");
+    ::testing::Test::RecordProperty(std::string(family_arch(f)) + "_rel_maxdiff", std::to_string(num / den));
+    ::testing::Test::RecordProperty(std::string(family_arch(f)) + "_same_top1", same_top1 ? "1" : "0");
     std::printf("[w4a4] %s: launches %lld, max |w4a4 - w4a8| / max|logit| = %.3e, top-1 %s\n", m.fx.id.c_str(),
                 static_cast<long long>(c1 - c0), num / den, same_top1 ? "same" : "differs");
   }

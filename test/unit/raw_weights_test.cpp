@@ -132,7 +132,7 @@ TEST_P(RawWeightsFamily, DequantizedRawEqualsCanonical) {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   std::string t(dtype_name(i.param.type));
-  return std::string(gpu_test::family_id(i.param.family)) + "_" + t + (i.param.hf ? "_hf" : "_gguf");
+  return std::string(family_arch(i.param.family)) + "_" + t + (i.param.hf ? "_hf" : "_gguf");
 }
 
 std::vector<Case> cases() {
