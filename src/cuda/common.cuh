@@ -6,7 +6,7 @@
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
 //           dev_e2m1x2, warp_sum_xor, warp_max, cp_async4, cp_async16, cp_async_commit,
-//           cp_async_wait_group1, quantize_block_q8_1
+//           cp_async_wait_group1, quantize_block_q8_1, silu_f
 #pragma once
 
 #include <cuda_fp16.h>
@@ -148,6 +148,10 @@ __device__ __forceinline__ void quantize_block_q8_1(float x, Q81* out, int lane)
   }
 }
 
+
+// SiLU as every memra kernel computes it (the row ops, the GDN conv and output norm): one
+// definition, so the same operations everywhere.
+__device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
 
 // One element of row `row` of a device matrix (planar rows for Q8_0 / NVFP4, cuda/planar.cuh),
 // dequantised (shared with tests and the embedding gather).

@@ -24,8 +24,6 @@ namespace {
 constexpr int kMaxK = 8;
 constexpr int kThreads = 128;  // >= d_v and >= d_k (checked)
 
-__device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
-
 // --- kernels
 
 // KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a

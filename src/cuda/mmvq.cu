@@ -58,6 +58,15 @@
 //      2333 vs 1876), relaxed counters with the values through sentinel slots (2161 vs 1876; the
 //      in-graph timeline had the gate/up launch at 25.4 vs 16.1 us), and no counters, the warp of
 //      a block's last up row polling the 64 slots (2232 vs 1888).
+//   Tried after v14 and dropped (branch stage-fusion; H200, same-machine A/B of graph decode, us per
+//      token, docs/PERF.md session 8): a decode step's RMSNorms (before q/k/v and gate/up) and its
+//      SwiGLU (before down) computed in the streamed launch's activation stage instead of their own
+//      launches (96 launches fewer per 9B step), with the stream as one block of 20 / 32 warps per
+//      SM so that only 132 blocks re-read the op's rows: bitwise right (op- and gate-tested), but
+//      9B NVFP4 2179 vs 1879, Q8_0 2773 vs 2677, 0.6B 860 vs 809. Isolated: the one-block shape
+//      alone cost 2106 vs 1879 (0.6B 901 vs 809; not the rows' spread over SMs: interleaving a
+//      block's warps over the rows measured the same), and the stage on top of it +73 us on 9B
+//      NVFP4, -45 on 0.6B; with the v14 shape (~1000 blocks re-reading the rows) 4144 us.
 //   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
 //      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
 //      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode

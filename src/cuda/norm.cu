@@ -26,8 +26,6 @@ constexpr int kThreads = 256;      // the reduction's threads (the order of the 
 constexpr int kNormThreads = 1024;  // rows of >= 1024 values: elementwise pass and quantisation
 constexpr int kSpreadRows = 8;      // v4: rows spread over blocks (each block re-reads its row)
 
-__device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
-
 // --- kernels
 
 // q8_1 blocks of a row held in shared memory, four blocks per warp at a time: 8 lanes per block,
