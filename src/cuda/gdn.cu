@@ -6,6 +6,8 @@
 //     128).
 // v2: gdn_conv_kernel loads its taps and window before the dependency wait.
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
+// v5: the conv window a ring indexed by position (gdn.cuh), so the decode token's conv runs in
+//     gdn_step_norm_kernel's blocks (one launch fewer per GDN layer; same bits).
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode token in
 // fewer launches. (a) conv + recurrence + gated output norm + q8_1 in one kernel, a cluster per
 // key head (the q/k conv window shared by its value heads, the norm's warp partials through
@@ -29,6 +31,25 @@ constexpr int kThreads = 128;  // >= d_v and >= d_k (checked)
 // KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a
 // runtime K they lived in local memory); KT == 0: any K up to kMaxK. The same operations in the
 // same order either way.
+// The ring slot of position p (p may be negative before the first token: those slots are the
+// cache's zeros).
+__device__ __forceinline__ int64_t ring_slot(int64_t p, int K) { return ((p % K) + K) % K; }
+
+// One channel's conv output from its taps, the K-1 previous inputs (oldest first) and the new
+// one: an fma chain over the window from 0, then the newest tap, then SiLU.
+template <int kCap>
+__device__ __forceinline__ float conv_out(const float (&tap)[kCap], const float (&win)[kCap], int K, float xt) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kCap - 1; ++j)
+    if (j < K - 1) s = fmaf(tap[j], win[j], s);
+  float tl = tap[0];
+#pragma unroll
+  for (int j = 0; j < kCap; ++j)
+    if (j == K - 1) tl = tap[j];
+  return silu_f(fmaf(tl, xt, s));
+}
+
 template <int KT>
 __global__ void gdn_conv_kernel(GdnConvParams p) {
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -37,29 +58,22 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
   constexpr int kCap = KT > 0 ? KT : kMaxK;
   float win[kCap];  // win[0..K-2]: previous inputs, oldest first
   float tap[kCap];
+  // v2: taps (weights), the position and the window are loaded before the wait. The window is
+  // written only by this layer's conv one token earlier (or its prefill), the position by the
+  // previous call's last kernel, never by the kernel just before this one (the projections'
+  // mat-vec), so both are complete once this grid is scheduled (launch.cuh).
+  const int64_t pos0 = *p.pos0;
 #pragma unroll
   for (int j = 0; j < kCap; ++j)
     if (j < K) tap[j] = p.taps[ch * K + j];
 #pragma unroll
   for (int j = 0; j < kCap - 1; ++j)
-    if (j < K - 1) win[j] = p.state[j * p.cd + ch];
-  // v2: taps (weights) and the window are loaded before the wait. The window is written only by
-  // this layer's conv one token earlier (or its prefill), never by the kernel just before this
-  // one (the projections' mat-vec), so it is complete once this grid is scheduled (launch.cuh).
+    if (j < K - 1) win[j] = p.state[ring_slot(pos0 - (K - 1) + j, K) * p.cd + ch];
   pdl_wait();
   pdl_release();
   for (int64_t t = 0; t < p.T; ++t) {
     const float xt = p.x[t * p.cd + ch];
-    float s = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kCap - 1; ++j)
-      if (j < K - 1) s = fmaf(tap[j], win[j], s);
-    float tl = tap[0];
-#pragma unroll
-    for (int j = 0; j < kCap; ++j)
-      if (j == K - 1) tl = tap[j];
-    s = fmaf(tl, xt, s);
-    p.y[t * p.cd + ch] = silu_f(s);
+    p.y[t * p.cd + ch] = conv_out<kCap>(tap, win, K, xt);
 #pragma unroll
     for (int j = 0; j + 1 < kCap - 1; ++j)
       if (j + 1 < K - 1) win[j] = win[j + 1];
@@ -67,9 +81,11 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
     for (int j = 0; j < kCap - 1; ++j)
       if (j == K - 2) win[j] = xt;
   }
+  // the last K-1 inputs into their slots (for a call of fewer tokens, the older ones rewritten
+  // with the values they hold)
 #pragma unroll
   for (int j = 0; j < kCap - 1; ++j)
-    if (j < K - 1) p.state[j * p.cd + ch] = win[j];
+    if (j < K - 1) p.state[ring_slot(pos0 + p.T - (K - 1) + j, K) * p.cd + ch] = win[j];
 }
 
 __device__ float block_sum(float v, float* red) {  // fixed order: warps in index order
@@ -244,14 +260,42 @@ bool try_step(const GdnParams& p, cudaStream_t s) {
 // against gdn_step_kernel + rowop_run). An in-graph timeline (cuda/timeline.h) of a 9B decode
 // step had the two launches at 5.7 + 2.6 us per layer. (Session 4's block per head kept S in
 // shared memory and loaded it after the wait: slower than v2.)
-template <int DK, int DV>
-__global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, GdnOutNorm nrm) {
+//
+// v5, kConv: the token's conv as well (gdn_conv_kernel's operations, conv_out, for the three
+// channels thread j reads: q and k of the block's key head, v of its value head), so the conv's
+// own launch goes: the taps, the position and the ring's K-1 previous inputs are loaded before
+// the wait with the state; after it, thread j stores its v channel's input into the ring slot
+// of this position, and the key head's q / k inputs are stored by its first value head's block
+// only. No block reads that slot this step (gdn.cuh), so the stores race with no read.
+template <int DK, int DV, bool kConv>
+__global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, GdnOutNorm nrm, GdnConvParams cv) {
   static_assert(DK <= kThreads && DV <= kThreads);
+  constexpr int K = 4;  // the conv's kernel size when kConv
   __shared__ float qs[DK], ks[DK], red[kThreads / 32];
   const int h = blockIdx.x, j = threadIdx.x, lane = j & 31;
   const int nv = p.nv, kd = p.nk * DK;
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const bool col = j < DV;
+  const int64_t cq = key * DK + j, ck = kd + key * DK + j, cvv = 2 * kd + h * DV + j;  // thread j's channels
+  float tq[K], tk[K], tv[K], wq[K], wk[K], wv[K];  // taps; ring windows, oldest first (wx[K-1] unused)
+  int64_t pos = 0;
+  if constexpr (kConv) {
+    pos = *cv.pos0;
+#pragma unroll
+    for (int t = 0; t < K; ++t) {
+      tq[t] = j < DK ? cv.taps[cq * K + t] : 0.0f;
+      tk[t] = j < DK ? cv.taps[ck * K + t] : 0.0f;
+      tv[t] = col ? cv.taps[cvv * K + t] : 0.0f;
+    }
+#pragma unroll
+    for (int t = 0; t < K - 1; ++t) {
+      const int64_t slot = ring_slot(pos - (K - 1) + t, K) * cv.cd;
+      wq[t] = j < DK ? cv.state[slot + cq] : 0.0f;
+      wk[t] = j < DK ? cv.state[slot + ck] : 0.0f;
+      wv[t] = col ? cv.state[slot + cvv] : 0.0f;
+    }
+    wq[K - 1] = wk[K - 1] = wv[K - 1] = 0.0f;
+  }
   // column j of the head's state, at compile-time offsets i * DV (runtime strides kept 2
   // registers per element live until the stores, and spilled)
   float* const Sj = p.state + static_cast<int64_t>(h) * DK * DV + (col ? j : 0);
@@ -262,11 +306,23 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
   const float wn = col ? nrm.w[j] : 0.0f;
   pdl_wait();
   pdl_release();
-  const float* row = p.qkv;
-  const float qv = j < DK ? row[key * DK + j] : 0.0f, kv = j < DK ? row[kd + key * DK + j] : 0.0f;
+  const float* row = kConv ? cv.x : p.qkv;  // the projections, or their conv
+  float qv = j < DK ? row[cq] : 0.0f, kv = j < DK ? row[ck] : 0.0f;
   const float bv = p.b[h], av = p.a[h];
-  const float vv = col ? row[2 * kd + h * DV + j] : 0.0f;
+  float vv = col ? row[cvv] : 0.0f;
   const float zv = col ? nrm.z[h * DV + j] : 0.0f;
+  if constexpr (kConv) {
+    float* const ring = cv.state + ring_slot(pos, K) * cv.cd;
+    const bool first_of_key = p.tiled ? h < p.nk : h % (nv / p.nk) == 0;
+    if (j < DK && first_of_key) {
+      ring[cq] = qv;
+      ring[ck] = kv;
+    }
+    if (col) ring[cvv] = vv;
+    qv = j < DK ? conv_out<K>(tq, wq, K, qv) : 0.0f;
+    kv = j < DK ? conv_out<K>(tk, wk, K, kv) : 0.0f;
+    vv = col ? conv_out<K>(tv, wv, K, vv) : 0.0f;
+  }
   qk_unit(qv, kv, p.dk, qs, ks, red);  // the runtime d_k: see qk_unit
   const Gates g = gates(bv, av, ssm_a, dt_bias);
   __syncthreads();
@@ -285,9 +341,15 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
 }
 
 template <int DK, int DV>
-bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s) {
+bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, const GdnConvParams* conv, cudaStream_t s) {
   if (p.dk != DK || p.dv != DV) return false;
-  launch_kernel("gdn_step_norm_kernel", gdn_step_norm_kernel<DK, DV>, static_cast<unsigned>(p.nv), kThreads, 0, s, p, n);
+  const unsigned grid = static_cast<unsigned>(p.nv);
+  if (conv && conv->K == 4) {
+    launch_kernel("gdn_step_norm_kernel", gdn_step_norm_kernel<DK, DV, true>, grid, kThreads, 0, s, p, n, *conv);
+    return true;
+  }
+  if (conv) gdn_conv_run(*conv, s);  // writes p.qkv
+  launch_kernel("gdn_step_norm_kernel", gdn_step_norm_kernel<DK, DV, false>, grid, kThreads, 0, s, p, n, GdnConvParams{});
   return true;
 }
 
@@ -522,6 +584,7 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p)
 
 void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   if (p.T == 0) return;
+  if (!p.pos0) fail("gdn conv: no device position for the ring (pos0)");
   if (p.K < 1 || p.K > kMaxK) fail("gdn conv: kernel size ", p.K, " unsupported (1..", kMaxK, ")");
   const unsigned grid = static_cast<unsigned>(ceil_div(p.cd, 128));
   if (p.K == 4) launch_kernel("gdn_conv_kernel", gdn_conv_kernel<4>, grid, 128, 0, s, p);
@@ -539,11 +602,13 @@ void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
   launch_kernel("gdn_chunked_kernel", gdn_chunked_kernel, static_cast<unsigned>(p.nv), kChunkThreads, smem, s, p);
 }
 
-bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s) {
+bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv) {
   if (p.T != 1) return false;
   if (n.q && p.dv % 32 != 0) fail("gdn: q8_1 output of the gated norm needs d_v % 32 == 0, d_v = ", p.dv);
+  if (conv && (conv->T != 1 || conv->y != p.qkv || conv->cd != 2 * p.nk * p.dk + p.nv * p.dv))
+    fail("gdn: the fused conv must be the step's own (T = 1, y = qkv, cd = ", 2 * p.nk * p.dk + p.nv * p.dv, ")");
   // the Qwen3-Next / Qwen3.5 heads, and the tiny fixtures' (so the model gates run this kernel)
-  return try_step_norm<128, 128>(p, n, s) || try_step_norm<8, 16>(p, n, s);
+  return try_step_norm<128, 128>(p, n, conv, s) || try_step_norm<8, 16>(p, n, conv, s);
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {

@@ -1,7 +1,9 @@
 // src/cuda/gdn.cuh — Gated DeltaNet (Qwen3-Next / Qwen3.5 linear attention) on the device.
 //
 //   conv:   c_t = silu(Σ_j taps[ch, j] * xin[t + j, ch]), xin = [K-1 cached inputs | T new ones];
-//           the cache keeps the last K-1 inputs (oldest first).
+//           the cache is a ring of K inputs per channel, slot p % K holding the input of position
+//           p (the K-1 a token reads are never the slot it writes: a decode step's blocks can read
+//           their windows while other blocks of the same grid store theirs).
 //   gates:  beta = sigmoid(b), g = ssm_a * softplus(a + dt_bias), decay = exp(g)
 //   q, k:   x / sqrt(Σx² + 1e-6) per key head; q additionally * 1/sqrt(d_k);
 //           value head h reads key head  tiled ? h % n_k : h / (n_v/n_k)   (raw_weights.h)
@@ -24,10 +26,11 @@
 namespace memra::cuda {
 
 struct GdnConvParams {
-  const float* x = nullptr;     // [T, cd] projections (wqkv x)
-  const float* taps = nullptr;  // [cd, K]
-  float* state = nullptr;       // [K-1, cd] in/out
-  float* y = nullptr;           // [T, cd] silu(conv)
+  const float* x = nullptr;       // [T, cd] projections (wqkv x)
+  const float* taps = nullptr;    // [cd, K]
+  float* state = nullptr;         // [K, cd] ring in/out: slot p % K = the input of position p
+  const int64_t* pos0 = nullptr;  // device: the position of token 0 (a cache's pos_dev)
+  float* y = nullptr;             // [T, cd] silu(conv)
   int64_t T = 0, cd = 0;
   int K = 0;
 };
@@ -47,11 +50,14 @@ struct GdnParams {
 };
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
 
-// The decode token's recurrence and its gated output norm in one launch:
+// The decode token's conv, recurrence and gated output norm in one launch:
 //   y[h, j] = w[j] * o[h, j] * rsqrt(mean_j(o[h, :]²) + eps) * silu(z[h, j])  (norm.cuh RmsNormGated)
 // with o the recurrence's output (not stored), y in f32 and, when q is set, as q8_1 blocks
-// (d_v % 32 == 0). Bitwise the same as gdn_recurrent_run then rowop_run(RmsNormGated). False
-// (nothing launched) when T != 1 or the head shape has no kernel (d_k x d_v: 128 x 128, 8 x 16).
+// (d_v % 32 == 0). With conv set (its T == 1, y == p.qkv) each block takes the conv of the
+// channels it reads itself (K = 4; other K: gdn_conv_run first) and conv.y is not written; the
+// ring and everything else bitwise as gdn_conv_run, gdn_recurrent_run, then
+// rowop_run(RmsNormGated). False (nothing launched) when T != 1 or the head shape has no kernel
+// (d_k x d_v: 128 x 128, 8 x 16).
 struct GdnOutNorm {
   const float* z = nullptr;  // [nv * dv]
   const float* w = nullptr;  // [dv]
@@ -59,7 +65,7 @@ struct GdnOutNorm {
   float* y = nullptr;        // [nv * dv]
   Q81* q = nullptr;          // [nv * dv / 32] or nullptr
 };
-bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s);
+bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv = nullptr);
 void gdn_chunked_run(const GdnParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -403,9 +403,8 @@ struct Model::Impl {
     mv_group({{&L.wqkv, qkv.data()}, {&L.wz, z.data()}, {&L.wb, b.data()}, {&L.wa, a.data()}}, h.data(), D,
              hq.data(), T);
     cuda::GdnConvParams cp;
-    cp.x = qkv.data(); cp.taps = L.conv.data(); cp.state = ci.conv[li].data(); cp.y = qkvc.data();
-    cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
-    cuda::gdn_conv_run(cp, s);
+    cp.x = qkv.data(); cp.taps = L.conv.data(); cp.state = ci.conv[li].data(); cp.pos0 = ci.pos_dev.data();
+    cp.y = qkvc.data(); cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
     cuda::GdnParams gp;
     gp.qkv = qkvc.data(); gp.b = b.data(); gp.a = a.data(); gp.ssm_a = L.ssm_a.data(); gp.dt_bias = L.dt_bias.data();
     gp.state = ci.state[li].data(); gp.o = o.data(); gp.T = T;
@@ -415,11 +414,12 @@ struct Model::Impl {
     // lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
     // the same values, one launch fewer than a separate Identity pass.
     const bool q_in_norm = cuda::uses_q8_1(L.wout.m.type) && c.ssm_d_v % 32 == 0;
-    // a decode token: the recurrence and the gated norm in one launch where the head shape has
-    // that kernel (bitwise the same as the two launches below)
+    // a decode token: the conv, the recurrence and the gated norm in one launch where the head
+    // shape has that kernel (bitwise the same as the three launches below)
     const cuda::GdnOutNorm gn{z.data(), L.gnorm.data(), static_cast<float>(c.rms_eps), o.data(),
                               q_in_norm ? oq.data() : nullptr};
-    if (!cuda::gdn_step_norm_run(gp, gn, s)) {
+    if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
+      cuda::gdn_conv_run(cp, s);
       if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
         cuda::gdn_chunked_run(gp, s);
         ++counters.gdn_chunked_launches;
@@ -755,7 +755,7 @@ Cache Model::new_cache(int64_t max_ctx) const {
       ci->k[li] = DeviceBuffer<float>(e, kv);
       ci->v[li] = DeviceBuffer<float>(e, kv);
     } else {
-      ci->conv[li] = DeviceBuffer<float>(e, static_cast<size_t>((c.ssm_conv_kernel - 1) * c.ssm_conv_dim()));
+      ci->conv[li] = DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)
       ci->state[li] = DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v));
     }
   }

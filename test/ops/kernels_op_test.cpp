@@ -145,65 +145,87 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
   }
 }
 
-// The decode token's recurrence + gated output norm in one launch (gdn_step_norm_run) against
-// the two launches it replaces (the step kernel, then the RmsNormGated row op in place with its
-// q8_1 blocks): state, f32 output and q8_1 bitwise, on the Qwen3.5 head shape (128 x 128) and the
-// tiny fixtures' (8 x 16, no q8_1: d_v % 32 != 0), grouped and tiled head maps.
+// The decode token's conv + recurrence + gated output norm in one launch (gdn_step_norm_run with
+// the conv) against the three launches it replaces (the conv kernel, the step kernel, then the
+// RmsNormGated row op in place with its q8_1 blocks): conv ring, state, f32 output and q8_1
+// bitwise, on the Qwen3.5 head shape (128 x 128) and the tiny fixtures' (8 x 16, no q8_1: d_v %
+// 32 != 0), grouped and tiled head maps, at a position whose window wraps the ring; and the
+// recurrence + norm launch without the conv against the last two.
 TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
   struct Shape { int nk, nv, dk, dv; };
+  constexpr int K = 4;
   for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
-    for (bool tiled : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled);
-      const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
-      const bool with_q = sh.dv % 32 == 0;
-      auto x = rnd(cd), b = rnd(sh.nv, -2, 2), a = rnd(sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f), dt = rnd(sh.nv, 0, 1);
-      auto S0 = rnd(static_cast<size_t>(sh.nv) * sh.dk * sh.dv, -0.1f, 0.1f), z = rnd(vd, -3, 3), w = rnd(sh.dv, 0.5f, 1.5f);
-      auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w);
-      struct Out { std::vector<float> S, y; std::vector<BlockQ8_1> q; };
-      auto run = [&](bool fused) {
-        auto dS = up(S0);
-        DeviceBuffer<float> o(e(), vd);
-        o.fill_bytes(0xFF);
-        DeviceBuffer<BlockQ8_1> q(e(), with_q ? vd / 32 : 1);
-        q.fill_bytes(0xFF);
-        cuda::GdnParams gp;
-        gp.qkv = dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
-        gp.state = dS.data(); gp.o = o.data(); gp.T = 1; gp.nk = sh.nk; gp.nv = sh.nv; gp.dk = sh.dk; gp.dv = sh.dv;
-        gp.tiled = tiled;
-        cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) : nullptr;
-        if (fused) {
-          EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data(), dw.data(), 1e-6f, o.data(), qp}, s()));
-        } else {
-          cuda::gdn_recurrent_run(gp, s());
-          cuda::RowOpParams rp;
-          rp.op = cuda::RowOp::RmsNormGated; rp.x = o.data(); rp.ld_x = sh.dv; rp.z = dz.data(); rp.ld_z = sh.dv;
-          rp.w = dw.data(); rp.eps = 1e-6f; rp.y = o.data(); rp.ld_y = sh.dv; rp.q = qp; rp.rows = sh.nv; rp.n = sh.dv;
-          cuda::rowop_run(rp, s());
-        }
-        e().synchronize();
-        return Out{dS.download(), o.download(), q.download()};
-      };
-      const Out ref = run(false), got = run(true);
-      EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
-      EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
-      for (size_t i = 0; with_q && i < ref.q.size(); ++i)
-        ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
-    }
+    for (bool tiled : {false, true})
+      for (bool with_conv : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled << " conv=" << with_conv);
+        const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
+        const bool with_q = sh.dv % 32 == 0;
+        auto x = rnd(cd), b = rnd(sh.nv, -2, 2), a = rnd(sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f), dt = rnd(sh.nv, 0, 1);
+        auto S0 = rnd(static_cast<size_t>(sh.nv) * sh.dk * sh.dv, -0.1f, 0.1f), z = rnd(vd, -3, 3), w = rnd(sh.dv, 0.5f, 1.5f);
+        auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f), ring0 = rnd(static_cast<size_t>(K) * cd);
+        auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w), dtaps = up(taps);
+        auto dpos = up(std::vector<int64_t>{5});
+        struct Out { std::vector<float> S, y, ring; std::vector<BlockQ8_1> q; };
+        auto run = [&](bool fused) {
+          auto dS = up(S0), dring = up(ring0);
+          DeviceBuffer<float> o(e(), vd), xc(e(), cd);
+          o.fill_bytes(0xFF);
+          xc.fill_bytes(0xFF);
+          DeviceBuffer<BlockQ8_1> q(e(), with_q ? vd / 32 : 1);
+          q.fill_bytes(0xFF);
+          cuda::GdnConvParams cp;
+          cp.x = dx.data(); cp.taps = dtaps.data(); cp.state = dring.data(); cp.pos0 = dpos.data(); cp.y = xc.data();
+          cp.T = 1; cp.cd = cd; cp.K = K;
+          cuda::GdnParams gp;
+          gp.qkv = with_conv ? xc.data() : dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data();
+          gp.dt_bias = ddt.data(); gp.state = dS.data(); gp.o = o.data(); gp.T = 1; gp.nk = sh.nk; gp.nv = sh.nv;
+          gp.dk = sh.dk; gp.dv = sh.dv; gp.tiled = tiled;
+          cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) : nullptr;
+          if (fused) {
+            EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data(), dw.data(), 1e-6f, o.data(), qp}, s(),
+                                                with_conv ? &cp : nullptr));
+          } else {
+            if (with_conv) cuda::gdn_conv_run(cp, s());
+            cuda::gdn_recurrent_run(gp, s());
+            cuda::RowOpParams rp;
+            rp.op = cuda::RowOp::RmsNormGated; rp.x = o.data(); rp.ld_x = sh.dv; rp.z = dz.data(); rp.ld_z = sh.dv;
+            rp.w = dw.data(); rp.eps = 1e-6f; rp.y = o.data(); rp.ld_y = sh.dv; rp.q = qp; rp.rows = sh.nv; rp.n = sh.dv;
+            cuda::rowop_run(rp, s());
+          }
+          e().synchronize();
+          return Out{dS.download(), o.download(), dring.download(), q.download()};
+        };
+        const Out ref = run(false), got = run(true);
+        EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
+        EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
+        EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
+        if (with_conv) EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot";
+        for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+          ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
+      }
 }
 
-// GDN conv (K=4, state carried) then the recurrence over T=70 tokens (crosses 64) with grouped
-// and tiled head maps, against the oracle's conv formula and delta_rule_recurrent (f64).
+// GDN conv (K=4, state carried in the position-indexed ring, from position 6 so the window wraps)
+// then the recurrence over T=70 tokens (crosses 64) with grouped and tiled head maps, against the
+// oracle's conv formula and delta_rule_recurrent (f64).
 TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
   for (bool tiled : {false, true}) {
     const int T = 70, nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
+    const int64_t pos0 = 6;
     const int kd = nk * dk, cd = 2 * kd + nv * dv;
     auto x = rnd(T * cd), taps = rnd(cd * K, -0.5f, 0.5f), st0 = rnd((K - 1) * cd);
     auto b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
     auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
-    auto dx = up(x), dtaps = up(taps), dst = up(st0), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
+    // the ring: positions pos0-3..pos0-1 hold st0's rows; the slot of pos0 holds NaN (never read)
+    std::vector<float> ring(K * cd, std::nanf(""));
+    auto slot = [&](int64_t p) { return ((p % K) + K) % K; };
+    for (int j = 0; j < K - 1; ++j) std::memcpy(ring.data() + slot(pos0 - (K - 1) + j) * cd, st0.data() + j * cd, cd * 4);
+    auto dx = up(x), dtaps = up(taps), dst = up(ring), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
+    auto dpos = up(std::vector<int64_t>{pos0});
     DeviceBuffer<float> y(e(), T * cd), o(e(), T * nv * dv);
     cuda::GdnConvParams cp;
-    cp.x = dx.data(); cp.taps = dtaps.data(); cp.state = dst.data(); cp.y = y.data(); cp.T = T; cp.cd = cd; cp.K = K;
+    cp.x = dx.data(); cp.taps = dtaps.data(); cp.state = dst.data(); cp.pos0 = dpos.data(); cp.y = y.data();
+    cp.T = T; cp.cd = cd; cp.K = K;
     cuda::gdn_conv_run(cp, s());
     cuda::GdnParams gp;
     gp.qkv = y.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
@@ -222,7 +244,9 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
         ry[t * cd + ch] = static_cast<float>(oo::silu(acc));
       }
     EXPECT_TRUE(compare_to_contract(gy, ry, Tolerance::nmse(1e-12)));
-    EXPECT_TRUE(compare_to_contract(gst, std::vector<float>(xin.end() - (K - 1) * cd, xin.end()), Tolerance::exact()));
+    std::vector<float> last(K - 1 > 0 ? (K - 1) * cd : 0);  // the ring's last K-1 inputs, oldest first
+    for (int j = 0; j < K - 1; ++j) std::memcpy(last.data() + j * cd, gst.data() + slot(pos0 + T - (K - 1) + j) * cd, cd * 4);
+    EXPECT_TRUE(compare_to_contract(last, std::vector<float>(xin.end() - (K - 1) * cd, xin.end()), Tolerance::exact()));
     // recurrence reference from the GPU's conv output (isolates the recurrence)
     std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
     for (int h = 0; h < nv; ++h) {
