@@ -1,8 +1,9 @@
 // memra/cache.h — Cache: one sequence's state on the GPU, made by Model::new_cache.
 //
 // Per full-attention layer K and V [max_ctx, n_head_kv * head_dim] f32 (post-norm, post-RoPE
-// keys, as the oracle's cache); per Gated-DeltaNet layer the conv state [K-1, conv_dim] (the
-// last K-1 conv inputs, oldest first) and the recurrent state [n_v, d_k, d_v] f32; the
+// keys, as the oracle's cache); per Gated-DeltaNet layer the conv state [K, conv_dim] (a ring:
+// slot p % K holds the conv input of position p, the same last K-1 inputs the oracle keeps
+// oldest first; src/cuda/gdn.cuh says why) and the recurrent state [n_v, d_k, d_v] f32; the
 // position (tokens already written). A cache belongs to the model that made it: using it with
 // another model is an error.
 //

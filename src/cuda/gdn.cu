@@ -7,7 +7,11 @@
 // v2: gdn_conv_kernel loads its taps and window before the dependency wait.
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
 // v5: the conv window a ring indexed by position (gdn.cuh), so the decode token's conv runs in
-//     gdn_step_norm_kernel's blocks (one launch fewer per GDN layer; same bits).
+//     gdn_step_norm_kernel's blocks (one launch fewer per GDN layer; same bits). H200, same-machine
+//     A/B of graph decode, us per token: 9B NVFP4 1847 / 1841 vs 1878 / 1875, 9B Q8_0 2628 vs
+//     2657, 35B-A3B 2106 vs 2161. Tried after it and dropped: the conv's taps and windows copied
+//     into shared memory before the wait instead of held in registers across it (255 -> 164
+//     registers, 0 spills either way): 9B NVFP4 1847 vs 1848, Q8_0 2662 vs 2635 (slower).
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode token in
 // fewer launches. (a) conv + recurrence + gated output norm + q8_1 in one kernel, a cluster per
 // key head (the q/k conv window shared by its value heads, the norm's warp partials through
