@@ -10,7 +10,9 @@
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode
 //     token's combine done by each head's last split block (an arrival counter per head) instead
 //     of the combine launch: 9B NVFP4 graph decode 1884 vs 1879 us, 0.6B 831 vs 817 (docs/PERF.md,
-//     session 7).
+//     session 7). The decode token's q / k norm + RoPE and K / V store done by the split blocks
+//     instead of the qk_prep launch (branch attn-prep): 9B NVFP4 1866 vs 1854 us, 0.6B 854 vs 808
+//     (session 8: every block redoes the f64 rotation on the critical path).
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
