@@ -32,9 +32,6 @@ constexpr int kThreads = 128;  // >= d_v and >= d_k (checked)
 
 // --- kernels
 
-// KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a
-// runtime K they lived in local memory); KT == 0: any K up to kMaxK. The same operations in the
-// same order either way.
 // The ring slot of position p (p may be negative before the first token: those slots are the
 // cache's zeros).
 __device__ __forceinline__ int64_t ring_slot(int64_t p, int K) { return ((p % K) + K) % K; }
@@ -54,6 +51,9 @@ __device__ __forceinline__ float conv_out(const float (&tap)[kCap], const float 
   return silu_f(fmaf(tl, xt, s));
 }
 
+// KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a
+// runtime K they lived in local memory); KT == 0: any K up to kMaxK. The same operations in the
+// same order either way.
 template <int KT>
 __global__ void gdn_conv_kernel(GdnConvParams p) {
   const int64_t ch = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
