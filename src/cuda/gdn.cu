@@ -19,6 +19,8 @@
 // walking all its columns, the gated norm and q8_1 in the same launch (no cluster): 2.34 vs 2.30
 // ms; the same block without the norm 2.31. Removing the norm launch did not pay for the
 // 4x-larger per-block state traffic of a block per head (docs/PERF.md, session 4).
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/launch.cuh"
@@ -357,38 +359,66 @@ bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, const GdnConvParams*
   return true;
 }
 
-// The chunked (WY) form of the same recurrence, chunk kGdnChunk (oracle/gdn.cpp's
-// delta_rule_chunked, in f32), for prefill: per chunk of C tokens with gamma = cumsum(g),
+// The chunked (WY) form of the same recurrence (oracle/gdn.cpp's delta_rule_chunked, in f32),
+// for prefill: per chunk of C = kChunk tokens with gamma = cumsum(g),
 //   L[i,j] = beta_i (k_i.k_j) e^(gamma_i - gamma_j) (j < i);  (I+L) U = beta V;
 //   (I+L) W = beta e^gamma K;  V' = U - W S;
-//   O_i = e^gamma_i q_i S + Σ_{j<=i} (q_i.k_j) e^(gamma_i - gamma_j) V'_j;
+//   O_i = e^gamma_i q_i S + Σ_{j<=i} A_ij V'_j,  A_ij = (q_i.k_j) e^(gamma_i - gamma_j);
 //   S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ.
-// One block per value head; S and the chunk's K, Q, U/V', W, L in shared memory.
-// v2 (same bits): kChunkThreads = 512 threads instead of 128 (every step but the substitution
-// is elementwise over C x dv, C x C or dk x dv, each element's chain in v1's order, so the
-// thread count changes no operation), each thread a 4 x 4 register tile of elements (8 shared
-// loads per 16 fma instead of 2 per fma; the same chains), and the decay factors e^(gamma_last - gamma_j), e^gamma_last and
-// e^gamma_i computed once per chunk into shared memory instead of once per element: the S
-// update evaluated C expf per state element, 8192 per thread per chunk. ncu on the H200, 9B
-// prefill of 512 tokens: v1 5.5 ms per layer, 57 % of the whole forward pass.
+// v3: two launches per segment of up to kSegChunks chunks. Everything up to U and W depends on
+// its chunk alone, not on S, so gdn_chunk_prep_kernel computes it for every (chunk, value head)
+// at once into a workspace slot (ChunkSlot); gdn_chunk_state_kernel then walks the segment's
+// chunks in order, a block per (kSlice state columns, value head): the columns of S and V' never
+// mix. v2 did both in one block per value head walking the chunks (32 blocks of a 132-SM H200
+// on the 9B's heads; ~1.8 ms per layer of a 512-token prefill). Each element's chain of
+// operations is v2's: the split moves no operation, the register tiles (any shape) keep every
+// element's order, and the substitution's chains run in a thread per column instead of a row
+// loop with a barrier per row.
 constexpr int kChunk = 64;
-constexpr int kChunkThreads = 512;
+constexpr int kLdT = kChunk + 4;   // row stride of transposed [d, C] and of A in shared memory (bank spread, 16-byte rows)
+constexpr int kSlice = 32;         // state columns per gdn_chunk_state_kernel block
+constexpr int kSegChunks = 16;     // chunks per prep + state pair: bounds the workspace at 1024 tokens
+constexpr int kPrepThreads = 256;  // >= (kChunk / 4)², one 4 x 4 tile of A and L each
+constexpr int kStateThreads = 256;
+static_assert((kChunk / 4) * (kChunk / 4) <= kPrepThreads, "one A / L tile per thread");
 
-// v[r][c] = Σ_a x[r ldx + a] y[c yc + a ya] for a 4 x 4 tile, each element an fma chain over
-// a = 0..n-1 from 0 in order (the per-element operations of v1); rows past nx / columns past ny
-// read as 0 (never stored). Register tiles: 8 shared-memory loads per 16 fma instead of 2 per fma.
-__device__ __forceinline__ void tile_dot(float (&v)[4][4], const float* x, int ldx, int nx, const float* y, int yc,
-                                         int ya, int ny, int n) {
+// A (chunk, value head)'s results in the workspace, written by the prep kernel, read by the
+// state kernel. Rows past the chunk's C tokens are not written, except a's and e's (zeros).
+struct ChunkSlot {
+  float* q;   // [C, dk] normalised, scaled q
+  float* k;   // [C, dk] normalised k
+  float* w;   // [C, dk] W
+  float* u;   // [C, dv] U
+  float* a;   // [C, kChunk] A (j <= i), zeros above
+  float* eg;  // [kChunk] e^gamma_i
+  float* el;  // [kChunk + 1] e^(gamma_last - gamma_j), then e^gamma_last
+};
+__host__ __device__ inline int64_t chunk_slot_floats(int dk, int dv) {
+  return (static_cast<int64_t>(kChunk) * (3 * dk + dv + kChunk) + 2 * kChunk + 1 + 3) / 4 * 4;  // 16-byte slots
+}
+__device__ inline ChunkSlot chunk_slot(float* work, int64_t index, int dk, int dv) {
+  ChunkSlot s;
+  s.q = work + index * chunk_slot_floats(dk, dv);
+  s.k = s.q + kChunk * dk;
+  s.w = s.k + kChunk * dk;
+  s.u = s.w + kChunk * dk;
+  s.a = s.u + kChunk * dv;
+  s.eg = s.a + kChunk * kChunk;
+  s.el = s.eg + kChunk;
+  return s;
+}
+
+// v[r][c] = Σ_a xT[a kLdT + r] yT[a kLdT + c] for a 4 x 4 tile of transposed operands, each
+// element an fma chain over a = 0..n-1 from 0 in order.
+__device__ __forceinline__ void tile_dot_t(float (&v)[4][4], const float* xT, const float* yT, int n) {
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
     for (int c = 0; c < 4; ++c) v[r][c] = 0.0f;
   for (int a = 0; a < n; ++a) {
-    float xv[4], yv[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) xv[r] = r < nx ? x[r * ldx + a] : 0.0f;
-#pragma unroll
-    for (int c = 0; c < 4; ++c) yv[c] = c < ny ? y[c * yc + a * ya] : 0.0f;
+    const float4 x4 = *reinterpret_cast<const float4*>(xT + a * kLdT);
+    const float4 y4 = *reinterpret_cast<const float4*>(yT + a * kLdT);
+    const float xv[4] = {x4.x, x4.y, x4.z, x4.w}, yv[4] = {y4.x, y4.y, y4.z, y4.w};
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -396,176 +426,267 @@ __device__ __forceinline__ void tile_dot(float (&v)[4][4], const float* x, int l
   }
 }
 
-__global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p) {
+// (I + L) x = x0 for one column, in place, by forward substitution: row i's chain is
+// x_i - L_i0 x_0 - L_i1 x_1 - ... in that order (L strictly lower, rows kChunk apart). The column
+// lives in registers (fully unrolled) and belongs to one thread, so no row waits on a barrier.
+__device__ __forceinline__ void solve_column(float (&x)[kChunk], const float* L) {
+#pragma unroll
+  for (int i = 1; i < kChunk; ++i)
+#pragma unroll
+    for (int j = 0; j < i; j += 4) {
+      const float4 l = *reinterpret_cast<const float4*>(L + i * kChunk + j);
+      x[i] = fmaf(-l.x, x[j], x[i]);
+      if (j + 1 < i) x[i] = fmaf(-l.y, x[j + 1], x[i]);
+      if (j + 2 < i) x[i] = fmaf(-l.z, x[j + 2], x[i]);
+      if (j + 3 < i) x[i] = fmaf(-l.w, x[j + 3], x[i]);
+    }
+}
+
+// Everything of chunk blockIdx.x (of the segment at token t0) and value head blockIdx.y that does
+// not depend on S, into its slot.
+__global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnParams p, int64_t t0, float* work) {
   pdl_wait();
   pdl_release();
   extern __shared__ float sm[];
-  const int dk = p.dk, dv = p.dv, nv = p.nv, kd = p.nk * dk, h = blockIdx.x, tid = threadIdx.x;
+  const int dk = p.dk, dv = p.dv, nv = p.nv, kd = p.nk * dk, h = blockIdx.y, tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
-  float* S = sm;                    // [dk, dv]
-  float* Ks = S + dk * dv;          // [C, dk]
-  float* Qs = Ks + kChunk * dk;     // [C, dk]
-  float* Us = Qs + kChunk * dk;     // [C, dv]  v -> U -> V'
-  float* Ws = Us + kChunk * dv;     // [C, dk]
-  float* Ls = Ws + kChunk * dk;     // [C, C]   L, then the masked (q.k) e^(...) of the output
-  float* gam = Ls + kChunk * kChunk;  // [C]
-  float* bet = gam + kChunk;          // [C]
-  float* eg = bet + kChunk;           // [C] e^gamma_i
-  float* el = eg + kChunk;            // [C] e^(gamma_last - gamma_j), then [C] = e^gamma_last
+  const int64_t c0 = t0 + static_cast<int64_t>(blockIdx.x) * kChunk;
+  const int C = static_cast<int>(p.T - c0 < kChunk ? p.T - c0 : kChunk);
+  float* KT = sm;                     // [dk, kLdT] k transposed
+  float* QT = KT + dk * kLdT;         // [dk, kLdT] q transposed
+  float* Ls = QT + dk * kLdT;         // [kChunk, kChunk] L, strictly lower
+  float* gam = Ls + kChunk * kChunk;  // [kChunk] g, then gamma
+  float* bet = gam + kChunk;          // [kChunk]
+  float* eg = bet + kChunk;           // [kChunk] e^gamma
+  const ChunkSlot out = chunk_slot(work, static_cast<int64_t>(blockIdx.x) * nv + h, dk, dv);
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int64_t cd = 2 * kd + static_cast<int64_t>(nv) * dv;
-  float* Sg = p.state + static_cast<int64_t>(h) * dk * dv;
-  for (int i = tid; i < dk * dv; i += kChunkThreads) S[i] = Sg[i];
   const float qscale = rsqrtf(static_cast<float>(dk));
-  for (int64_t c0 = 0; c0 < p.T; c0 += kChunk) {
-    const int C = static_cast<int>(p.T - c0 < kChunk ? p.T - c0 : kChunk);
-    // 1. per token: L2-normed q (scaled) and k, v, beta, g (a warp per token)
-    for (int i = warp; i < C; i += kChunkThreads / 32) {
-      const float* row = p.qkv + (c0 + i) * cd;
-      float qq = 0.0f, kk = 0.0f;
-      for (int a = lane; a < dk; a += 32) {
-        qq = fmaf(row[key * dk + a], row[key * dk + a], qq);
-        kk = fmaf(row[kd + key * dk + a], row[kd + key * dk + a], kk);
-      }
-      qq = warp_sum_xor(qq);
-      kk = warp_sum_xor(kk);
-      const float iq = __fmul_rn(rsqrtf(__fadd_rn(qq, 1e-6f)), qscale), ik = rsqrtf(__fadd_rn(kk, 1e-6f));
-      for (int a = lane; a < dk; a += 32) {
-        Qs[i * dk + a] = __fmul_rn(row[key * dk + a], iq);
-        Ks[i * dk + a] = __fmul_rn(row[kd + key * dk + a], ik);
-      }
-      for (int d = lane; d < dv; d += 32) Us[i * dv + d] = row[2 * kd + h * dv + d];
-      if (lane == 0) {
-        const int64_t t = c0 + i;
-        bet[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * nv + h])));
-        const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
-        gam[i] = __fmul_rn(p.ssm_a[h], ax > 20.0f ? ax : log1pf(expf(ax)));  // g_i, summed below
-      }
+  // 1. per token (a warp each): L2-normed q (scaled) and k, beta, g
+  for (int i = warp; i < C; i += kPrepThreads / 32) {
+    const float* row = p.qkv + (c0 + i) * cd;
+    float qq = 0.0f, kk = 0.0f;
+    for (int a = lane; a < dk; a += 32) {
+      qq = fmaf(row[key * dk + a], row[key * dk + a], qq);
+      kk = fmaf(row[kd + key * dk + a], row[kd + key * dk + a], kk);
     }
+    qq = warp_sum_xor(qq);
+    kk = warp_sum_xor(kk);
+    const float iq = __fmul_rn(rsqrtf(__fadd_rn(qq, 1e-6f)), qscale), ik = rsqrtf(__fadd_rn(kk, 1e-6f));
+    for (int a = lane; a < dk; a += 32) {
+      const float qv = __fmul_rn(row[key * dk + a], iq), kv = __fmul_rn(row[kd + key * dk + a], ik);
+      QT[a * kLdT + i] = qv;
+      KT[a * kLdT + i] = kv;
+      out.q[i * dk + a] = qv;
+      out.k[i * dk + a] = kv;
+    }
+    if (lane == 0) {
+      const int64_t t = c0 + i;
+      bet[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * nv + h])));
+      const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
+      gam[i] = __fmul_rn(p.ssm_a[h], ax > 20.0f ? ax : log1pf(expf(ax)));  // g_i, summed below
+    }
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int i = 1; i < C; ++i) gam[i] = __fadd_rn(gam[i], gam[i - 1]);  // gamma = cumsum(g)
+  __syncthreads();
+  const float gl = gam[C - 1];
+  if (tid < kChunk) {
+    const float e = tid < C ? expf(gam[tid]) : 0.0f;
+    eg[tid] = e;
+    out.eg[tid] = e;
+    out.el[tid] = tid < C ? expf(gl - gam[tid]) : 0.0f;
+  }
+  if (tid == kChunk) out.el[kChunk] = expf(gl);
+  // 2. A (j <= i) into the slot, zeros above it; L (j < i) into shared memory; tiles on or below
+  // the diagonal only
+  for (int e = tid; e < C * kChunk; e += kPrepThreads)
+    if (e % kChunk > e / kChunk) out.a[e] = 0.0f;
+  const int c4 = (C + 3) / 4;
+  for (int tile = tid; tile < c4 * c4; tile += kPrepThreads) {
+    const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
+    if (j0 > i0) continue;
+    float v[4][4];
+    tile_dot_t(v, QT + i0, KT + j0, dk);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = i0 + r, j = j0 + c;
+        if (i < C && j <= i) out.a[i * kChunk + j] = __fmul_rn(v[r][c], expf(gam[i] - gam[j]));
+      }
+    tile_dot_t(v, KT + i0, KT + j0, dk);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int i = i0 + r, j = j0 + c;
+        if (i < C && j < i) Ls[i * kChunk + j] = __fmul_rn(__fmul_rn(bet[i], v[r][c]), expf(gam[i] - gam[j]));
+      }
+  }
+  __syncthreads();
+  // 3. (I + L) U = beta v and (I + L) W = beta e^gamma k, a thread per column of U | W. Rows past
+  // C start at 0 and read L's unwritten rows: their values are never stored.
+  for (int col = tid; col < dv + dk; col += kPrepThreads) {
+    const bool is_u = col < dv;
+    const int a = col - dv;
+    const float* src = is_u ? p.qkv + c0 * cd + 2 * kd + h * dv + col : KT + a * kLdT;  // v (global) | k (shared)
+    const int64_t lds = is_u ? cd : 1;
+    float x[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      if (i < C) x[i] = __fmul_rn(is_u ? bet[i] : __fmul_rn(bet[i], eg[i]), src[i * lds]);
+      else x[i] = 0.0f;
+    solve_column(x, Ls);
+    float* dst = is_u ? out.u + col : out.w + a;
+    const int ld = is_u ? dv : dk;
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i)
+      if (i < C) dst[i * ld] = x[i];
+  }
+}
+
+// rows x n floats from src (row stride lds) to shared dst (row stride ldd) with cp.async: 16-byte
+// pieces where n, the strides and the bases allow (n % 4 == 0: the callers' layouts are
+// 16-byte aligned then), 4-byte ones otherwise.
+__device__ __forceinline__ void copy_rows_async(float* dst, int ldd, const float* src, int64_t lds, int rows, int n) {
+  if (n % 4 == 0) {
+    const int n4 = n / 4;
+    for (int e = threadIdx.x; e < rows * n4; e += blockDim.x) {
+      const int r = e / n4, c = e % n4 * 4;
+      cp_async16(dst + r * ldd + c, src + r * lds + c);
+    }
+  } else {
+    for (int e = threadIdx.x; e < rows * n; e += blockDim.x) {
+      const int r = e / n, c = e % n;
+      cp_async4(dst + r * ldd + c, src + r * lds + c);
+    }
+  }
+}
+
+// The recurrence across the segment's chunks for state columns blockIdx.x * kSlice + [0, kSlice)
+// of value head blockIdx.y: V', the output rows and S from the slots, chunk after chunk.
+__global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParams p, int64_t t0, int chunks,
+                                                                         float* work) {
+  pdl_wait();
+  pdl_release();
+  extern __shared__ float sm[];
+  const int dk = p.dk, dv = p.dv, nv = p.nv, h = blockIdx.y, tid = threadIdx.x;
+  const int d_lo = blockIdx.x * kSlice, ds = dv - d_lo < kSlice ? dv - d_lo : kSlice, ldk = dk + 4;
+  float* S = sm;                      // [dk, kSlice] columns d_lo.. of S (zeros past ds)
+  float* Qs = S + dk * kSlice;        // [C, ldk]
+  float* Ks = Qs + kChunk * ldk;       // [C, ldk]
+  float* Ws = Ks + kChunk * ldk;       // [C, ldk]
+  float* As = Ws + kChunk * ldk;       // [C, kLdT]
+  float* Us = As + kChunk * kLdT;      // [C, kSlice] U, then V'
+  float* eg = Us + kChunk * kSlice;    // [kChunk]
+  float* el = eg + kChunk;             // [kChunk + 1]
+  float* Sg = p.state + static_cast<int64_t>(h) * dk * dv + d_lo;
+  for (int e = tid; e < dk * kSlice; e += kStateThreads) {
+    const int a = e / kSlice, c = e % kSlice;
+    S[e] = c < ds ? Sg[a * dv + c] : 0.0f;
+  }
+  auto rows_of = [&](int cl) { return static_cast<int>(p.T - t0 - cl * kChunk < kChunk ? p.T - t0 - cl * kChunk : kChunk); };
+  auto slot = [&](int cl) { return chunk_slot(work, static_cast<int64_t>(cl) * nv + h, dk, dv); };
+  // q, W and A are fetched for the next chunk while step 7 (which reads none of them) runs
+  auto fetch_qwa = [&](int cl) {
+    const ChunkSlot in = slot(cl);
+    const int C = rows_of(cl);
+    copy_rows_async(Qs, ldk, in.q, dk, C, dk);
+    copy_rows_async(Ws, ldk, in.w, dk, C, dk);
+    copy_rows_async(As, kLdT, in.a, kChunk, C, kChunk);
+  };
+  fetch_qwa(0);
+  const int s4 = (ds + 3) / 4, k4 = (dk + 3) / 4;
+  for (int cl = 0; cl < chunks; ++cl) {
+    const int64_t c0 = t0 + static_cast<int64_t>(cl) * kChunk;
+    const int C = rows_of(cl);
+    const ChunkSlot in = slot(cl);
+    copy_rows_async(Ks, ldk, in.k, dk, C, dk);
+    copy_rows_async(Us, kSlice, in.u + d_lo, dv, C, ds);
+    copy_rows_async(eg, 0, in.eg, 0, 1, kChunk);
+    copy_rows_async(el, 0, in.el, 0, 1, kChunk + 1);
+    cp_async_commit();
+    cp_async_wait_all();
     __syncthreads();
-    if (tid == 0)
-      for (int i = 1; i < C; ++i) gam[i] = __fadd_rn(gam[i], gam[i - 1]);  // gamma = cumsum(g)
-    __syncthreads();
-    const float gl = gam[C - 1];
-    if (tid < C) {
-      eg[tid] = expf(gam[tid]);
-      el[tid] = expf(gl - gam[tid]);
-    }
-    if (tid == C) el[kChunk] = expf(gl);
-    // 2. L (strictly lower)
-    const int c4 = (C + 3) / 4, dv4 = (dv + 3) / 4, dk4 = (dk + 3) / 4;
-    for (int tile = tid; tile < c4 * c4; tile += kChunkThreads) {
-      const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
-      float v[4][4];
-      tile_dot(v, Ks + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, 1, C - j0, dk);
+    // 4. V' = U - W S, 2 x 4 tiles
+    for (int tile = tid; tile < (C + 1) / 2 * s4; tile += kStateThreads) {
+      const int i0 = tile / s4 * 2, d0 = tile % s4 * 4;
+      float v[2][4];
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int i = i0 + r, j = j0 + c;
-          if (i < C && j < C) Ls[i * C + j] = j < i ? __fmul_rn(__fmul_rn(bet[i], v[r][c]), expf(gam[i] - gam[j])) : 0.0f;
-        }
-    }
-    __syncthreads();
-    // 3. forward substitution, row by row: U_i = beta_i v_i - Σ_j<i L_ij U_j; W likewise
-    for (int i = 0; i < C; ++i) {
-      for (int col = tid; col < dv + dk; col += kChunkThreads) {
-        if (col < dv) {
-          float u = __fmul_rn(bet[i], Us[i * dv + col]);
-          for (int j = 0; j < i; ++j) u = fmaf(-Ls[i * C + j], Us[j * dv + col], u);
-          Us[i * dv + col] = u;
-        } else {
-          const int a = col - dv;
-          float w = __fmul_rn(__fmul_rn(bet[i], eg[i]), Ks[i * dk + a]);
-          for (int j = 0; j < i; ++j) w = fmaf(-Ls[i * C + j], Ws[j * dk + a], w);
-          Ws[i * dk + a] = w;
-        }
-      }
-      __syncthreads();
-    }
-    // 4. V' = U - W S
-    for (int tile = tid; tile < c4 * dv4; tile += kChunkThreads) {
-      const int i0 = tile / dv4 * 4, d0 = tile % dv4 * 4;
-      float v[4][4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) v[r][c] = i0 + r < C && d0 + c < dv ? Us[(i0 + r) * dv + d0 + c] : 0.0f;
+        for (int c = 0; c < 4; ++c) v[r][c] = i0 + r < C && d0 + c < ds ? Us[(i0 + r) * kSlice + d0 + c] : 0.0f;
       for (int a = 0; a < dk; ++a) {
-        float w[4], sv[4];
+        const float4 s = *reinterpret_cast<const float4*>(S + a * kSlice + d0);
+        const float sv[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
-        for (int r = 0; r < 4; ++r) w[r] = i0 + r < C ? Ws[(i0 + r) * dk + a] : 0.0f;
+        for (int r = 0; r < 2; ++r) {
+          const float w = i0 + r < C ? Ws[(i0 + r) * ldk + a] : 0.0f;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) sv[c] = d0 + c < dv ? S[a * dv + d0 + c] : 0.0f;
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) v[r][c] = fmaf(-w[r], sv[c], v[r][c]);
+          for (int c = 0; c < 4; ++c) v[r][c] = fmaf(-w, sv[c], v[r][c]);
+        }
       }
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          if (i0 + r < C && d0 + c < dv) Us[(i0 + r) * dv + d0 + c] = v[r][c];
-    }
-    // 5. A[i,j] = (q_i.k_j) e^(gamma_i - gamma_j), j <= i (into Ls: L is no longer needed)
-    for (int tile = tid; tile < c4 * c4; tile += kChunkThreads) {
-      const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
-      float v[4][4];
-      tile_dot(v, Qs + i0 * dk, dk, C - i0, Ks + j0 * dk, dk, 1, C - j0, dk);
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int i = i0 + r, j = j0 + c;
-          if (i < C && j < C) Ls[i * C + j] = j <= i ? __fmul_rn(v[r][c], expf(gam[i] - gam[j])) : 0.0f;
-        }
+          if (i0 + r < C && d0 + c < ds) Us[(i0 + r) * kSlice + d0 + c] = v[r][c];
     }
     __syncthreads();
-    // 6. O_i = e^gamma_i q_i S + Σ_j<=i A_ij V'_j
-    for (int tile = tid; tile < c4 * dv4; tile += kChunkThreads) {
-      const int i0 = tile / dv4 * 4, d0 = tile % dv4 * 4;
-      float o[4][4];
-      tile_dot(o, Qs + i0 * dk, dk, C - i0, S + d0, 1, dv, dv - d0, dk);
+    // 6. O_i = e^gamma_i q_i S + Σ_j<=i A_ij V'_j, 2 x 4 tiles
+    for (int tile = tid; tile < (C + 1) / 2 * s4; tile += kStateThreads) {
+      const int i0 = tile / s4 * 2, d0 = tile % s4 * 4;
+      float o[2][4] = {};
+      for (int a = 0; a < dk; ++a) {
+        const float4 s = *reinterpret_cast<const float4*>(S + a * kSlice + d0);
+        const float sv[4] = {s.x, s.y, s.z, s.w};
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+        for (int r = 0; r < 2; ++r) {
+          const float q = i0 + r < C ? Qs[(i0 + r) * ldk + a] : 0.0f;
+#pragma unroll
+          for (int c = 0; c < 4; ++c) o[r][c] = fmaf(q, sv[c], o[r][c]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c) o[r][c] = __fmul_rn(i0 + r < C ? eg[i0 + r] : 0.0f, o[r][c]);
-      const int jmax = i0 + 3 < C - 1 ? i0 + 3 : C - 1;
+      const int jmax = i0 + 1 < C - 1 ? i0 + 1 : C - 1;
       for (int j = 0; j <= jmax; ++j) {
-        float uv[4];
+        const float4 u = *reinterpret_cast<const float4*>(Us + j * kSlice + d0);
+        const float uv[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-        for (int c = 0; c < 4; ++c) uv[c] = d0 + c < dv ? Us[j * dv + d0 + c] : 0.0f;
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < 2; ++r) {
           if (j > i0 + r || i0 + r >= C) continue;  // row i0 + r sums j = 0..i0 + r only
-          const float l = Ls[(i0 + r) * C + j];
+          const float l = As[(i0 + r) * kLdT + j];
 #pragma unroll
           for (int c = 0; c < 4; ++c) o[r][c] = fmaf(l, uv[c], o[r][c]);
         }
       }
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          if (i0 + r < C && d0 + c < dv) p.o[(c0 + i0 + r) * nv * dv + h * dv + d0 + c] = o[r][c];
+          if (i0 + r < C && d0 + c < ds) p.o[(c0 + i0 + r) * nv * dv + h * dv + d_lo + d0 + c] = o[r][c];
     }
     __syncthreads();
-    // 7. S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ
-    for (int tile = tid; tile < dk4 * dv4; tile += kChunkThreads) {
-      const int a0 = tile / dv4 * 4, d0 = tile % dv4 * 4;
+    if (cl + 1 < chunks) fetch_qwa(cl + 1);
+    // 7. S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ, 4 x 4 tiles
+    for (int tile = tid; tile < k4 * s4; tile += kStateThreads) {
+      const int a0 = tile / s4 * 4, d0 = tile % s4 * 4;
       float v[4][4];
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          v[r][c] = a0 + r < dk && d0 + c < dv ? __fmul_rn(el[kChunk], S[(a0 + r) * dv + d0 + c]) : 0.0f;
+          v[r][c] = a0 + r < dk && d0 + c < ds ? __fmul_rn(el[kChunk], S[(a0 + r) * kSlice + d0 + c]) : 0.0f;
       for (int j = 0; j < C; ++j) {
-        float kv[4], uv[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) kv[r] = a0 + r < dk ? __fmul_rn(el[j], Ks[j * dk + a0 + r]) : 0.0f;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) uv[c] = d0 + c < dv ? Us[j * dv + d0 + c] : 0.0f;
+        const float4 k = *reinterpret_cast<const float4*>(Ks + j * ldk + a0);
+        const float4 u = *reinterpret_cast<const float4*>(Us + j * kSlice + d0);
+        const float kv[4] = {__fmul_rn(el[j], k.x), __fmul_rn(el[j], k.y), __fmul_rn(el[j], k.z), __fmul_rn(el[j], k.w)};
+        const float uv[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -575,11 +696,14 @@ __global__ void __launch_bounds__(kChunkThreads) gdn_chunked_kernel(GdnParams p)
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          if (a0 + r < dk && d0 + c < dv) S[(a0 + r) * dv + d0 + c] = v[r][c];
+          if (a0 + r < dk && d0 + c < ds) S[(a0 + r) * kSlice + d0 + c] = v[r][c];
     }
     __syncthreads();
   }
-  for (int i = tid; i < dk * dv; i += kChunkThreads) Sg[i] = S[i];
+  for (int e = tid; e < dk * kSlice; e += kStateThreads) {
+    const int a = e / kSlice, c = e % kSlice;
+    if (c < ds) Sg[a * dv + c] = S[e];
+  }
 }
 
 }  // namespace
@@ -595,15 +719,32 @@ void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   else launch_kernel("gdn_conv_kernel", gdn_conv_kernel<0>, grid, 128, 0, s, p);
 }
 
-void gdn_chunked_run(const GdnParams& p, cudaStream_t s) {
+int64_t gdn_chunked_workspace_floats(int64_t T, int nv, int dk, int dv) {
+  const int64_t chunks = std::min<int64_t>(ceil_div(T, kChunk), kSegChunks);
+  return chunks * nv * chunk_slot_floats(dk, dv);
+}
+
+void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaStream_t s) {
   if (p.T == 0) return;
-  if (p.dk > kThreads || p.dv > kThreads) fail("gdn: d_k ", p.dk, " / d_v ", p.dv, " unsupported (<= ", kThreads, ")");
-  const size_t floats = static_cast<size_t>(p.dk) * p.dv + static_cast<size_t>(kChunk) * (3 * p.dk + p.dv) +
-                        static_cast<size_t>(kChunk) * kChunk + 4 * kChunk + 1;
-  const size_t smem = floats * sizeof(float);
-  if (smem > 48 * 1024)
-    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  launch_kernel("gdn_chunked_kernel", gdn_chunked_kernel, static_cast<unsigned>(p.nv), kChunkThreads, smem, s, p);
+  if (p.dk > kThreads || p.dv > kThreads || p.dk % 4 != 0 || p.dv % 4 != 0)
+    fail("gdn chunked: d_k ", p.dk, " / d_v ", p.dv, " unsupported (multiples of 4, <= ", kThreads, ")");
+  const int64_t need = gdn_chunked_workspace_floats(p.T, p.nv, p.dk, p.dv);
+  if (!work || work_floats < need)
+    fail("gdn chunked: workspace of ", work_floats, " floats, ", need, " needed for ", p.T, " tokens x ", p.nv,
+         " value heads (gdn_chunked_workspace_floats)");
+  const size_t prep_smem = (2 * static_cast<size_t>(p.dk) * kLdT + kChunk * kChunk + 3 * kChunk) * sizeof(float);
+  const size_t state_smem = (static_cast<size_t>(p.dk) * kSlice + 3 * static_cast<size_t>(kChunk) * (p.dk + 4) +
+                             kChunk * kLdT + kChunk * kSlice + 2 * kChunk + 1) * sizeof(float);
+  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem)));
+  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(state_smem)));
+  const dim3 state_grid(static_cast<unsigned>(ceil_div(p.dv, kSlice)), static_cast<unsigned>(p.nv));
+  for (int64_t t0 = 0; t0 < p.T; t0 += static_cast<int64_t>(kSegChunks) * kChunk) {
+    const int chunks = static_cast<int>(std::min<int64_t>(ceil_div(p.T - t0, kChunk), kSegChunks));
+    launch_kernel("gdn_chunk_prep_kernel", gdn_chunk_prep_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.nv)),
+                  kPrepThreads, prep_smem, s, p, t0, work);
+    launch_kernel("gdn_chunk_state_kernel", gdn_chunk_state_kernel, state_grid, kStateThreads, state_smem, s, p, t0, chunks,
+                  work);
+  }
 }
 
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv) {

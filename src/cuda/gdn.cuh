@@ -14,7 +14,7 @@
 // f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
 // provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
-//           gdn_step_norm_run
+//           gdn_step_norm_run, gdn_chunked_workspace_floats
 #pragma once
 
 #include <cuda_runtime.h>
@@ -66,6 +66,12 @@ struct GdnOutNorm {
   Q81* q = nullptr;          // [nv * dv / 32] or nullptr
 };
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv = nullptr);
-void gdn_chunked_run(const GdnParams& p, cudaStream_t s);
+
+// Prefill in the chunked (WY) form, 64-token chunks: per segment of up to 1024 tokens, one launch
+// for every chunk's S-independent part (into the workspace) and one walking the chunks in order, a
+// block per (32 state columns, value head). d_k, d_v: multiples of 4, at most 128. The workspace
+// (floats, device) holds a segment: gdn_chunked_workspace_floats(T, nv, dk, dv) or more.
+int64_t gdn_chunked_workspace_floats(int64_t T, int nv, int dk, int dv);
+void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaStream_t s);
 
 }  // namespace memra::cuda

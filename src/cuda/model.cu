@@ -263,7 +263,10 @@ struct Model::Impl {
       hnq = DeviceBuffer<Q81>(*e, static_cast<size_t>(std::max<int64_t>(c.n_embd / 32, 1)));
       amax = DeviceBuffer<int32_t>(*e, 1);
     }
-    const int64_t need = cuda::attention_workspace_floats(T, ctx, static_cast<int>(c.n_head), static_cast<int>(c.head_dim));
+    int64_t need = cuda::attention_workspace_floats(T, ctx, static_cast<int>(c.n_head), static_cast<int>(c.head_dim));
+    if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
+      need = std::max(need, cuda::gdn_chunked_workspace_floats(T, static_cast<int>(c.ssm_n_v_heads),
+                                                               static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
     if (need > cap_work) {
       work = DeviceBuffer<float>(*e, static_cast<size_t>(need));
       cap_work = need;
@@ -421,7 +424,7 @@ struct Model::Impl {
     if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
       cuda::gdn_conv_run(cp, s);
       if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
-        cuda::gdn_chunked_run(gp, s);
+        cuda::gdn_chunked_run(gp, work.data(), cap_work, s);
         ++counters.gdn_chunked_launches;
       } else {
         cuda::gdn_recurrent_run(gp, s);

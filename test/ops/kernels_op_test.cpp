@@ -20,6 +20,7 @@
 #include "memra/quant.h"
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
+#include "memra/testing/records.h"
 #include "ops/op_harness.h"
 #include "oracle/ops.h"
 
@@ -309,23 +310,32 @@ TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
     }
 }
 
-// The chunked (WY, 64) GDN prefill over T = 150 tokens (two full chunks and a tail), against the
-// oracle's f64 delta_rule_chunked on the same conv output: outputs and the final state.
+// The chunked (WY, 64) GDN prefill against the oracle's f64 delta_rule_chunked on the same conv
+// output: outputs and the final state. T = 150 is two full chunks and a tail; T = 1100 crosses a
+// segment (1024 tokens: the state leaves one state launch and enters the next through memory);
+// d_v = 48 leaves a partial 32-column slice.
 TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {
-  for (auto [dk, dv] : {std::pair{32, 16}, std::pair{128, 128}}) {
-    const int T = 150, nk = 2, nv = 4;
+  struct Shape { int T, dk, dv; };
+  for (auto [T, dk, dv] : {Shape{150, 32, 16}, Shape{150, 128, 128}, Shape{1100, 16, 48}}) {
+    const int nk = 2, nv = 4;
     const int kd = nk * dk, cd = 2 * kd + nv * dv;
     auto y = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
     auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
     auto dy = up(y), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
     DeviceBuffer<float> o(e(), T * nv * dv);
     o.fill_bytes(0xFF);
+    const int64_t wf = cuda::gdn_chunked_workspace_floats(T, nv, dk, dv);
+    DeviceBuffer<float> work(e(), static_cast<size_t>(wf));
+    work.fill_bytes(0xFF);  // NaN: a slot entry read before it is written shows
     cuda::GdnParams gp;
     gp.qkv = dy.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
     gp.state = dS.data(); gp.o = o.data(); gp.T = T; gp.nk = nk; gp.nv = nv; gp.dk = dk; gp.dv = dv; gp.tiled = false;
-    cuda::gdn_chunked_run(gp, s());
+    cuda::gdn_chunked_run(gp, work.data(), wf, s());
     e().synchronize();
     auto go = o.download(), gS = dS.download();
+    // the bits, for comparing kernel versions run on the same inputs
+    std::printf("[gdn-chunked] T=%d dk=%d dv=%d sha256 %s\n", T, dk, dv,
+                testing::logits_stream_sha256(std::vector<std::vector<float>>{go, gS}).c_str());
     std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
     for (int h = 0; h < nv; ++h) {
       const int key = h / (nv / nk);
@@ -348,9 +358,23 @@ TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {
       for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
     }
     // f32 WY solve vs f64: relative rms error ~1e-5 at most (bound 1e-8 on NMSE)
-    EXPECT_TRUE(compare_to_contract(go, ro, Tolerance::nmse(1e-8))) << "dk=" << dk;
-    EXPECT_TRUE(compare_to_contract(gS, rS, Tolerance::nmse(1e-8))) << "dk=" << dk;
+    EXPECT_TRUE(compare_to_contract(go, ro, Tolerance::nmse(1e-8))) << "T=" << T << " dk=" << dk << " dv=" << dv;
+    EXPECT_TRUE(compare_to_contract(gS, rS, Tolerance::nmse(1e-8))) << "T=" << T << " dk=" << dk << " dv=" << dv;
   }
+}
+
+// A workspace smaller than a segment's slots, and a head shape the kernels do not take, are
+// refused with the sizes, not run past.
+TEST_F(Kernels, GdnChunkedRefusesShortWorkspaceAndOddShapes) {
+  cuda::GdnParams gp;
+  gp.T = 200; gp.nk = 2; gp.nv = 4; gp.dk = 32; gp.dv = 32;
+  const int64_t wf = cuda::gdn_chunked_workspace_floats(gp.T, gp.nv, gp.dk, gp.dv);
+  DeviceBuffer<float> work(e(), static_cast<size_t>(wf));
+  EXPECT_THAT([&] { cuda::gdn_chunked_run(gp, work.data(), wf - 1, s()); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("workspace of")));
+  gp.dk = 30;
+  EXPECT_THAT([&] { cuda::gdn_chunked_run(gp, work.data(), wf, s()); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("unsupported")));
 }
 
 // Routing: ids exactly the oracle's top-k (distinct logits), weights renormalised; combine adds
