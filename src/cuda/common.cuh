@@ -119,8 +119,7 @@ __device__ __forceinline__ uint16_t dev_f32_to_fp16(float x) { return __half_as_
 // 4 or 16 bytes global -> shared without a register (the copy is in flight while the thread goes
 // on; 16: both addresses 16-byte aligned); cp_async_commit closes the thread's group of copies,
 // cp_async_wait_group1 waits for all but the newest group, cp_async_wait_all for all (then a
-// __syncthreads() makes every
-// thread's copies visible to the block).
+// __syncthreads() makes every thread's copies visible to the block).
 __device__ __forceinline__ void cp_async4(float* smem, const float* gmem) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gmem) : "memory");
