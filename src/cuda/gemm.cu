@@ -77,9 +77,18 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 // the int32 result read as a float is 1.5 * 2^23 + isum exactly (|isum| < 2^22: Q8_0 at most
 // 32 * 127 * 127, NVFP4 16 * 12 * 127), and one f32 subtraction of 1.5 * 2^23 gives f32(isum) —
 // the value the integer-to-float conversion gives, without that quarter-rate instruction.
-constexpr int kGemmWarps = 8;
-constexpr int kGemmRows = 16 * kGemmWarps;  // weight rows per block
-constexpr int kGemmTokens = 128;            // tokens per block (16 n-tiles of 8)
+//
+// v3: 16 warps instead of 8, warp w on rows 16 (w % 8).. and the token half w / 8 (8 n-tiles, 32
+// accumulators per thread); and each chunk's weight scales staged in shared memory with its
+// rows (one 16-byte copy per row) instead of a global load per unit inside the loop. ncu on the
+// 9B Q8_0 prefill had v2 at 2 resident warps per scheduler, 0.88 eligible, issuing in 54 % of
+// cycles (register- and shared-memory-limited to one 8-warp block per SM). Every accumulator's
+// chain is v2's: same bits.
+constexpr int kRowWarps = 8;                   // warps across the rows
+constexpr int kGemmWarps = 2 * kRowWarps;      // x 2 token halves
+constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
+constexpr int kGemmTokens = 128;               // tokens per block (16 n-tiles of 8)
+constexpr int kHalfTiles = kGemmTokens / 16;   // n-tiles per warp
 constexpr int kChunkVals = 256;             // K values per stage
 constexpr int kChunkBlocks = kChunkVals / 32;  // q8_1 blocks per stage
 constexpr int kBStride = kChunkBlocks * 36 + 16;  // bytes per token row of a B stage (+16: banks)
@@ -100,7 +109,8 @@ struct GemmTile {
   static constexpr int kAStride = kUnits * GemmUnit<W>::kBytes + 16;  // bytes per weight row (+16: banks)
   static constexpr int kABytes = kGemmRows * kAStride;
   static constexpr int kBBytes = kGemmTokens * kBStride;
-  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSBytes = kGemmRows * 16;  // each row's scales of the chunk (Q8_0 8 fp16, NVFP4 16 UE4M3)
+  static constexpr int kStageBytes = kABytes + kBBytes + kSBytes;
   static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * kGemmTokens * 4;  // + dx [block][token]
 };
 
@@ -119,17 +129,25 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0, int
 }
 
 // Chunk `ch`'s weight rows (A) of the block into stage memory: 16-byte copies of each row's
-// unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned).
+// unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
+// 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
+// piece ends inside the row: planar rows are padded to 16 bytes).
 template <int W>
-__device__ __forceinline__ void stage_a(const GemmParams& p, int64_t r0, int64_t ch, int nu_c, uint8_t* sa) {
+__device__ __forceinline__ void stage_a(const GemmParams& p, int64_t r0, int64_t ch, int nu_c, uint8_t* sa,
+                                        uint8_t* ss) {
   using T = GemmTile<W>;
   const int pieces = nu_c * GemmUnit<W>::kBytes / 16;  // per row
   const int64_t rows = p.w.slab_rows;
-  for (int i = threadIdx.x; i < kGemmRows * pieces; i += 32 * kGemmWarps) {
-    const int rr = i / pieces, k = i % pieces;
+  const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
+  for (int i = threadIdx.x; i < kGemmRows * (pieces + 1); i += 32 * kGemmWarps) {
+    const int rr = i / (pieces + 1), k = i % (pieces + 1);
     const int64_t r = imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
-    const uint8_t* src = p.w.data + r * p.w.row_bytes + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k;
-    cp_async16(reinterpret_cast<float*>(sa + rr * T::kAStride + 16 * k), reinterpret_cast<const float*>(src));
+    const uint8_t* row = p.w.data + r * p.w.row_bytes;
+    if (k < pieces)
+      cp_async16(reinterpret_cast<float*>(sa + rr * T::kAStride + 16 * k),
+                 reinterpret_cast<const float*>(row + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k));
+    else
+      cp_async16(reinterpret_cast<float*>(ss + rr * 16), reinterpret_cast<const float*>(row + scale_plane + 16 * ch));
   }
 }
 
@@ -149,11 +167,13 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, int64_t t0, int64_t
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
 template <int W>
 __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) {
+  static_assert(GemmTile<W>::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
   using T = GemmTile<W>;
   extern __shared__ __align__(16) uint8_t smem[];
   float* dxs = reinterpret_cast<float*>(smem + 2 * T::kStageBytes);  // [kChunkBlocks][kGemmTokens]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
+  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., tokens kGemmTokens / 2 * half..
   const int64_t rows = p.w.slab_rows;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kGemmTokens;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kGemmRows;
@@ -162,26 +182,21 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
   auto units_of = [&](int64_t ch) { return static_cast<int>(imin(T::kUnits, nu - ch * T::kUnits)); };
   auto blocks_of = [&](int64_t ch) { return (units_of(ch) * GemmUnit<W>::kVals + 31) / 32; };
 
-  stage_a<W>(p, r0, 0, units_of(0), smem);  // weights only: before the wait
+  stage_a<W>(p, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);  // weights only: before the wait
   pdl_wait();
   pdl_release();
   stage_b(p, t0, 0, blocks_of(0), smem + T::kABytes);
   cp_async_commit();
 
-  // this warp's rows (clamped for the scale loads) and their scale addresses
-  const int64_t ra = imin(r0 + 16 * warp + g, rows - 1), rb = imin(r0 + 16 * warp + g + 8, rows - 1);
-  const uint8_t* wsa = p.w.data + ra * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
-  const uint8_t* wsb = p.w.data + rb * p.w.row_bytes + (W == 3 ? p.w.cols : p.w.cols / 2);
-
-  float acc[16][4];
+  float acc[kHalfTiles][4];
 #pragma unroll
-  for (int n = 0; n < 16; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int n = 0; n < kHalfTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const int st = static_cast<int>(ch & 1);
     if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
       uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
-      stage_a<W>(p, r0, ch + 1, units_of(ch + 1), nxt);
+      stage_a<W>(p, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
       stage_b(p, t0, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
@@ -189,16 +204,18 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
     __syncthreads();
     const uint8_t* sa = smem + st * T::kStageBytes;
     const uint8_t* sb = sa + T::kABytes;
+    const uint8_t* ss = sb + T::kBBytes;
     const int nu_c = units_of(ch), nb_c = blocks_of(ch);
     for (int i = threadIdx.x; i < nb_c * kGemmTokens; i += 32 * kGemmWarps) {  // dx as f32, [block][token]
       const int b = i / kGemmTokens, tt = i % kGemmTokens;
       dxs[i] = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(sb + tt * kBStride + 36 * b));
     }
     __syncthreads();
-    const uint8_t* arow_a = sa + (16 * warp + g) * T::kAStride;
+    const uint8_t* arow_a = sa + (16 * rw + g) * T::kAStride;
     const uint8_t* arow_b = arow_a + 8 * T::kAStride;
+    const uint8_t* srow_a = ss + (16 * rw + g) * 16;
+    const uint8_t* srow_b = srow_a + 8 * 16;
     for (int i = 0; i < nu_c; ++i) {
-      const int64_t u = ch * T::kUnits + i;
       int a0, a1, a2 = 0, a3 = 0;
       float dwa, dwb;
       int blk, boff;  // q8_1 block of the unit in the stage, and its byte offset into qs
@@ -207,24 +224,24 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
         a2 = *reinterpret_cast<const int*>(arow_a + 32 * i + 16 + 4 * q);
         a1 = *reinterpret_cast<const int*>(arow_b + 32 * i + 4 * q);
         a3 = *reinterpret_cast<const int*>(arow_b + 32 * i + 16 + 4 * q);
-        dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wsa)[u]);
-        dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wsb)[u]);
+        dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_a)[i]);
+        dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_b)[i]);
         blk = i;
         boff = 0;
       } else {
         a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_a + 8 * i + 2 * q));
         a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_b + 8 * i + 2 * q));
-        dwa = dev_ue4m3_half(wsa[u]);
-        dwb = dev_ue4m3_half(wsb[u]);
+        dwa = dev_ue4m3_half(srow_a[i]);
+        dwb = dev_ue4m3_half(srow_b[i]);
         blk = i >> 1;
         boff = (i & 1) * 16;
       }
-      const float* dx = dxs + blk * kGemmTokens + 2 * q;
-      // all 16 n-tiles, also past T (clamped copies of the last token, never stored): no branch
-      // between the tiles' mma and epilogue chains, which the scheduler interleaves
+      const float* dx = dxs + blk * kGemmTokens + kGemmTokens / 2 * half + 2 * q;
+      // all the half's n-tiles, also past T (clamped copies of the last token, never stored): no
+      // branch between the tiles' mma and epilogue chains, which the scheduler interleaves
 #pragma unroll
-      for (int n = 0; n < 16; ++n) {
-        const uint8_t* xb = sb + (8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
+      for (int n = 0; n < kHalfTiles; ++n) {
+        const uint8_t* xb = sb + (kGemmTokens / 2 * half + 8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
         int c[4];
         if constexpr (W == 3) mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16), kMagic);
         else mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb), kMagic);
@@ -240,11 +257,11 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
 
   const float scale = p.w.slab_scale[0];
 #pragma unroll
-  for (int n = 0; n < 16; ++n) {
+  for (int n = 0; n < kHalfTiles; ++n) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int64_t r = r0 + 16 * warp + g + (j >= 2 ? 8 : 0);
-      const int64_t t = t0 + 8 * n + 2 * q + (j & 1);
+      const int64_t r = r0 + 16 * rw + g + (j >= 2 ? 8 : 0);
+      const int64_t t = t0 + kGemmTokens / 2 * half + 8 * n + 2 * q + (j & 1);
       if (r >= rows || t >= p.T) continue;
       const float v = __fmul_rn(acc[n][j], scale);
       float* out = p.y + t * p.ld_y + r;

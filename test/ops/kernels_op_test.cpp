@@ -207,11 +207,13 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
 }
 
 // GDN conv (K=4, state carried in the position-indexed ring, from position 6 so the window wraps)
-// then the recurrence over T=70 tokens (crosses 64) with grouped and tiled head maps, against the
-// oracle's conv formula and delta_rule_recurrent (f64).
+// then the recurrence over T=70 tokens (crosses 64 and the conv's 16-token ranges) and T=2 (fewer
+// than K-1: the ring keeps an older input) with grouped and tiled head maps, against the oracle's
+// conv formula and delta_rule_recurrent (f64).
 TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
+  for (int T : {70, 2})
   for (bool tiled : {false, true}) {
-    const int T = 70, nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
+    const int nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
     const int64_t pos0 = 6;
     const int kd = nk * dk, cd = 2 * kd + nv * dv;
     auto x = rnd(T * cd), taps = rnd(cd * K, -0.5f, 0.5f), st0 = rnd((K - 1) * cd);
@@ -234,6 +236,8 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
     cuda::gdn_recurrent_run(gp, s());
     e().synchronize();
     auto gy = y.download(), go = o.download(), gS = dS.download(), gst = dst.download();
+    std::printf("[gdn-conv] T=%d tiled=%d sha256 %s\n", T, int(tiled),
+                testing::logits_stream_sha256(std::vector<std::vector<float>>{gy, gst}).c_str());
     // conv reference
     std::vector<float> xin((K - 1 + T) * cd), ry(T * cd);
     std::memcpy(xin.data(), st0.data(), (K - 1) * cd * 4);
@@ -244,7 +248,7 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
         for (int j = 0; j < K; ++j) acc += double(taps[ch * K + j]) * xin[(t + j) * cd + ch];
         ry[t * cd + ch] = static_cast<float>(oo::silu(acc));
       }
-    EXPECT_TRUE(compare_to_contract(gy, ry, Tolerance::nmse(1e-12)));
+    EXPECT_TRUE(compare_to_contract(gy, ry, Tolerance::nmse(1e-12))) << "T=" << T;
     std::vector<float> last(K - 1 > 0 ? (K - 1) * cd : 0);  // the ring's last K-1 inputs, oldest first
     for (int j = 0; j < K - 1; ++j) std::memcpy(last.data() + j * cd, gst.data() + slot(pos0 + T - (K - 1) + j) * cd, cd * 4);
     EXPECT_TRUE(compare_to_contract(last, std::vector<float>(xin.end() - (K - 1) * cd, xin.end()), Tolerance::exact()));
@@ -271,8 +275,8 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
       for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
     }
     // f32 state over 70 steps vs f64: relative error ~1e-6
-    EXPECT_TRUE(compare_to_contract(go, ro, Tolerance::nmse(1e-9))) << "tiled=" << tiled;
-    EXPECT_TRUE(compare_to_contract(gS, rS, Tolerance::nmse(1e-9))) << "tiled=" << tiled;
+    EXPECT_TRUE(compare_to_contract(go, ro, Tolerance::nmse(1e-9))) << "T=" << T << " tiled=" << tiled;
+    EXPECT_TRUE(compare_to_contract(gS, rS, Tolerance::nmse(1e-9))) << "T=" << T << " tiled=" << tiled;
   }
 }
 
