@@ -67,6 +67,7 @@ struct Counters {
   int64_t replays = 0;        // decode steps served by a graph
   int64_t latched = 0;        // caches latched to eager (graph_recapture off)
   int64_t gemm_launches = 0;  // tensor-core prefill GEMM launches
+  int64_t gemm_routed_launches = 0;  // of which MoE expert GEMMs grouped by expert
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
 };

@@ -88,7 +88,7 @@ constexpr int kRowWarps = 8;                   // warps across the rows
 constexpr int kGemmWarps = 2 * kRowWarps;      // x 2 token halves
 constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
 constexpr int kGemmTokens = 128;               // tokens per block (16 n-tiles of 8)
-constexpr int kHalfTiles = kGemmTokens / 16;   // n-tiles per warp
+constexpr int kRoutedTokens = gemm_routed_tile;  // routed launches: a slab's group averages T k / E vectors
 constexpr int kChunkVals = 256;             // K values per stage
 constexpr int kChunkBlocks = kChunkVals / 32;  // q8_1 blocks per stage
 constexpr int kBStride = kChunkBlocks * 36 + 16;  // bytes per token row of a B stage (+16: banks)
@@ -103,15 +103,18 @@ template <> struct GemmUnit<4> {  // NVFP4: 16-value unit, 8 bytes of nibbles, a
   static constexpr int kVals = 16, kBytes = 8;
 };
 
-template <int W>
+// TOK: tokens (output vectors) per block, two halves of TOK / 16 n-tiles.
+template <int W, int TOK>
 struct GemmTile {
   static constexpr int kUnits = kChunkVals / GemmUnit<W>::kVals;   // units per stage
   static constexpr int kAStride = kUnits * GemmUnit<W>::kBytes + 16;  // bytes per weight row (+16: banks)
   static constexpr int kABytes = kGemmRows * kAStride;
-  static constexpr int kBBytes = kGemmTokens * kBStride;
+  static constexpr int kBBytes = TOK * kBStride;
   static constexpr int kSBytes = kGemmRows * 16;  // each row's scales of the chunk (Q8_0 8 fp16, NVFP4 16 UE4M3)
   static constexpr int kStageBytes = kABytes + kBBytes + kSBytes;
-  static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * kGemmTokens * 4;  // + dx [block][token]
+  static constexpr int kHalfTiles = TOK / 16;      // n-tiles per warp
+  // + dx [block][token] as f32, + the tokens' activation and output rows (int64)
+  static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * TOK * 4 + 2 * TOK * 8;
 };
 
 __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
@@ -132,16 +135,16 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0, int
 // unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
 // 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
 // piece ends inside the row: planar rows are padded to 16 bytes).
-template <int W>
-__device__ __forceinline__ void stage_a(const GemmParams& p, int64_t r0, int64_t ch, int nu_c, uint8_t* sa,
+template <int W, int TOK>
+__device__ __forceinline__ void stage_a(const GemmParams& p, int slab, int64_t r0, int64_t ch, int nu_c, uint8_t* sa,
                                         uint8_t* ss) {
-  using T = GemmTile<W>;
+  using T = GemmTile<W, TOK>;
   const int pieces = nu_c * GemmUnit<W>::kBytes / 16;  // per row
   const int64_t rows = p.w.slab_rows;
   const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
   for (int i = threadIdx.x; i < kGemmRows * (pieces + 1); i += 32 * kGemmWarps) {
     const int rr = i / (pieces + 1), k = i % (pieces + 1);
-    const int64_t r = imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
+    const int64_t r = slab * rows + imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
     const uint8_t* row = p.w.data + r * p.w.row_bytes;
     if (k < pieces)
       cp_async16(reinterpret_cast<float*>(sa + rr * T::kAStride + 16 * k),
@@ -152,42 +155,69 @@ __device__ __forceinline__ void stage_a(const GemmParams& p, int64_t r0, int64_t
 }
 
 // Chunk `ch`'s q8_1 blocks of the block's tokens (B) into stage memory, as stored (36-byte
-// blocks: fp16 d, fp16 s, 32 int8), by 4-byte copies (a block is only 4-byte aligned).
-__device__ __forceinline__ void stage_b(const GemmParams& p, int64_t t0, int64_t ch, int nb_c, uint8_t* sb) {
-  const int64_t nqb = p.w.cols / 32, tl = p.T - 1;
+// blocks: fp16 d, fp16 s, 32 int8), by 4-byte copies (a block is only 4-byte aligned); token tt
+// reads activation row xrow[tt].
+template <int TOK>
+__device__ __forceinline__ void stage_b(const GemmParams& p, const int64_t* xrow, int64_t ch, int nb_c, uint8_t* sb) {
+  const int64_t nqb = p.w.cols / 32;
   const int words = nb_c * 9;  // per token
-  for (int i = threadIdx.x; i < kGemmTokens * words; i += 32 * kGemmWarps) {
+  for (int i = threadIdx.x; i < TOK * words; i += 32 * kGemmWarps) {
     const int tt = i / words, k = i % words;
-    const int64_t t = imin(t0 + tt, tl);  // clamped: tokens past T are never stored
-    const float* src = reinterpret_cast<const float*>(p.xq + t * nqb + ch * kChunkBlocks) + k;
+    const float* src = reinterpret_cast<const float*>(p.xq + xrow[tt] * nqb + ch * kChunkBlocks) + k;
     cp_async4(reinterpret_cast<float*>(sb + tt * kBStride) + k, src);
   }
 }
 
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
-template <int W>
+// v4: TOK tokens per block, and routed launches (GemmParams::order): block x takes tile x of the
+// tile list, TOK vectors of one slab's group (their activation and output rows gathered into
+// shared memory; the weight rows then staged after the wait, since a block past the list leaves
+// before reading any). Each output's chain is the dense kernel's: same bits per (row, vector).
+template <int W, int TOK>
 __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) {
-  static_assert(GemmTile<W>::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
-  using T = GemmTile<W>;
+  using T = GemmTile<W, TOK>;
+  static_assert(T::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
   extern __shared__ __align__(16) uint8_t smem[];
-  float* dxs = reinterpret_cast<float*>(smem + 2 * T::kStageBytes);  // [kChunkBlocks][kGemmTokens]
+  float* dxs = reinterpret_cast<float*>(smem + 2 * T::kStageBytes);  // [kChunkBlocks][TOK]
+  int64_t* xrow = reinterpret_cast<int64_t*>(dxs + kChunkBlocks * TOK);  // [TOK] activation rows
+  int64_t* yrow = xrow + TOK;                                            // [TOK] output rows (-1: none)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., tokens kGemmTokens / 2 * half..
+  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., tokens TOK / 2 * half..
   const int64_t rows = p.w.slab_rows;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kGemmTokens;
+  const bool routed = p.order != nullptr;
+  int slab = 0;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kGemmRows;
   const int64_t nu = p.w.cols / GemmUnit<W>::kVals;
   const int64_t n_chunks = (nu + T::kUnits - 1) / T::kUnits;
   auto units_of = [&](int64_t ch) { return static_cast<int>(imin(T::kUnits, nu - ch * T::kUnits)); };
   auto blocks_of = [&](int64_t ch) { return (units_of(ch) * GemmUnit<W>::kVals + 31) / 32; };
 
-  stage_a<W>(p, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);  // weights only: before the wait
+  if (!routed) stage_a<W, TOK>(p, 0, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);  // weights only: before the wait
   pdl_wait();
   pdl_release();
-  stage_b(p, t0, 0, blocks_of(0), smem + T::kABytes);
+  if (routed) {
+    if (static_cast<int>(blockIdx.x) >= *p.n_tiles) return;  // the whole block: past the tile list
+    slab = p.tile_slab[blockIdx.x];
+    const int64_t j0 = p.tile_start[blockIdx.x], ge = p.group_start[slab + 1];
+    for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
+      const int64_t j = j0 + tt, a = p.order[j < ge ? j : ge - 1];  // clamped: never stored
+      xrow[tt] = a / p.x_div;
+      yrow[tt] = j < ge ? a : -1;
+    }
+    stage_a<W, TOK>(p, slab, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);
+  } else {
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x) * TOK;
+    for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
+      xrow[tt] = imin(t0 + tt, p.T - 1);  // clamped: tokens past T are never stored
+      yrow[tt] = t0 + tt < p.T ? t0 + tt : -1;
+    }
+  }
+  __syncthreads();
+  stage_b<TOK>(p, xrow, 0, blocks_of(0), smem + T::kABytes);
   cp_async_commit();
 
+  constexpr int kHalfTiles = T::kHalfTiles;
   float acc[kHalfTiles][4];
 #pragma unroll
   for (int n = 0; n < kHalfTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -196,8 +226,8 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
     const int st = static_cast<int>(ch & 1);
     if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
       uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
-      stage_a<W>(p, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
-      stage_b(p, t0, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
+      stage_a<W, TOK>(p, slab, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
+      stage_b<TOK>(p, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
     cp_async_wait_group1();
@@ -206,8 +236,8 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
     const uint8_t* sb = sa + T::kABytes;
     const uint8_t* ss = sb + T::kBBytes;
     const int nu_c = units_of(ch), nb_c = blocks_of(ch);
-    for (int i = threadIdx.x; i < nb_c * kGemmTokens; i += 32 * kGemmWarps) {  // dx as f32, [block][token]
-      const int b = i / kGemmTokens, tt = i % kGemmTokens;
+    for (int i = threadIdx.x; i < nb_c * TOK; i += 32 * kGemmWarps) {  // dx as f32, [block][token]
+      const int b = i / TOK, tt = i % TOK;
       dxs[i] = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(sb + tt * kBStride + 36 * b));
     }
     __syncthreads();
@@ -236,12 +266,12 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
         blk = i >> 1;
         boff = (i & 1) * 16;
       }
-      const float* dx = dxs + blk * kGemmTokens + kGemmTokens / 2 * half + 2 * q;
+      const float* dx = dxs + blk * TOK + TOK / 2 * half + 2 * q;
       // all the half's n-tiles, also past T (clamped copies of the last token, never stored): no
       // branch between the tiles' mma and epilogue chains, which the scheduler interleaves
 #pragma unroll
       for (int n = 0; n < kHalfTiles; ++n) {
-        const uint8_t* xb = sb + (kGemmTokens / 2 * half + 8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
+        const uint8_t* xb = sb + (TOK / 2 * half + 8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
         int c[4];
         if constexpr (W == 3) mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16), kMagic);
         else mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb), kMagic);
@@ -255,14 +285,14 @@ __global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) 
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
-  const float scale = p.w.slab_scale[0];
+  const float scale = p.w.slab_scale[slab];
 #pragma unroll
   for (int n = 0; n < kHalfTiles; ++n) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t r = r0 + 16 * rw + g + (j >= 2 ? 8 : 0);
-      const int64_t t = t0 + kGemmTokens / 2 * half + 8 * n + 2 * q + (j & 1);
-      if (r >= rows || t >= p.T) continue;
+      const int64_t t = yrow[TOK / 2 * half + 8 * n + 2 * q + (j & 1)];
+      if (r >= rows || t < 0) continue;
       const float v = __fmul_rn(acc[n][j], scale);
       float* out = p.y + t * p.ld_y + r;
       *out = p.add_to_y ? __fadd_rn(*out, v) : v;
@@ -316,16 +346,24 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_bf16_kernel(GemmParams p) {
   }
 }
 
-template <int W>
-void launch_int8(const GemmParams& p, cudaStream_t s) {
+template <int W, int TOK>
+void launch_int8_tok(const GemmParams& p, cudaStream_t s) {
   const int64_t gy = ceil_div(p.w.slab_rows, kGemmRows);
   if (gy > 65535) fail("gemm: ", p.w.slab_rows, " rows exceed the grid");
   // token tiles fastest: the blocks that share a weight tile run together, so it streams from
   // DRAM once and the other token tiles read it from L2
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.T, kGemmTokens)), static_cast<unsigned>(gy));
-  constexpr int smem = GemmTile<W>::kSmem;
-  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  launch_kernel("gemm_kernel", gemm_kernel<W>, grid, 32 * kGemmWarps, smem, s, p);
+  const int64_t gx = p.order ? p.max_tiles : ceil_div(p.T, TOK);
+  if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+  constexpr int smem = GemmTile<W, TOK>::kSmem;
+  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<W, TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, p);
+}
+
+template <int W>
+void launch_int8(const GemmParams& p, cudaStream_t s) {
+  if (p.order) return launch_int8_tok<W, kRoutedTokens>(p, s);
+  launch_int8_tok<W, kGemmTokens>(p, s);
 }
 
 }  // namespace
@@ -334,6 +372,15 @@ void launch_int8(const GemmParams& p, cudaStream_t s) {
 
 void gemm_run(const GemmParams& p, cudaStream_t s) {
   if (p.T == 0 || p.w.slab_rows == 0) return;
+  if (p.order) {
+    if (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4)
+      fail("gemm: routed launches take Q8_0 / NVFP4 experts, not ", dtype_name(p.w.type));
+    if (!p.group_start || !p.tile_slab || !p.tile_start || !p.n_tiles || p.n_slab < 1 || p.x_div < 1 ||
+        p.max_tiles < 0 || p.w.slab_rows * p.n_slab != p.w.rows)
+      fail("gemm: routed launch needs group_start and a tile list, n_slab (", p.n_slab, ") slabs of ", p.w.slab_rows,
+           " rows (", p.w.rows, " in all), x_div >= 1 (", p.x_div, ")");
+    if (p.max_tiles == 0) return;
+  }
   const int64_t gy = ceil_div(p.T, kTokens);
   if (gy > 65535) fail("gemm: ", p.T, " tokens exceed the grid");
   const dim3 grid(static_cast<unsigned>(ceil_div(p.w.slab_rows, kWarps * kRowsPerWarp)), static_cast<unsigned>(gy));

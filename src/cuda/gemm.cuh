@@ -8,9 +8,10 @@
 // for bit (test/ops/gemm_op_test.cpp). It differs from the m=1 mat-vec (warp32 order) by
 // floating-point composition only.
 //
-// Tiles (int8, v2): a block of 8 warps covers 128 weight rows x 128 tokens; a warp owns 16 rows
-// and keeps 16 n-tiles of 8 tokens (64 f32 accumulators per thread); K goes in 256-value chunks
-// staged in shared memory by cp.async, two stages (each weight byte is read once per 128 tokens,
+// Tiles (int8, v4): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches: x
+// 32 vectors of one slab's group); a warp owns 16 rows and half the tokens, in n-tiles of 8 (32
+// f32 accumulators per thread at 128 tokens); K goes in 256-value chunks staged in shared memory
+// by cp.async with the rows' scales, two stages (each weight byte is read once per token tile,
 // each activation byte once per 128 rows). BF16: 4 warps x 64 rows x 128 tokens, fragments
 // straight from global memory (v1).
 //
@@ -42,7 +43,19 @@ struct GemmParams {
   float* y = nullptr;     // y[t * ld_y + r]
   int64_t ld_y = 0;
   bool add_to_y = false;
+  // Routed (MoE experts; Q8_0 / NVFP4): T output vectors grouped by slab (moe_group_run, tiles of
+  // gemm_routed_tile vectors): vector a = order[j], j in [group_start[e], group_start[e+1]), is
+  // W_e x[a / x_div] into y row a. The grid covers max_tiles tiles (moe_group_tile_bound); blocks
+  // past *n_tiles leave at once.
+  const int32_t* order = nullptr;        // [T]
+  const int32_t* group_start = nullptr;  // [n_slab + 1]
+  const int32_t* tile_slab = nullptr;    // [max_tiles]
+  const int32_t* tile_start = nullptr;   // [max_tiles]
+  const int32_t* n_tiles = nullptr;      // [1]
+  int64_t max_tiles = 0;
+  int n_slab = 1, x_div = 1;
 };
+inline constexpr int gemm_routed_tile = 32;  // vectors per routed tile (a group averages T k / E)
 
 // The weight types and row lengths the GEMM takes (BF16 k-steps are 16 values).
 inline bool gemm_supported(DType t, int64_t cols) {

@@ -232,6 +232,8 @@ struct Model::Impl {
   bool w4a4_on = false;
   DeviceBuffer<cuda::A4> x4;
   DeviceBuffer<int32_t> ids, tok, amax;
+  // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
+  DeviceBuffer<int32_t> group_order, group_start, tile_slab, tile_start, n_tiles;
   std::vector<int32_t> tok_host;
 
   const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
@@ -253,6 +255,12 @@ struct Model::Impl {
       wts = f(T * K);
       hq = qb(T * D); oq = qb(T * omax); fq = qb(fmax);
       ids = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T * K));
+      group_order = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T * K));
+      group_start = DeviceBuffer<int32_t>(*e, static_cast<size_t>(c.n_expert + 1));
+      const int64_t tiles = cuda::moe_group_tile_bound(T * K, static_cast<int>(c.n_expert), cuda::gemm_routed_tile);
+      tile_slab = DeviceBuffer<int32_t>(*e, static_cast<size_t>(tiles));
+      tile_start = DeviceBuffer<int32_t>(*e, static_cast<size_t>(tiles));
+      n_tiles = DeviceBuffer<int32_t>(*e, 1);
       tok = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T));
       cap_T = T;
       ++scratch_gen;
@@ -446,6 +454,42 @@ struct Model::Impl {
     mv(d.m, fg.data(), F, fq.data(), y, D, n_out, add, 1, slab);
   }
 
+  // The experts' SwiGLU over the T*K routed vectors, each Q8_0 / NVFP4 expert matrix as a GEMM
+  // grouped by expert (the GEMM arm): every vector's rows by the GEMM's chain, as a dense GEMM
+  // would give them; other types by the routed mat-vec.
+  bool use_routed_gemm(const DevMatrix& w, int64_t T) const {
+    return arms.prefill_matmul == PrefillMatmul::mma && T >= gemm_min_tokens &&
+           (w.m.type == DType::Q8_0 || w.m.type == DType::NVFP4) && cuda::gemm_supported(w.m.type, w.m.cols);
+  }
+  void routed_gemm(const DMat& w, const Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n) {
+    cuda::GemmParams g;
+    g.w = w; g.xq = xq; g.T = n; g.y = y; g.ld_y = ld_y;
+    g.order = group_order.data(); g.group_start = group_start.data(); g.n_slab = static_cast<int>(c.n_expert);
+    g.tile_slab = tile_slab.data(); g.tile_start = tile_start.data(); g.n_tiles = n_tiles.data();
+    g.max_tiles = cuda::moe_group_tile_bound(n, g.n_slab, cuda::gemm_routed_tile);
+    g.x_div = x_div;
+    cuda::gemm_run(g, s);
+    ++counters.gemm_launches;
+    ++counters.gemm_routed_launches;
+  }
+  void expert_swiglu(const DevLayer& L, int64_t T, int K) {
+    const int64_t D = c.n_embd, F = L.egate.m.slab_rows, n = T * K;
+    const bool gate_up = use_routed_gemm(L.egate, T) && use_routed_gemm(L.eup, T), down = use_routed_gemm(L.edown, T);
+    if (!gate_up && !down) return swiglu(L.egate, L.eup, L.edown, n, K, ids.data(), ye.data(), false);
+    cuda::moe_group_run({ids.data(), n, static_cast<int>(c.n_expert), group_order.data(), group_start.data(),
+                         cuda::gemm_routed_tile, tile_slab.data(), tile_start.data(), n_tiles.data()},
+                        s);
+    if (gate_up) {
+      routed_gemm(L.egate.m, hq.data(), K, fg.data(), F, n);
+      routed_gemm(L.eup.m, hq.data(), K, fu.data(), F, n);
+    } else {
+      mv_group({{&L.egate, fg.data()}, {&L.eup, fu.data()}}, h.data(), D, hq.data(), n, K, ids.data());
+    }
+    rowop(cuda::RowOp::Swiglu, fg.data(), F, fu.data(), F, nullptr, fg.data(), fq.data(), n, F);
+    if (down) routed_gemm(L.edown.m, fq.data(), 1, ye.data(), D, n);
+    else mv(L.edown.m, fg.data(), F, fq.data(), ye.data(), D, n, false, 1, ids.data());
+  }
+
   void ffn_layer(DevLayer& L, int64_t T) {
     const int64_t D = c.n_embd;
     if (!L.moe) return swiglu(L.gate, L.up, L.down, T, 1, nullptr, x.data(), true);
@@ -455,7 +499,7 @@ struct Model::Impl {
     rp.logits = rl.data(); rp.ids = ids.data(); rp.weights = wts.data(); rp.T = T;
     rp.E = static_cast<int>(c.n_expert); rp.k = K; rp.renorm = c.norm_topk;
     cuda::moe_route_run(rp, s);
-    swiglu(L.egate, L.eup, L.edown, T * K, K, ids.data(), ye.data(), false);
+    expert_swiglu(L, T, K);
     const bool shared = !L.sgate.empty();
     if (shared) {
       mv(L.shared_gate.m, h.data(), D, hq.data(), sg.data(), 1, T, false);

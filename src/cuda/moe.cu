@@ -65,6 +65,58 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
   }
 }
 
+// One block: the vectors' slab ids counted per slab (shared-memory atomics), an exclusive scan
+// (Hillis-Steele over kGroupThreads >= E entries) into group_start, the groups' tiles listed,
+// then each vector placed at its slab's cursor. The order inside a group is the atomics' (not fixed); a routed GEMM's
+// outputs do not depend on it (each vector's chain is its own, whatever its tile and slot).
+constexpr int kGroupThreads = 1024;
+
+__global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams p) {
+  __shared__ int cnt[kGroupThreads];
+  __shared__ int scan[kGroupThreads];
+  pdl_wait();
+  pdl_release();
+  const int tid = threadIdx.x;
+  cnt[tid] = 0;
+  __syncthreads();
+  for (int64_t a = tid; a < p.n; a += kGroupThreads) atomicAdd(&cnt[p.ids[a]], 1);
+  __syncthreads();
+  int v = cnt[tid];
+  scan[tid] = v;
+  for (int off = 1; off < kGroupThreads; off <<= 1) {
+    __syncthreads();
+    const int add = tid >= off ? scan[tid - off] : 0;
+    __syncthreads();
+    v += add;
+    scan[tid] = v;
+  }
+  __syncthreads();
+  const int count = cnt[tid], start = v - count;  // exclusive
+  if (tid < p.E) p.group_start[tid] = start;
+  if (tid == 0) p.group_start[p.E] = static_cast<int32_t>(p.n);
+  // the groups' tiles of p.tile vectors, listed in slab order (a routed GEMM's grid walks them)
+  const int tiles = (count + p.tile - 1) / p.tile;
+  int w = tiles;
+  __syncthreads();
+  scan[tid] = w;
+  for (int off = 1; off < kGroupThreads; off <<= 1) {
+    __syncthreads();
+    const int add = tid >= off ? scan[tid - off] : 0;
+    __syncthreads();
+    w += add;
+    scan[tid] = w;
+  }
+  for (int i = 0; i < tiles; ++i) {
+    p.tile_slab[w - tiles + i] = tid;
+    p.tile_start[w - tiles + i] = start + i * p.tile;
+  }
+  if (tid == kGroupThreads - 1) *p.n_tiles = w;
+  __syncthreads();
+  cnt[tid] = start;  // now the slab's cursor
+  __syncthreads();
+  for (int64_t a = tid; a < p.n; a += kGroupThreads) p.order[atomicAdd(&cnt[p.ids[a]], 1)] = static_cast<int32_t>(a);
+}
+
 }  // namespace
 
 // --- launchers / dispatch
@@ -74,6 +126,13 @@ void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
   if (p.E > 32 * kMaxPerLane || p.k > 16 || p.k > p.E)
     fail("moe route: E = ", p.E, " (<= 1024), k = ", p.k, " (<= 16) unsupported");
   launch_kernel("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s, p);
+}
+
+void moe_group_run(const MoeGroupParams& p, cudaStream_t s) {
+  if (p.E < 1 || p.E > kGroupThreads) fail("moe group: E = ", p.E, " unsupported (1..", kGroupThreads, ")");
+  if (p.n > 2147483647) fail("moe group: ", p.n, " vectors exceed int32 indices");
+  if (p.tile < 1 || !p.tile_slab || !p.tile_start || !p.n_tiles) fail("moe group: no tile list (tile = ", p.tile, ")");
+  launch_kernel("moe_group_kernel", moe_group_kernel, 1u, kGroupThreads, 0, s, p);
 }
 
 void moe_combine_run(const MoeCombineParams& p, cudaStream_t s) {

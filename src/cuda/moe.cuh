@@ -2,10 +2,14 @@
 //   route:   p = softmax(router logits) over E experts; top-k by logit (ties: lowest expert
 //            index, as the oracle's stable sort of p); weights p_sel, renormalised to sum 1 when
 //            norm_topk. Writes slab ids [T*k] for the expert mat-vecs and weights [T*k].
+//   group:   the T*k (token, expert) vectors grouped by expert for routed GEMM launches
+//            (gemm.cuh): group_start [E+1], order [T*k] (vector indices, grouped by slab) and
+//            the list of the groups' tiles (slab, first index), slab after slab.
 //   combine: x[t] += Σ_j w[t,j] y[t*k+j] + sigmoid(sg[t]) ysh[t]   (j in selection order; the
 //            shared expert when present), one rounding for the sum, one for the residual add.
 //
-// provides: MoeRouteParams, moe_route_run, MoeCombineParams, moe_combine_run
+// provides: MoeRouteParams, moe_route_run, MoeGroupParams, moe_group_run, moe_group_tile_bound,
+//           MoeCombineParams, moe_combine_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,6 +27,21 @@ struct MoeRouteParams {
   bool renorm = true;
 };
 void moe_route_run(const MoeRouteParams& p, cudaStream_t s);
+
+struct MoeGroupParams {
+  const int32_t* ids = nullptr;    // [n] slab ids in [0, E) (moe_route_run's)
+  int64_t n = 0;
+  int E = 0;                       // <= 1024
+  int32_t* order = nullptr;        // [n] out
+  int32_t* group_start = nullptr;  // [E + 1] out
+  int tile = 0;                    // vectors per tile of the tile list
+  int32_t* tile_slab = nullptr;    // [moe_group_tile_bound] out: tile i's slab
+  int32_t* tile_start = nullptr;   // [moe_group_tile_bound] out: tile i's first index into order
+  int32_t* n_tiles = nullptr;      // [1] out: tiles listed
+};
+// Tiles a tile list can hold: every group adds at most one partial tile.
+inline int64_t moe_group_tile_bound(int64_t n, int E, int tile) { return (n + tile - 1) / tile + E; }
+void moe_group_run(const MoeGroupParams& p, cudaStream_t s);
 
 struct MoeCombineParams {
   const float* y = nullptr;         // [T*k, D] expert outputs

@@ -6,11 +6,13 @@
 // rounded to bf16 (one term instead of three).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <random>
 
 #include "cuda/gemm.cuh"
+#include "cuda/moe.cuh"
 #include "cuda/planar.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
@@ -92,6 +94,123 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
+
+// Routed launches (MoE experts): T tokens x k picks over E slabs, grouped by moe_group_run, each
+// vector a = (token a / k, slab ids[a]) against the same contract, bitwise. The picks give one
+// slab 40 vectors (two 32-vector tiles), leave slabs empty, and rows cross a partial row block.
+struct RoutedCase : OpCase {
+  DType type;
+  int64_t rows, cols;
+  int T, k, E;
+  RoutedCase(DType t, int64_t r, int64_t c, int n, int kk, int e) : type(t), rows(r), cols(c), T(n), k(kk), E(e) {}
+  std::string vars() const override {
+    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("T", T)("k", k)("E", E).str();
+  }
+};
+
+using GemmRoutedOp = OpTest<RoutedCase>;
+
+TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
+  const RoutedCase& c = GetParam();
+  Engine e = Engine::open(testing::test_device());
+  const auto st = reinterpret_cast<cudaStream_t>(e.stream());
+  std::mt19937_64 rng(seed());
+  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+  const int64_t rb = row_bytes(c.type, c.cols), n_rows = c.rows * c.E;
+  std::vector<float> wf(static_cast<size_t>(n_rows * c.cols));
+  for (float& v : wf) v = U(rng) * 0.1f;
+  std::vector<uint8_t> w(static_cast<size_t>(rb * n_rows + 16));
+  std::vector<float> scales(static_cast<size_t>(c.E), 0.75f);
+  for (int s = 0; s < c.E; ++s) {
+    const float* src = wf.data() + s * c.rows * c.cols;
+    uint8_t* dst = w.data() + s * c.rows * rb;
+    if (c.type == DType::NVFP4) scales[s] = quantize_nvfp4_tensor(src, dst, c.rows, c.cols);
+    else for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, src + r * c.cols, dst + r * rb, c.cols);
+  }
+  std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
+  for (float& v : xf) v = U(rng);
+  std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
+  for (int t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
+  // k distinct slabs per token: slab 1 in every token's picks (a crowded group), slab 0 and the
+  // last slab never (empty groups), the rest at random
+  std::vector<int32_t> ids(static_cast<size_t>(c.T * c.k));
+  for (int t = 0; t < c.T; ++t) {
+    std::vector<int32_t> pool;
+    for (int s = 2; s < c.E - 1; ++s) pool.push_back(s);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    ids[t * c.k] = 1;
+    for (int j = 1; j < c.k; ++j) ids[t * c.k + j] = pool[j - 1];
+  }
+
+  DeviceBuffer<uint8_t> dw(e, w.size());
+  dw.upload(w);
+  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * n_rows + 16));
+  cuda::to_planar(c.type, dw.data(), dplanar.data(), n_rows, c.cols, stride, st);
+  DeviceBuffer<float> ds(e, scales.size()), dy(e, static_cast<size_t>(c.T * c.k * c.rows));
+  ds.upload(scales);
+  DeviceBuffer<BlockQ8_1> dx(e, xq.size());
+  dx.upload(xq);
+  const int64_t n = static_cast<int64_t>(c.T) * c.k, bound = cuda::moe_group_tile_bound(n, c.E, cuda::gemm_routed_tile);
+  DeviceBuffer<int32_t> dids(e, ids.size()), dorder(e, ids.size()), dstart(e, static_cast<size_t>(c.E + 1));
+  DeviceBuffer<int32_t> dtslab(e, static_cast<size_t>(bound)), dtstart(e, static_cast<size_t>(bound)), dntiles(e, 1);
+  dids.upload(ids);
+  dy.fill_bytes(0xFF);
+  cuda::moe_group_run({dids.data(), n, c.E, dorder.data(), dstart.data(), cuda::gemm_routed_tile, dtslab.data(),
+                       dtstart.data(), dntiles.data()},
+                      st);
+  cuda::GemmParams p;
+  p.w.type = c.type; p.w.rows = n_rows; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
+  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
+  p.xq = reinterpret_cast<const cuda::Q81*>(dx.data()); p.T = c.T * c.k; p.y = dy.data(); p.ld_y = c.rows;
+  p.order = dorder.data(); p.group_start = dstart.data(); p.n_slab = c.E; p.x_div = c.k;
+  p.tile_slab = dtslab.data(); p.tile_start = dtstart.data(); p.n_tiles = dntiles.data(); p.max_tiles = bound;
+  cuda::gemm_run(p, st);
+  e.synchronize();
+  // the grouping itself: starts are the exclusive counts, order a permutation grouped by slab
+  const std::vector<int32_t> order = dorder.download(), start = dstart.download();
+  std::vector<int32_t> count(static_cast<size_t>(c.E), 0);
+  for (int32_t id : ids) ++count[id];
+  ASSERT_EQ(start[0], 0);
+  for (int s = 0; s < c.E; ++s) ASSERT_EQ(start[s + 1] - start[s], count[s]) << "slab " << s;
+  std::vector<int> seen(ids.size(), 0);
+  for (int s = 0; s < c.E; ++s)
+    for (int32_t j = start[s]; j < start[s + 1]; ++j) {
+      ASSERT_EQ(ids[order[j]], s) << "vector " << order[j] << " in slab " << s << "'s group";
+      ++seen[order[j]];
+    }
+  for (size_t a = 0; a < seen.size(); ++a) ASSERT_EQ(seen[a], 1) << "vector " << a;
+  // the tile list: slab after slab, each group's vectors in tiles of gemm_routed_tile from its start
+  const std::vector<int32_t> tslab = dtslab.download(), tstart = dtstart.download(), ntiles = dntiles.download();
+  int32_t i = 0;
+  for (int s = 0; s < c.E; ++s)
+    for (int32_t j = start[s]; j < start[s + 1]; j += cuda::gemm_routed_tile, ++i) {
+      ASSERT_LT(i, ntiles[0]);
+      EXPECT_EQ(tslab[i], s) << "tile " << i;
+      EXPECT_EQ(tstart[i], j) << "tile " << i;
+    }
+  EXPECT_EQ(i, ntiles[0]);
+
+  const std::vector<float> got = dy.download();
+  std::vector<float> ref(got.size());
+  for (int64_t a = 0; a < c.T * c.k; ++a)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const uint8_t* wr = w.data() + (ids[a] * c.rows + r) * rb;
+      const BlockQ8_1* x = xq.data() + (a / c.k) * c.cols / 32;
+      const float d = c.type == DType::Q8_0
+                          ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
+                          : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
+      ref[static_cast<size_t>(a * c.rows + r)] = d * scales[ids[a]];
+    }
+  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+}
+
+std::vector<RoutedCase> routed_cases() {
+  return {RoutedCase(DType::Q8_0, 144, 512, 40, 4, 16), RoutedCase(DType::NVFP4, 144, 512 + 256, 40, 4, 16),
+          RoutedCase(DType::NVFP4, 64, 256, 7, 2, 5)};
+}
+
+INSTANTIATE_TEST_SUITE_P(Eval, GemmRoutedOp, ::testing::ValuesIn(routed_cases()), OpCaseName());
 
 struct Bf16Case : OpCase {
   int64_t rows, cols, T;
