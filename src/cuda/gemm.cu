@@ -173,8 +173,10 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, const int64_t* xrow
 // tile list, TOK vectors of one slab's group (their activation and output rows gathered into
 // shared memory; the weight rows then staged after the wait, since a block past the list leaves
 // before reading any). Each output's chain is the dense kernel's: same bits per (row, vector).
+// The 32-vector instance is held to 64 registers (no spills) so that two blocks share an SM: a
+// routed launch is ~1200 short blocks (a 35B-A3B layer: 256 experts x ~16 vectors x 4 row tiles).
 template <int W, int TOK>
-__global__ void __launch_bounds__(32 * kGemmWarps, 1) gemm_kernel(GemmParams p) {
+__global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1) gemm_kernel(GemmParams p) {
   using T = GemmTile<W, TOK>;
   static_assert(T::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
   extern __shared__ __align__(16) uint8_t smem[];
