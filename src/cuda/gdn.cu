@@ -6,6 +6,8 @@
 //     128).
 // v2: gdn_conv_kernel loads its taps and window before the dependency wait.
 // v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
+// v3 (chunked): gdn_chunk_prep_kernel + gdn_chunk_state_kernel replace gdn_chunked_kernel (see
+//     the chunked form below); v6 (conv): a thread per (channel, 16 tokens).
 // v5: the conv window a ring indexed by position (gdn.cuh), so the decode token's conv runs in
 //     gdn_step_norm_kernel's blocks (one launch fewer per GDN layer; same bits). H200, same-machine
 //     A/B of graph decode, us per token: 9B NVFP4 1847 / 1841 vs 1878 / 1875, 9B Q8_0 2628 vs
