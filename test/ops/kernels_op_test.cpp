@@ -146,6 +146,50 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
   }
 }
 
+// Prefill attention (T > 1: several queries per block, keys and values staged) against the decode
+// form (T = 1, one launch per query at its own position), bit for bit: the prefill-equals-decode
+// law (DESIGN.md) at the kernel. T = 37 spans three 16-query blocks; pos0 = 240 puts the split
+// boundary (256 keys) inside the block's queries, pos0 = 0 starts from a single key; GQA heads,
+// head_dim 128 and 256, gated (so the combine also quantises).
+TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
+  for (int64_t pos0 : {240, 0})
+  for (int hd : {128, 256}) {
+    const int T = 37, H = 4, KV = 2;
+    const int64_t ctx = pos0 + T;
+    auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
+    auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
+    DeviceBuffer<float> out(e(), T * H * hd), out1(e(), T * H * hd), work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
+    DeviceBuffer<BlockQ8_1> oq(e(), T * H * hd / 32), oq1(e(), T * H * hd / 32);
+    out.fill_bytes(0xFF);
+    out1.fill_bytes(0xFF);
+    cuda::AttnParams p;
+    p.q = dq.data(); p.k_cache = dk.data(); p.v_cache = dv.data(); p.gate = dg.data();
+    p.out = out.data(); p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()); p.work = work.data(); p.ctx_bound = ctx;
+    p.T = T; p.H = H; p.KV = KV; p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+    auto dpos = up(std::vector<int64_t>{pos0});
+    p.pos0 = dpos.data();
+    cuda::attention_run(p, s());
+    e().synchronize();
+    std::vector<DeviceBuffer<int64_t>> poss;
+    for (int t = 0; t < T; ++t) {
+      poss.push_back(up(std::vector<int64_t>{pos0 + t}));
+      cuda::AttnParams p1 = p;
+      p1.T = 1; p1.pos0 = poss.back().data();
+      p1.q = dq.data() + t * H * hd; p1.gate = dg.data() + t * H * hd;
+      p1.out = out1.data() + t * H * hd; p1.out_q = reinterpret_cast<cuda::Q81*>(oq1.data()) + t * H * hd / 32;
+      cuda::attention_run(p1, s());
+      e().synchronize();  // the workspace is shared by the calls
+    }
+    const auto a = out.download(), b = out1.download();
+    double norm = 0;
+    for (float v : a) norm += std::abs(v);
+    ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+    EXPECT_TRUE(compare_to_contract(a, b, Tolerance::exact())) << "pos0=" << pos0 << " hd=" << hd;
+    const auto qa = oq.download(), qb = oq1.download();
+    EXPECT_EQ(std::memcmp(qa.data(), qb.data(), qa.size() * sizeof(BlockQ8_1)), 0) << "pos0=" << pos0 << " hd=" << hd;
+  }
+}
+
 // The decode token's conv + recurrence + gated output norm in one launch (gdn_step_norm_run with
 // the conv) against the three launches it replaces (the conv kernel, the step kernel, then the
 // RmsNormGated row op in place with its q8_1 blocks): conv ring, state, f32 output and q8_1
