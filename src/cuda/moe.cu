@@ -67,8 +67,9 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
 
 // One block: the vectors' slab ids counted per slab (shared-memory atomics), an exclusive scan
 // (Hillis-Steele over kGroupThreads >= E entries) into group_start, the groups' tiles listed,
-// then each vector placed at its slab's cursor. The order inside a group is the atomics' (not fixed); a routed GEMM's
-// outputs do not depend on it (each vector's chain is its own, whatever its tile and slot).
+// then each vector placed at its slab's cursor. The order inside a group is the atomics' (not
+// fixed); a routed GEMM's outputs do not depend on it (each vector's chain is its own, whatever
+// its tile and slot).
 constexpr int kGroupThreads = 1024;
 
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams p) {

@@ -406,9 +406,9 @@ TEST_P(GpuGemmGate, GemmPathTeacherForcedAgreesWithOracle) {
   testing::ScopedArms<Model> arm(*m.gpu, a);
   gate_body(m, false);
   EXPECT_GT(m.gpu->counters().gemm_launches - before, 0) << "the GEMM never engaged";
-  // int8 expert matrices take the routed GEMM (grouped by expert) on this arm; the fixtures
-  // quantise a matrix whose rows are whole blocks (an NVFP4 fixture's 32-wide down experts stay
-  // F32 and keep the routed mat-vec)
+  // int8 expert matrices take the routed GEMM (grouped by expert) on this arm, gate / up / down
+  // each on its own (model.cu expert_swiglu); the fixtures quantise a matrix whose rows are whole
+  // blocks (gpu_fixture.h convert_matrices), as the tiny configs' 64-wide experts are
   const ModelConfig& cf = m.fx.config;
   const int64_t bs = type_traits(c.type).block_elems;
   if (cf.n_expert > 0 && c.type != DType::BF16 && (cf.n_embd % bs == 0 || cf.n_ff_exp % bs == 0))
