@@ -453,11 +453,22 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // loop twice instead of a copy per group; NVFP4 splits codes by sign (Unit<4>::product_staged).
 // (A v11 that streamed tiles through a shared-memory ring with cp.async, S - 1 tiles ahead,
 // added instructions per unit and ran slower: 9B NVFP4 2.95 vs 2.72 ms per graph step.)
+//
+// v15 kCarry: the row's matrix is found once, when the row's weights are issued, and carried to
+// its store (v14 scanned the matrices again there), and lane 0 loads the row's epilogue operands
+// (the matrix's slab scale, the old y of a residual add) at the same time instead of after the
+// butterfly. Same operations on the same values: same bits. H200, same-process A/B of graph
+// decode: 9B NVFP4 1807 / 1804 vs 1859 / 1860 us per step, 35B-A3B 2111 / 2112 vs 2123 / 2127;
+// each half alone ran slower (1958 / 1961), and on the Q8_0 instance kCarry did too (9B Q8_0
+// 2898 vs 2642), so only the NVFP4 group-of-8 instance takes it. (Also measured there and not
+// kept: both sign sums started at 1.5 * 2^23's f32 bits so one FADD replaces IADD + I2F, within
+// noise; a one-group-per-row form for 4096-wide rows, 1931 / 1938.)
 template <int W> struct StreamShape;
 template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 34 B per lane in flight
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
 
-template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM>
+template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
+          bool kCarry = false>
 __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     matvec_stream_kernel(const __grid_constant__ MatvecBatch batch) {
   using U = Unit<W>;
@@ -486,10 +497,29 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5);
   int k = 0;
   Raw buf_a[G], buf_b[G];
-  const uint8_t* wr = r < total ? wrow_of(r) : nullptr;
+  int jr = 0;  // kCarry: the matrix of row r
+  const uint8_t* wr = nullptr;
+  if (r < total) {
+    if constexpr (kCarry) {
+      jr = matrix_of(r);
+      wr = batch.p[jr].w.data + (r - batch.row_start[jr]) * batch.p[jr].w.row_bytes;
+    } else {
+      wr = wrow_of(r);
+    }
+  }
   if (wr) load(buf_a, wr, lane);  // weights only: before the wait
   pdl_wait();
   pdl_release();
+  // kCarry: row r's slab scale and old y (lane 0), loaded with the row's weights (after the wait:
+  // y may be the previous kernel's output)
+  float ep_scale = 0.0f, ep_y = 0.0f;
+  auto load_epilogue = [&](int j, int64_t gr, float& scale, float& y_old) {
+    const MatvecParams& p = batch.p[j];
+    scale = p.w.slab_scale[0];
+    if (p.add_to_y) y_old = p.y[gr - batch.row_start[j]];
+  };
+  if constexpr (kCarry)
+    if (lane == 0 && r < total) load_epilogue(jr, r, ep_scale, ep_y);
   extern __shared__ uint4 x_planes[];
   stage_x<W, W == 3 ? 3 : 1>(batch.p[0].xq, cols, x_planes);
   __syncthreads();
@@ -502,12 +532,23 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     int64_t r2 = r;
     int k2 = k + 1;
     const uint8_t* wr2 = wr;
+    int j2 = jr;
+    float ep_scale2 = ep_scale, ep_y2 = ep_y;
     if (k2 == n_groups) {
       k2 = 0;
       r2 = r + n_warps;
-      wr2 = r2 < total ? wrow_of(r2) : nullptr;
+      if constexpr (kCarry) {
+        if (r2 < total) {
+          while (j2 + 1 < batch.n && r2 >= batch.row_start[j2 + 1]) ++j2;  // rows only grow
+          wr2 = batch.p[j2].w.data + (r2 - batch.row_start[j2]) * batch.p[j2].w.row_bytes;
+        }
+      } else {
+        wr2 = r2 < total ? wrow_of(r2) : nullptr;
+      }
     }
     if (r2 < total) load(nxt, wr2, lane + k2 * 32 * G);
+    if constexpr (kCarry)
+      if (lane == 0 && k2 == 0 && r2 < total) load_epilogue(j2, r2, ep_scale2, ep_y2);
     const int u0 = lane + k * 32 * G;
 #pragma unroll
     for (int g = 0; g < G; ++g)
@@ -515,14 +556,25 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
         acc = __fadd_rn(acc, U::product_staged(cur[g], xs_l + 32 * U::kValues * (k * G + g), xd_l + 32 / U::kUnitsPerScale * (k * G + g)));
     if (k == n_groups - 1) {
       const float v = warp_sum_xor(acc);
-      const int j = matrix_of(r);
-      const MatvecParams& p = batch.p[j];
-      if (lane == 0) store(p, r - batch.row_start[j], __fmul_rn(v, p.w.slab_scale[0]));
+      if constexpr (kCarry) {
+        const MatvecParams& p = batch.p[jr];
+        if (lane == 0) {
+          const float t = __fmul_rn(v, ep_scale);
+          p.y[r - batch.row_start[jr]] = p.add_to_y ? __fadd_rn(ep_y, t) : t;  // store()'s two roundings
+        }
+      } else {
+        const int j = matrix_of(r);
+        const MatvecParams& p = batch.p[j];
+        if (lane == 0) store(p, r - batch.row_start[j], __fmul_rn(v, p.w.slab_scale[0]));
+      }
       acc = 0.0f;
     }
     r = r2;
     k = k2;
     wr = wr2;
+    jr = j2;
+    ep_scale = ep_scale2;
+    ep_y = ep_y2;
     return r < total;  // warp-uniform
   };
   if (r < total)
@@ -546,9 +598,10 @@ size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
 
 // The streamed form for a dense m = 1 launch whose matrices share cols and activations (an
 // mv_group); false when it does not apply.
-template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM>
+template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
+          bool kCarry = false>
 bool launch_stream_as(MatvecBatch& b, cudaStream_t s) {
-  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks>;
+  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks, kCarry>;
   const size_t smem = stage_smem(b, kernel);
   int dev = 0, sms = 0, per_sm = 0;
   MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -569,9 +622,9 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s) {
   // NVFP4 rows of whole 256-unit groups (the 9B's 4096- and 12288-wide rows) take 8 units per
   // lane per group at 5 blocks per SM (92 registers): 72 bytes in flight per lane. H200, 9B NVFP4
   // graph decode: 2.27 vs 2.43 ms per step with 4 units at 8 blocks (46 vs 37 KB per SM in
-  // flight). The same doubling for Q8_0 measured slower (3.14 vs 3.08 ms).
+  // flight). The same doubling for Q8_0 measured slower (3.14 vs 3.08 ms). With v15's kCarry.
   if constexpr (W == 4)
-    if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5>(b, s);
+    if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, true>(b, s);
   if (nu % (32 * StreamShape<W>::kGroup) == 0) return launch_stream_as<W, true>(b, s);
   return launch_stream_as<W, false>(b, s);
 }
