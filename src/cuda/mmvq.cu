@@ -67,6 +67,13 @@
 //      alone cost 2106 vs 1879 (0.6B 901 vs 809; not the rows' spread over SMs: interleaving a
 //      block's warps over the rows measured the same), and the stage on top of it +73 us on 9B
 //      NVFP4, -45 on 0.6B; with the v14 shape (~1000 blocks re-reading the rows) 4144 us.
+//   Tried with v15 and dropped (branch l2-next; H200, graph decode us per token, docs/PERF.md
+//      session 10): the next mat-vec launch's first weights asked of L2 by this launch's blocks as
+//      they run out of rows (a bulk prefetch per block, or a line prefetch per thread), so that they
+//      would come from DRAM while the tail and the small kernels between run: 2 MB per launch
+//      within noise (9B NVFP4 1844 / 1849 vs 1857 / 1853), 8 MB 1887 / 1882 vs 1848 / 1843, 16 MB
+//      1998 / 1985, 32 MB 2014 / 2015; 0.6B (8 MB covers most of its matrices) 842 vs 815. Having
+//      the next rows in L2 did not shorten the next launch: its ramp is not a DRAM wait.
 //   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
 //      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
 //      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
