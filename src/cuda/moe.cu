@@ -72,6 +72,21 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
 // its tile and slot).
 constexpr int kGroupThreads = 1024;
 
+// The inclusive prefix sum of v over the block's kGroupThreads threads (Hillis-Steele through
+// buf, each thread's slot written last with its result).
+__device__ int block_inclusive_scan(int v, int* buf) {
+  const int tid = threadIdx.x;
+  buf[tid] = v;
+  for (int off = 1; off < kGroupThreads; off <<= 1) {
+    __syncthreads();
+    const int add = tid >= off ? buf[tid - off] : 0;
+    __syncthreads();
+    v += add;
+    buf[tid] = v;
+  }
+  return v;
+}
+
 __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams p) {
   __shared__ int cnt[kGroupThreads];
   __shared__ int scan[kGroupThreads];
@@ -82,31 +97,15 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams
   __syncthreads();
   for (int64_t a = tid; a < p.n; a += kGroupThreads) atomicAdd(&cnt[p.ids[a]], 1);
   __syncthreads();
-  int v = cnt[tid];
-  scan[tid] = v;
-  for (int off = 1; off < kGroupThreads; off <<= 1) {
-    __syncthreads();
-    const int add = tid >= off ? scan[tid - off] : 0;
-    __syncthreads();
-    v += add;
-    scan[tid] = v;
-  }
+  const int v = block_inclusive_scan(cnt[tid], scan);
   __syncthreads();
   const int count = cnt[tid], start = v - count;  // exclusive
   if (tid < p.E) p.group_start[tid] = start;
   if (tid == 0) p.group_start[p.E] = static_cast<int32_t>(p.n);
   // the groups' tiles of p.tile vectors, listed in slab order (a routed GEMM's grid walks them)
   const int tiles = (count + p.tile - 1) / p.tile;
-  int w = tiles;
   __syncthreads();
-  scan[tid] = w;
-  for (int off = 1; off < kGroupThreads; off <<= 1) {
-    __syncthreads();
-    const int add = tid >= off ? scan[tid - off] : 0;
-    __syncthreads();
-    w += add;
-    scan[tid] = w;
-  }
+  const int w = block_inclusive_scan(tiles, scan);
   for (int i = 0; i < tiles; ++i) {
     p.tile_slab[w - tiles + i] = tid;
     p.tile_start[w - tiles + i] = start + i * p.tile;
