@@ -46,6 +46,11 @@
 //      store (v13 staged one q8_1 block per loop trip: three dependent L2 round trips for a
 //      12288-wide row). H200, same-machine A/B of graph decode: 9B Q8_0 2669 vs 2691 us, 0.6B
 //      814 vs 823. Same bits.
+//   v15 streamed NVFP4: a row's matrix carried from its load to its store, lane 0's epilogue
+//      operands loaded with the row's weights (matvec_stream_kernel's kCarry). 9B NVFP4 graph
+//      decode 1807 vs 1860 us per step. Same bits.
+//   v16 streamed NVFP4 rows of whole 384-unit groups (the 9B's down) at 12 units per lane, 4 blocks
+//      per SM: no warp left with 3 groups twice. 1786 vs 1810 us. Same bits.
 //   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
 //      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
 //      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
@@ -630,8 +635,16 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s) {
   // lane per group at 5 blocks per SM (92 registers): 72 bytes in flight per lane. H200, 9B NVFP4
   // graph decode: 2.27 vs 2.43 ms per step with 4 units at 8 blocks (46 vs 37 KB per SM in
   // flight). The same doubling for Q8_0 measured slower (3.14 vs 3.08 ms). With v15's kCarry.
-  if constexpr (W == 4)
+  // v16: rows of whole 384-unit groups (the 9B FFN's 12288-wide down rows) take 12 units per lane
+  // per group at 4 blocks per SM (127 registers): 2112 resident warps for the down's 4096 rows,
+  // each warp at most 2 rows of 2 groups (4 waits), where the 8-unit form's 2640 warps left some
+  // with 2 rows of 3 (6 waits) and the rest idle after their first row. H200, same-process A/B of
+  // 9B NVFP4 graph decode: 1787 / 1785 vs 1810 / 1810 us per step (ncu, eager: the down launch
+  // 12.2 vs 13.2 us); without kCarry 1799 / 1818. Measured on that shape only.
+  if constexpr (W == 4) {
+    if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, true>(b, s);
     if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, true>(b, s);
+  }
   if (nu % (32 * StreamShape<W>::kGroup) == 0) return launch_stream_as<W, true>(b, s);
   return launch_stream_as<W, false>(b, s);
 }

@@ -54,6 +54,8 @@ std::vector<MatvecCase> cases() {
       // model shapes), alone and as three matrices sharing one launch (q / k / v)
       v.emplace_back(t, 37, 4096, 1, a, 1);
       v.emplace_back(t, 45, 4096, 1, a, 1, 3);
+      // the 9B FFN's down rows (12288 wide: several groups per row, the NVFP4 stream's wide form)
+      v.emplace_back(t, 37, 12288, 1, a, 1);
     }
   // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
   // of matrices sharing a launch
