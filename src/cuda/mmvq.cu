@@ -472,7 +472,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // butterfly. Same operations on the same values: same bits. H200, same-process A/B of graph
 // decode: 9B NVFP4 1807 / 1804 vs 1859 / 1860 us per step, 35B-A3B 2111 / 2112 vs 2123 / 2127;
 // each half alone ran slower (1958 / 1961), and on the Q8_0 instance kCarry did too (9B Q8_0
-// 2898 vs 2642), so only the NVFP4 group-of-8 instance takes it. (Also measured there and not
+// 2898 vs 2642), so only the NVFP4 instances take it. (Also measured there and not
 // kept: both sign sums started at 1.5 * 2^23's f32 bits so one FADD replaces IADD + I2F, within
 // noise; a one-group-per-row form for 4096-wide rows, 1931 / 1938.)
 template <int W> struct StreamShape;

@@ -29,12 +29,19 @@ struct MatvecCase : OpCase {
   int slabs;  // > 1: MoE form (slab ids, x_div = 2)
   int parts;  // > 1: the rows as that many matrices of unequal height in one matvec_run_multi
   bool w4a4 = false;  // NVFP4 weights against W4A4 (fp4) activations instead of q8_1
+  bool add = false;   // add_to_y: y += result (the residual add of wo / wout / down), y preset
   MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1, bool fp4 = false)
       : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m), w4a4(fp4) {}
+  MatvecCase adding() const {
+    MatvecCase c = *this;
+    c.add = true;
+    return c;
+  }
   std::string vars() const override {
     Vars v;
     v("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)("parts", parts);
     if (w4a4) v("act", "w4a4");
+    if (add) v("y", "add");
     return v.str();
   }
 };
@@ -56,6 +63,10 @@ std::vector<MatvecCase> cases() {
       v.emplace_back(t, 45, 4096, 1, a, 1, 3);
       // the 9B FFN's down rows (12288 wide: several groups per row, the NVFP4 stream's wide form)
       v.emplace_back(t, 37, 12288, 1, a, 1);
+      // the residual add (y += result) on the streamed shapes: each stream instance has its own
+      // epilogue (the NVFP4 ones load y with the row's weights)
+      v.push_back(MatvecCase(t, 37, 12288, 1, a, 1).adding());
+      v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).adding());
     }
   // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
   // of matrices sharing a launch
@@ -194,7 +205,11 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   dslab.upload(slab);
   DeviceBuffer<cuda::A4> da4(e, std::max<size_t>(a4.size(), 1));
   if (c.w4a4) da4.upload(a4);
-  dy.fill_bytes(0xFF);
+  // y before the launch: NaN bits, or with add_to_y finite values the result is added to
+  std::vector<float> y0(static_cast<size_t>(c.n_out * c.rows));
+  for (float& v : y0) v = 4.0f * U(rng);
+  if (c.add) dy.upload(y0);
+  else dy.fill_bytes(0xFF);
 
   cuda::MatvecParams p;
   p.w.type = c.type; p.w.rows = R; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
@@ -206,7 +221,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     p.x4 = da4.data();
     p.xq = nullptr;
   }
-  p.y = dy.data(); p.ld_y = c.rows;
+  p.y = dy.data(); p.ld_y = c.rows; p.add_to_y = c.add;
   if (c.parts == 1) {
     cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
   } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
@@ -233,7 +248,9 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
       const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
       const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
       const float v = reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa), c.arm);
-      ref[static_cast<size_t>(a * c.rows + r)] = v * scale[static_cast<size_t>(s)];
+      const size_t i = static_cast<size_t>(a * c.rows + r);
+      const volatile float scaled = v * scale[static_cast<size_t>(s)];  // rounded before the add (no fma)
+      ref[i] = c.add ? y0[i] + scaled : scaled;
       if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
         const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
         if (c.type == DType::Q8_0)
