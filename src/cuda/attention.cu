@@ -7,12 +7,32 @@
 // v2 (same bits): the combine quantises its output for the next mat-vec (out_q); the loads of several keys in flight before their arithmetic, in both passes.
 //     v1 waited a memory latency per key: an in-graph timeline (cuda/timeline.h) of a 9B decode
 //     step put the split kernel at 13.9 us for ~30 keys, the slowest launch of the step.
+// v4 (same bits): a decode token in ONE launch (attn_split_kernel's kFused; AttnParams::prep):
+//     the split blocks prepare the token's q (every block of the head) and k / v (the block of
+//     the split holding the token's key, which uses them from shared memory, last in key order,
+//     and stores them into the cache when it is its KV group's first query head) with the shared
+//     norm_rope_head, its f64 angles computed before the dependency wait; a context of one split
+//     finishes in the split block (the combine's operations on its own partial, M = m), a longer
+//     one in the head's last split block to arrive (AttnParams::arrivals). Replaces qk_prep +
+//     split + combine, three launches of 3.3 + 5.9 + 4.4 us on the 9B's in-graph timeline.
+// v5 (same bits): a decode block's keys before the token's copied into shared memory before the
+//     wait (cp.async; up to 200 KB per block when the grid fits one block per SM, else 96 KB),
+//     the score pass over them in v2's batches. H200, same-process A/B of graph decode, us per
+//     token (two runs): 0.6B 764 / 763 (v4 + v5), 782 / 783 (v4 alone), 793 / 794 (three
+//     launches with v5), 795 / 796 (three launches, v3); 9B NVFP4 1781 / 1778, 1779 / 1777,
+//     1787 / 1787, 1777 / 1778: within noise. The in-graph timeline says why the 9B does not
+//     move: the one launch takes 9.4 us of the step instead of 13.5, but its blocks need the
+//     registers of the q/k/v mat-vec's blocks and become resident only as those exit (lead
+//     0.7 us, was 2.5 before the split launch), and that mat-vec's share grew 7.6 -> 12.2 us.
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode
 //     token's combine done by each head's last split block (an arrival counter per head) instead
 //     of the combine launch: 9B NVFP4 graph decode 1884 vs 1879 us, 0.6B 831 vs 817 (docs/PERF.md,
 //     session 7). The decode token's q / k norm + RoPE and K / V store done by the split blocks
 //     instead of the qk_prep launch (branch attn-prep): 9B NVFP4 1866 vs 1854 us, 0.6B 854 vs 808
-//     (session 8: every block redoes the f64 rotation on the critical path).
+//     (session 8: every block redoes the f64 rotation on the critical path). v4 is both, with
+//     the rotation's angles before the wait and no arrival counter for a one-split context.
+#include <algorithm>
+
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
@@ -33,73 +53,191 @@ __device__ __forceinline__ int64_t n_splits_dev(int64_t n_ctx) { return (n_ctx +
 
 // --- kernels
 
-template <int kKeysPerWarp, int kVBatch, bool kDecode>
-__global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int64_t max_splits) {
+// The combine's last steps for dim d of head h, query t (attn_combine_kernel and the one-launch
+// decode kernel share them, so the same operations): o = num / den, times sigmoid(g) when gated
+// (g: the gate's value at that dim, loaded by the caller), o and its q8_1 block. The whole warp
+// calls it with 32 consecutive dims (quantize_block_q8_1).
+__device__ __forceinline__ void finish_dim(const AttnParams& p, int64_t t, int h, int d, float num, float den, float g) {
+  const int hd = p.hd;
+  float o = __fdiv_rn(num, den);
+  if (p.gate) o = __fmul_rn(o, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
+  const int64_t i = t * p.H * hd + h * hd + d;
+  p.out[i] = o;
+  // v2: lanes of a warp hold 32 consecutive dims of the head, one q8_1 block
+  if (p.out_q) quantize_block_q8_1(o, p.out_q + i / 32, static_cast<int>(threadIdx.x & 31));
+}
+
+// The combine of ns partials at w (split s at w + s * (hd + 2): m, l, acc[hd]): M = max m_s, then
+// per dim the splits in order. Partials written by other blocks of a running grid are read from
+// L2 (__ldcg): this SM's L1 is not coherent with their stores.
+__device__ __forceinline__ void combine_head(const AttnParams& p, int64_t t, int h, int64_t ns, const float* w) {
+  const int hd = p.hd;
+  float M = -INFINITY;
+  for (int64_t s = 0; s < ns; ++s) M = fmaxf(M, __ldcg(w + s * (hd + 2)));
+  for (int d0 = 0; d0 < hd; d0 += kThreads) {  // warp-uniform bounds when hd % 32 == 0
+    const int d = d0 + static_cast<int>(threadIdx.x);
+    if (d >= hd) break;
+    float num = 0.0f, den = 0.0f;
+    for (int64_t s = 0; s < ns; ++s) {
+      const float* ws = w + s * (hd + 2);
+      const float f = expf(__ldcg(ws) - M);
+      num = fmaf(f, __ldcg(ws + 2 + d), num);
+      den = fmaf(f, __ldcg(ws + 1), den);
+    }
+    finish_dim(p, t, h, d, num, den, p.gate ? p.gate[t * p.H * hd + h * hd + d] : 0.0f);
+  }
+}
+
+// v5: a decode block's keys before the token (written by earlier forward passes) are copied into
+// shared memory before the dependency wait, up to stage_keys of them (the launcher sizes it):
+// K rows [stage_keys][hd], then V rows, after the static arrays. The rest stream as in v2.
+template <int kKeysPerWarp, int kVBatch, bool kDecode, bool kFused = false>
+__global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int64_t max_splits, int stage_keys) {
+  static_assert(!kFused || kDecode, "the one-launch form is the decode form (one query)");
+  static_assert(kMaxHd == kQkMaxHd);
+  constexpr int kDims = kMaxHd / kThreads;
   __shared__ float qs[kMaxHd];
   __shared__ float sc[kAttnSplit];
   __shared__ float red[kThreads / 32];
+  __shared__ float kn[kFused ? kMaxHd : 1], vn[kFused ? kMaxHd : 1], hbuf[kFused ? kMaxHd : 1], part[kMaxHd / 32];
+  __shared__ bool last_arrival;
+  extern __shared__ __align__(16) float kv_stage[];  // kDecode: [stage_keys][hd] K, then [stage_keys][hd] V
   const int s = blockIdx.x, h = blockIdx.y;
   const int64_t t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hd = p.hd, kvd = p.KV * hd, kvh = h / (p.H / p.KV);
   const int64_t k0 = static_cast<int64_t>(s) * kAttnSplit;
-  // v3: the split's K and V rows asked into L2 while the previous kernel drains (the cache is
-  // evicted by every step's weight stream: the key and value passes then waited on HBM). Decode
-  // only: in a 512-token prefill every (query, head) block prefetching its split measured the
-  // 0.6B prefill at 16.1k instead of 20.2k tokens/s. Only a
-  // hint: the range comes from pos0 read before the wait (written long before this kernel, and
-  // a stale value would only move the prefetch), and the rows the previous kernel is writing
-  // (this token's K / V) are read after the wait as always; L2 is coherent.
-  if constexpr (kDecode) {  // in a prefill the keys are mostly this call's, written just before
-    const int64_t n_hint = *p.pos0 + t + 1;
-    const int nk_hint = static_cast<int>(n_hint - k0 < kAttnSplit ? n_hint - k0 : kAttnSplit);
+  const float* kbase = p.k_cache + k0 * kvd + kvh * hd;
+  const float* vbase = p.v_cache + k0 * kvd + kvh * hd;
+  // Before the wait (decode). The position: pos0 is written only by a forward pass's last kernel
+  // (or a host copy in stream order), at least three launches before this one (embed, norm,
+  // mat-vec); a kernel starts only once its predecessor has passed its own wait, i.e. once the
+  // launch before that has completed. Read from L2, it is current. Keys before the token's were
+  // written by earlier passes, so they are final too; the token's own K / V is not (qk_prep, the
+  // launch before, writes it; the one-launch form prepares it itself).
+  const int64_t pos_pre = kDecode ? __ldcg(p.pos0) + t : 0;
+  const int n_pre = kDecode ? static_cast<int>(pos_pre - k0 < 0 ? 0 : pos_pre - k0 < kAttnSplit ? pos_pre - k0 : kAttnSplit) : 0;
+  const int n_st = n_pre < stage_keys ? n_pre : stage_keys;  // keys of this block in kv_stage
+  float* kst = kv_stage;
+  float* vst = kv_stage + static_cast<int64_t>(stage_keys) * hd;
+  if constexpr (kDecode) {
+    // v5: the staged keys' K and V rows, 16 bytes per copy (hd % 4 == 0, checked)
+    const int chunks = hd / 4;
+    for (int idx = tid; idx < 2 * n_st * chunks; idx += kThreads) {
+      const int kv = idx / (n_st * chunks), rem = idx % (n_st * chunks), j = rem / chunks, c = rem % chunks;
+      cp_async16((kv ? vst : kst) + j * hd + 4 * c, (kv ? vbase : kbase) + static_cast<int64_t>(j) * kvd + 4 * c);
+    }
+    cp_async_commit();
+    // v3: the unstaged keys asked into L2 while the previous kernel drains (the cache is evicted
+    // by every step's weight stream). Decode only: in a 512-token prefill every (query, head)
+    // block prefetching its split measured the 0.6B prefill at 16.1k instead of 20.2k tokens/s.
+    const int nk_hint = static_cast<int>(pos_pre + 1 - k0 < kAttnSplit ? pos_pre + 1 - k0 : kAttnSplit);
     const int lines = (hd * 4 + 127) / 128;  // 128-byte lines per key row of one kv head
-    for (int idx = tid; idx < 2 * nk_hint * lines; idx += kThreads) {
-      const int kv = idx / (nk_hint * lines), rem = idx % (nk_hint * lines), j = rem / lines, c = rem % lines;
-      const float* base = (kv ? p.v_cache : p.k_cache) + (k0 + j) * kvd + kvh * hd;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + 128 * c));
+    for (int idx = n_st * lines + tid; idx < nk_hint * lines; idx += kThreads) {
+      const int j = idx / lines, c = idx % lines;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(kbase + static_cast<int64_t>(j) * kvd) + 128 * c));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(vbase + static_cast<int64_t>(j) * kvd) + 128 * c));
+    }
+  }
+  // v4: the one-launch form's angles and norm multipliers (weights) before the wait
+  RopeAngles<kThreads> ang{};
+  HeadValues<kThreads> wq{}, wk{};
+  if constexpr (kFused) {
+    if (k0 <= pos_pre) {
+      ang = rope_angles<kThreads>(pos_pre, p.prep.n_rot, p.prep.theta);
+      wq = head_values<kThreads>(p.prep.q_norm, hd);
+      wk = head_values<kThreads>(p.prep.k_norm, hd);
     }
   }
   pdl_wait();
   pdl_release();
-  const int64_t n = *p.pos0 + t + 1;
+  const int64_t n = (kDecode ? pos_pre : *p.pos0 + t) + 1;
   if (k0 >= n) return;
   const int nk = static_cast<int>(n - k0 < kAttnSplit ? n - k0 : kAttnSplit);
-  for (int d = tid; d < hd; d += kThreads) qs[d] = p.q[t * p.H * hd + h * hd + d];
-  __syncthreads();
-  // v2: a warp takes kKeysPerWarp keys at a time and issues all their loads (up to 8 x 8 per
-  // lane) before the first fma; each key's chain (lanes over dims in order, then the butterfly)
-  // is v1's.
-  const float* kbase = p.k_cache + k0 * kvd + kvh * hd;
-  // v3: the value pass's first batch loaded now, its round trip under the score pass's
-  constexpr int kDims = kMaxHd / kThreads;
-  const float* vbase = p.v_cache + k0 * kvd + kvh * hd;
+  // v4: the split holding the token's key (the context's last) takes it from kn / vn, prepared
+  // here, not from the cache: the cache loops run over the nk_c keys before it
+  const bool own_key = kFused && n - 1 < k0 + kAttnSplit;
+  const int nk_c = own_key ? nk - 1 : nk;
+  float gv[kDims] = {};  // v4: the gate's values at this thread's dims, loaded with the head's
+  if constexpr (kFused) {
+    // every load that depends on the previous kernel at once: q, k, v of the token and the gate
+    const QkPrepParams& q = p.prep;
+    const HeadValues<kThreads> xq = head_values<kThreads>(q.q + h * hd, hd);
+    HeadValues<kThreads> xk{}, xv{};
+    if (own_key) {
+      xk = head_values<kThreads>(q.k + kvh * hd, hd);
+      xv = head_values<kThreads>(q.v + kvh * hd, hd);
+    }
+    if (p.gate)
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) {
+        const int d = tid + c * kThreads;
+        gv[c] = d < hd ? p.gate[h * hd + d] : 0.0f;
+      }
+    norm_rope_head<kThreads>(xq, wq, qs, hd, q.n_rot, q.eps, ang, hbuf, part);
+    if (own_key) {
+      norm_rope_head<kThreads>(xk, wk, kn, hd, q.n_rot, q.eps, ang, hbuf, part);
+      const int64_t pos = n - 1;
+      const bool stores = h % (p.H / p.KV) == 0;  // the KV group's first query head stores K / V
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) {
+        const int d = tid + c * kThreads;
+        if (d >= hd) break;
+        vn[d] = xv.x[c];
+        if (stores) {
+          q.k_cache[pos * kvd + kvh * hd + d] = kn[d];
+          q.v_cache[pos * kvd + kvh * hd + d] = xv.x[c];
+        }
+      }
+    }
+  } else {
+    for (int d = tid; d < hd; d += kThreads) qs[d] = p.q[t * p.H * hd + h * hd + d];
+  }
+  if constexpr (kDecode) cp_async_wait_all();
+  __syncthreads();  // qs (and kn / vn), and every thread's staged copies
+  // v3: the value pass's first streamed batch loaded now, its round trip under the score pass's
   float vv0[kVBatch][kDims];
 #pragma unroll
   for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
     for (int c = 0; c < kDims; ++c) {
       const int d = tid + c * kThreads;
-      vv0[u][c] = kDecode && u < nk && d < hd ? vbase[u * kvd + d] : 0.0f;
+      vv0[u][c] = kDecode && n_st + u < nk_c && d < hd ? vbase[static_cast<int64_t>(n_st + u) * kvd + d] : 0.0f;
     }
-  for (int jb = warp * kKeysPerWarp; jb < nk; jb += kThreads / 32 * kKeysPerWarp) {
-    float kv[kKeysPerWarp][kMaxHd / 32];
+  // Scores: each key's chain is v1's (lanes over dims in order, then the butterfly), whether its
+  // row comes from the stage, the cache, or kn. v2: a warp takes kKeysPerWarp keys at a time and
+  // issues all their loads (up to 8 x 8 per lane) before the first fma, so that their butterflies
+  // interleave; keys [j0, j1) of rows at base + j * stride.
+  auto score_keys = [&](const float* base, int64_t stride, int j0, int j1) {
+    for (int jb = j0 + warp * kKeysPerWarp; jb < j1; jb += kThreads / 32 * kKeysPerWarp) {
+      float kv[kKeysPerWarp][kMaxHd / 32];
 #pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u)
+      for (int u = 0; u < kKeysPerWarp; ++u)
 #pragma unroll
-      for (int i = 0; i < kMaxHd / 32; ++i) {
-        const int d = lane + 32 * i;
-        kv[u][i] = jb + u < nk && d < hd ? kbase[(jb + u) * kvd + d] : 0.0f;
+        for (int i = 0; i < kMaxHd / 32; ++i) {
+          const int d = lane + 32 * i;
+          kv[u][i] = jb + u < j1 && d < hd ? base[static_cast<int64_t>(jb + u) * stride + d] : 0.0f;
+        }
+#pragma unroll
+      for (int u = 0; u < kKeysPerWarp; ++u) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kMaxHd / 32; ++i)
+          if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kv[u][i], acc);
+        acc = warp_sum_xor(acc);
+        if (lane == 0 && jb + u < j1) sc[jb + u] = __fmul_rn(acc, p.scale);
       }
-#pragma unroll
-    for (int u = 0; u < kKeysPerWarp; ++u) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kMaxHd / 32; ++i)
-        if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kv[u][i], acc);
-      acc = warp_sum_xor(acc);
-      if (lane == 0 && jb + u < nk) sc[jb + u] = __fmul_rn(acc, p.scale);
     }
+  };
+  if constexpr (kDecode) score_keys(kst, hd, 0, n_st);  // v5: the staged keys
+  score_keys(kbase, kvd, n_st, nk_c);
+  if (own_key && warp == 0) {  // v4: the token's own key
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxHd / 32; ++i)
+      if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kn[lane + 32 * i], acc);
+    acc = warp_sum_xor(acc);
+    if (lane == 0) sc[nk - 1] = __fmul_rn(acc, p.scale);
   }
   __syncthreads();
   float m = -INFINITY;
@@ -119,52 +257,92 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   l = warp_sum_xor(l);
   if (lane == 0) red[warp] = l;
   __syncthreads();
-  float* out = p.work + ((t * p.H + h) * max_splits + s) * (hd + 2);
-  if (tid == 0) {
-    float tot = 0.0f;
-    for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, red[w]);
-    out[0] = m;
-    out[1] = tot;
-  }
-  // v2: a thread's (at most kMaxHd / kThreads) output dims together, keys kVBatch at a time with
-  // every load issued before the batch's fmas (v1 waited a memory latency per key); each dim's
-  // chain over the keys in index order is v1's.
+  float tot = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, red[w]);
+  // Values: each dim's chain over the keys in index order is v1's — the staged keys (the split's
+  // first n_st), then the streamed ones (v2: kVBatch at a time, every load issued before the
+  // batch's fmas; the first batch is vv0), then the token's own.
   float acc[kDims];
 #pragma unroll
   for (int c = 0; c < kDims; ++c) acc[c] = 0.0f;
   int j = 0;
-  for (; j + kVBatch <= nk; j += kVBatch) {
+  for (; j < n_st; ++j)
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) {
+      const int d = tid + c * kThreads;
+      acc[c] = fmaf(sc[j], d < hd ? vst[j * hd + d] : 0.0f, acc[c]);
+    }
+  for (; j + kVBatch <= nk_c; j += kVBatch) {
     float vv[kVBatch][kDims];
 #pragma unroll
     for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
-        vv[u][c] = kDecode && j == 0 ? vv0[u][c] : d < hd ? vbase[(j + u) * kvd + d] : 0.0f;
+        vv[u][c] = kDecode && j == n_st ? vv0[u][c] : d < hd ? vbase[static_cast<int64_t>(j + u) * kvd + d] : 0.0f;
       }
 #pragma unroll
     for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
       for (int c = 0; c < kDims; ++c) acc[c] = fmaf(sc[j + u], vv[u][c], acc[c]);
   }
-  if (kDecode && j == 0) {  // fewer than kVBatch keys: all of them are in vv0
+  if (kDecode && j == n_st && j < nk_c) {  // fewer than kVBatch streamed keys: all of them in vv0
 #pragma unroll
     for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
       for (int c = 0; c < kDims; ++c)
-        if (u < nk) acc[c] = fmaf(sc[u], vv0[u][c], acc[c]);
-    j = nk;
+        if (j + u < nk_c) acc[c] = fmaf(sc[j + u], vv0[u][c], acc[c]);
+    j = nk_c;
   }
-  for (; j < nk; ++j)
+  for (; j < nk_c; ++j)
 #pragma unroll
     for (int c = 0; c < kDims; ++c) {
       const int d = tid + c * kThreads;
-      acc[c] = fmaf(sc[j], d < hd ? vbase[j * kvd + d] : 0.0f, acc[c]);
+      acc[c] = fmaf(sc[j], d < hd ? vbase[static_cast<int64_t>(j) * kvd + d] : 0.0f, acc[c]);
     }
+  if (own_key) {  // v4: the token's own value, last in key order
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) {
+      const int d = tid + c * kThreads;
+      acc[c] = fmaf(sc[nk - 1], d < hd ? vn[d] : 0.0f, acc[c]);
+    }
+  }
+  if constexpr (kFused) {
+    if (n <= kAttnSplit) {  // v4: one split: the combine's operations on this block's own partial
+      const float M = fmaxf(-INFINITY, m);
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) {
+        const int d = tid + c * kThreads;
+        if (d >= hd) break;  // warp-uniform (hd % 32 == 0 with a q8_1 output)
+        const float f = expf(m - M);
+        finish_dim(p, t, h, d, fmaf(f, acc[c], 0.0f), fmaf(f, tot, 0.0f), gv[c]);
+      }
+      return;
+    }
+  }
+  float* out = p.work + ((t * p.H + h) * max_splits + s) * (hd + 2);
+  if (tid == 0) {
+    out[0] = m;
+    out[1] = tot;
+  }
 #pragma unroll
   for (int c = 0; c < kDims; ++c) {
     const int d = tid + c * kThreads;
     if (d < hd) out[2 + d] = acc[c];
+  }
+  if constexpr (kFused) {
+    // v4: several splits: the head's last block to arrive combines (every block's partial is
+    // visible device-wide before its arrival: a fence per thread, the barrier, then the counter)
+    __threadfence();
+    __syncthreads();
+    const int64_t ns = n_splits_dev(n);
+    unsigned* arrivals = p.arrivals + t * p.H + h;
+    if (tid == 0) last_arrival = atomicAdd(arrivals, 1u) == static_cast<unsigned>(ns - 1);
+    __syncthreads();
+    if (!last_arrival) return;
+    __threadfence();
+    combine_head(p, t, h, ns, p.work + (t * p.H + h) * max_splits * (hd + 2));
+    if (tid == 0) *arrivals = 0;  // ready for the next launch (launches are ordered by their boundary)
   }
 }
 
@@ -173,31 +351,7 @@ __global__ void __launch_bounds__(kThreads) attn_combine_kernel(AttnParams p, in
   pdl_release();
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
-  const int hd = p.hd, lane = threadIdx.x & 31;
-  const int64_t ns = n_splits_dev(*p.pos0 + t + 1);
-  const float* w = p.work + (t * p.H + h) * max_splits * (hd + 2);
-  float M = -INFINITY;
-  for (int64_t s = 0; s < ns; ++s) M = fmaxf(M, w[s * (hd + 2)]);
-  for (int d0 = 0; d0 < hd; d0 += kThreads) {  // warp-uniform bounds when hd % 32 == 0
-    const int d = d0 + static_cast<int>(threadIdx.x);
-    if (d >= hd) break;
-    float num = 0.0f, den = 0.0f;
-    for (int64_t s = 0; s < ns; ++s) {
-      const float* ws = w + s * (hd + 2);
-      const float f = expf(ws[0] - M);
-      num = fmaf(f, ws[2 + d], num);
-      den = fmaf(f, ws[1], den);
-    }
-    float o = __fdiv_rn(num, den);
-    if (p.gate) {
-      const float g = p.gate[t * p.H * hd + h * hd + d];
-      o = __fmul_rn(o, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
-    }
-    const int64_t i = t * p.H * hd + h * hd + d;
-    p.out[i] = o;
-    // v2: lanes of a warp hold 32 consecutive dims of the head, one q8_1 block
-    if (p.out_q) quantize_block_q8_1(o, p.out_q + i / 32, lane);
-  }
+  combine_head(p, t, h, n_splits_dev(*p.pos0 + t + 1), p.work + (t * p.H + h) * max_splits * (p.hd + 2));
 }
 
 }  // namespace
@@ -208,14 +362,51 @@ int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd) {
 
 // --- launchers / dispatch
 
+namespace {
+
+// v5: how many of a decode block's keys to stage (attn_split_kernel): up to a split's (and the
+// context's), within 200 KB of shared memory when the grid's blocks fit one per SM, else 96 KB
+// (two per SM); none when rows are not whole 16-byte copies.
+int stage_keys_for(const AttnParams& p, int64_t ms) {
+  if (p.T != 1 || p.hd % 4 != 0) return 0;
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  const int64_t budget = ms * p.H <= sms ? 200 * 1024 : 96 * 1024;
+  return static_cast<int>(std::min<int64_t>({kAttnSplit, p.ctx_bound, budget / (2 * 4 * p.hd)}));
+}
+
+template <class Kernel>
+void launch_split(const char* name, Kernel kernel, dim3 grid, const AttnParams& p, int64_t ms, int stage_keys,
+                  cudaStream_t s) {
+  const size_t smem = static_cast<size_t>(2) * 4 * p.hd * stage_keys;
+  if (smem > 48 * 1024) MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  launch_kernel(name, kernel, grid, kThreads, smem, s, p, ms, stage_keys);
+}
+
+}  // namespace
+
 void attention_run(const AttnParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.out_q && p.hd % 32 != 0) fail("attention: q8_1 output needs head_dim % 32 == 0, head_dim = ", p.hd);
   if (p.hd > kMaxHd || p.H % p.KV) fail("attention: head_dim ", p.hd, " (<= 256) / H ", p.H, " KV ", p.KV, " unsupported");
   const int64_t ms = n_splits(p.ctx_bound);
   const dim3 g1(static_cast<unsigned>(ms), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
-  if (p.T == 1) launch_kernel("attn_split_kernel", attn_split_kernel<8, 16, true>, g1, kThreads, 0, s, p, ms);
-  else launch_kernel("attn_split_kernel", attn_split_kernel<2, 4, false>, g1, kThreads, 0, s, p, ms);
+  const int stage = stage_keys_for(p, ms);
+  if (p.prep.q) {
+    const QkPrepParams& q = p.prep;
+    if (p.T != 1 || q.T != 1 || q.H != p.H || q.KV != p.KV || q.hd != p.hd || q.pos0 != p.pos0 ||
+        q.k_cache != p.k_cache || q.v_cache != p.v_cache)
+      fail("attention: the token's own q/k preparation needs T = 1 and the attention's own heads, position and cache");
+    if (q.n_rot > q.hd || q.n_rot % 2) fail("attention: n_rot ", q.n_rot, " unsupported (even, <= head_dim ", q.hd, ")");
+    if (!p.arrivals) fail("attention: the one-launch decode form needs its arrival counters (AttnParams::arrivals)");
+    return launch_split("attn_split_kernel", attn_split_kernel<8, 16, true, true>, g1, p, ms, stage, s);
+  }
+  if (p.T == 1) launch_split("attn_split_kernel", attn_split_kernel<8, 16, true>, g1, p, ms, stage, s);
+  else launch_split("attn_split_kernel", attn_split_kernel<2, 4, false>, g1, p, ms, 0, s);
   const dim3 g2(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
   launch_kernel("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, p, ms);
 }

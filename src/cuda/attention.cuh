@@ -11,6 +11,12 @@
 // The split size is a constant, never derived from the batch or the context, so a query's
 // result depends only on its own keys (DESIGN.md law 2).
 //
+// A decode token (T = 1) can run as ONE launch (AttnParams::prep): the split kernel then also
+// prepares the token's q and k (rope.cuh's norm_rope_head: q / k norms, RoPE) and stores its K / V,
+// and finishes the heads itself (a one-split context in the split block, a longer one in the
+// head's last split block to arrive, counted in AttnParams::arrivals): the same bits as
+// qk_prep_run, then this attention in its three-launch form.
+//
 // provides: kAttnSplit, AttnParams, attention_run, attention_workspace_floats
 #pragma once
 
@@ -19,6 +25,7 @@
 #include <cstdint>
 
 #include "cuda/dmat.h"
+#include "cuda/rope.cuh"
 
 namespace memra::cuda {
 
@@ -38,6 +45,11 @@ struct AttnParams {
   int64_t T = 0;
   int H = 0, KV = 0, hd = 0;
   float scale = 0;                 // f32(1 / sqrt(hd))
+  // T = 1 only, or prep.q == nullptr: the token's q / k / v projections and norms for the one-
+  // launch form (prep.q raw and not written; prep's pos0, T, H, KV, hd and cache as above), and
+  // [H] arrival counters, zero before the launch and left zero after it.
+  QkPrepParams prep;
+  unsigned* arrivals = nullptr;
 };
 
 int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd);

@@ -227,6 +227,7 @@ struct Model::Impl {
   Counters counters;
   DeviceBuffer<float> x, h, q, k, v, gate, o, qkv, qkvc, z, b, a, fg, fu, ye, ysh, rl, sg, wts, logits, hn, work;
   DeviceBuffer<Q81> hq, oq, fq, hnq;
+  DeviceBuffer<uint32_t> attn_arrivals;  // [n_head], the decode attention's per-head arrival counters
   // prefill_act = w4a4: on for the current call when it has more than one token (run()); the
   // NVFP4 mat-muls then read W4A4 activations from x4, quantized per call from the f32 rows
   bool w4a4_on = false;
@@ -270,6 +271,8 @@ struct Model::Impl {
       hn = DeviceBuffer<float>(*e, static_cast<size_t>(c.n_embd));
       hnq = DeviceBuffer<Q81>(*e, static_cast<size_t>(std::max<int64_t>(c.n_embd / 32, 1)));
       amax = DeviceBuffer<int32_t>(*e, 1);
+      attn_arrivals = DeviceBuffer<uint32_t>(*e, static_cast<size_t>(std::max<int64_t>(c.n_head, 1)));
+      attn_arrivals.fill_bytes(0);  // the one-launch decode attention leaves them zero (attention.cuh)
     }
     int64_t need = cuda::attention_workspace_floats(T, ctx, static_cast<int>(c.n_head), static_cast<int>(c.head_dim));
     if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
@@ -394,7 +397,10 @@ struct Model::Impl {
     qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = ci.pos_dev.data();
     qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
     qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
-    cuda::qk_prep_run(qp, s);
+    // a decode token: its q / k preparation, K / V store and the combine inside one attention
+    // launch (attention.cuh; the same bits as these three launches)
+    const bool one_launch = T == 1;
+    if (!one_launch) cuda::qk_prep_run(qp, s);
     cuda::AttnParams ap;
     ap.q = q.data(); ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
     ap.gate = L.wgate.empty() ? nullptr : gate.data(); ap.out = o.data(); ap.work = work.data();
@@ -403,6 +409,10 @@ struct Model::Impl {
     // wo's q8_1 input from the combine itself when the blocks lie inside a head
     const bool q_in_combine = cuda::uses_q8_1(L.wo.m.type) && c.head_dim % 32 == 0;
     ap.out_q = q_in_combine ? oq.data() : nullptr;
+    if (one_launch) {
+      ap.prep = qp;
+      ap.arrivals = attn_arrivals.data();
+    }
     cuda::attention_run(ap, s);
     if (cuda::uses_q8_1(L.wo.m.type) && !q_in_combine)
       rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);

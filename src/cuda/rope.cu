@@ -1,5 +1,11 @@
 // src/cuda/rope.cu — q/k norm + partial NEOX RoPE + K/V store (see rope.cuh).
 // v1: grid (T, H + 2*KV): blocks [0, H) queries, [H, H+KV) keys, [H+KV, H+2KV) values (copy).
+// v2: a head's norm and rotation as norm_rope_head (rope.cuh), shared with the decode attention
+//     kernel that prepares its own token (attention.cu v4); the f64 angles and the multiplier
+//     taken before the dependency wait; the rotation's products and difference rounded as
+//     written (v1 left their contraction to the compiler; the oracle rounds each). H200 graph
+//     decode with the three-launch attention: 0.6B 786-795 us per token (session 10: 815, another
+//     process), 9B NVFP4 unchanged. The decode attention (attention.cu v4) no longer launches it.
 #include "cuda/common.cuh"
 #include "cuda/rope.cuh"
 #include "cuda/launch.cuh"
@@ -8,50 +14,38 @@ namespace memra::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;  // >= head_dim (checked)
+constexpr int kThreads = kQkMaxHd;  // >= head_dim (checked)
 
 // --- kernels
 
 __global__ void __launch_bounds__(kThreads) qk_prep_kernel(QkPrepParams p) {
+  __shared__ float h[kQkMaxHd];
+  __shared__ float part[kQkMaxHd / 32];
+  const int64_t t = blockIdx.x;
+  const int hb = blockIdx.y, tid = threadIdx.x;
+  const int hd = p.hd, kvd = p.KV * hd;
+  // v2: the position, the rotation's angles and the multiplier before the wait. pos0 is written
+  // only by a forward pass's last kernel (or a host copy in stream order), at least three
+  // launches before this one (embed, norm, mat-vec); a kernel starts only once its predecessor
+  // has passed its own wait, i.e. once the launch before that has completed. Read from L2.
+  const int64_t pos = __ldcg(p.pos0) + t;
+  const bool is_v = hb >= p.H + p.KV, is_q = hb < p.H;
+  RopeAngles<kThreads> ang{};
+  HeadValues<kThreads> w{};  // the norm's multiplier: a weight
+  if (!is_v) {
+    ang = rope_angles<kThreads>(pos, p.n_rot, p.theta);
+    w = head_values<kThreads>(is_q ? p.q_norm : p.k_norm, hd);
+  }
   pdl_wait();
   pdl_release();
-  __shared__ float h[kThreads];
-  __shared__ float part[kThreads / 32];
-  const int64_t t = blockIdx.x;
-  const int hb = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int hd = p.hd, kvd = p.KV * hd;
-  const int64_t pos = *p.pos0 + t;
-  if (hb >= p.H + p.KV) {  // V: straight copy into the cache
+  if (is_v) {  // V: straight copy into the cache
     const int kvh = hb - p.H - p.KV;
     if (tid < hd) p.v_cache[pos * kvd + kvh * hd + tid] = p.v[t * kvd + kvh * hd + tid];
     return;
   }
-  const bool is_q = hb < p.H;
   const float* src = is_q ? p.q + t * p.H * hd + hb * hd : p.k + t * kvd + (hb - p.H) * hd;
-  const float* w = is_q ? p.q_norm : p.k_norm;
-  const float x = tid < hd ? src[tid] : 0.0f;
-  float ss = warp_sum_xor(__fmul_rn(x, x));
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  float tot = 0.0f;
-  for (int i = 0; i < kThreads / 32; ++i) tot = __fadd_rn(tot, part[i]);
-  const float r = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(hd)), p.eps));
-  if (tid < hd) h[tid] = __fmul_rn(__fmul_rn(x, r), w[tid]);
-  __syncthreads();
-  float y = tid < hd ? h[tid] : 0.0f;
-  const int half = p.n_rot / 2;
-  if (tid < p.n_rot) {
-    const int i = tid < half ? tid : tid - half;
-    const double inv_freq = pow(p.theta, -2.0 * i / static_cast<double>(p.n_rot));
-    double sn, cs;
-    sincos(static_cast<double>(pos) * inv_freq, &sn, &cs);
-    const double a = h[i], b = h[i + half];
-    y = tid < half ? static_cast<float>(a * cs - b * sn) : static_cast<float>(b * cs + a * sn);
-  }
-  if (tid < hd) {
-    if (is_q) p.q[t * p.H * hd + hb * hd + tid] = y;
-    else p.k_cache[pos * kvd + (hb - p.H) * hd + tid] = y;
-  }
+  float* dst = is_q ? p.q + t * p.H * hd + hb * hd : p.k_cache + pos * kvd + (hb - p.H) * hd;
+  norm_rope_head<kThreads>(head_values<kThreads>(src, hd), w, dst, hd, p.n_rot, p.eps, ang, h, part);
 }
 
 }  // namespace

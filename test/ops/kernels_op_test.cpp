@@ -190,6 +190,116 @@ TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
   }
 }
 
+// A decode token's attention in one launch (AttnParams::prep: the split kernel prepares the
+// token's q / k, stores its K / V and finishes the heads itself) against qk_prep_run then the
+// three-launch attention_run, bitwise: output, q8_1 output, and the whole K / V cache after the
+// call. The one-launch run's cache row at the token's position starts as NaN (a block that read it
+// instead of its own key would turn the output NaN), its raw q must stay unwritten, and the arrival
+// counters must be zero again after every call. Positions: inside the first split, its last key
+// (one split, finished in the split block), the first key of the second split (whose only key is
+// the token's own), further on (three splits, finished by the last block to arrive); each
+// one-launch call runs twice on the same counters. Partial and full rotation, GQA 4:1, gated
+// with q8_1 output. Negative control: another RoPE base must change the bits.
+TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
+  for (int hd : {128, 256})
+    for (int n_rot : {hd / 4, hd})
+      for (int64_t pos : {5, 255, 256, 600}) {
+        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " n_rot=" << n_rot << " pos=" << pos);
+        const int H = 8, KV = 2, kvd = KV * hd;
+        const int64_t ctx = 1000;  // the grid's splits past the context exit
+        auto q = rnd(H * hd, -2, 2), k = rnd(kvd, -2, 2), v = rnd(kvd), g = rnd(H * hd, -3, 3);
+        auto qn = rnd(hd, 0.5f, 1.5f), kn = rnd(hd, 0.5f, 1.5f), kc = rnd(ctx * kvd), vc = rnd(ctx * kvd);
+        auto dg = up(g), dqn = up(qn), dkn = up(kn), dk = up(k), dv = up(v);
+        auto dpos = up(std::vector<int64_t>{pos});
+        DeviceBuffer<unsigned> arrivals(e(), H);
+        arrivals.fill_bytes(0);
+        struct Out { std::vector<float> out, kc, vc, q; std::vector<BlockQ8_1> oq; };
+        auto run = [&](bool one_launch, double theta) {
+          auto dq = up(q);
+          std::vector<float> kc0 = kc, vc0 = vc;
+          if (one_launch)
+            for (int d = 0; d < kvd; ++d) kc0[pos * kvd + d] = vc0[pos * kvd + d] = std::nanf("");
+          auto dkc = up(kc0), dvc = up(vc0);
+          DeviceBuffer<float> out(e(), H * hd), work(e(), cuda::attention_workspace_floats(1, ctx, H, hd));
+          out.fill_bytes(0xFF);
+          work.fill_bytes(0xFF);
+          DeviceBuffer<BlockQ8_1> oq(e(), H * hd / 32);
+          oq.fill_bytes(0xFF);
+          cuda::QkPrepParams qp;
+          qp.q = dq.data(); qp.k = dk.data(); qp.v = dv.data(); qp.q_norm = dqn.data(); qp.k_norm = dkn.data();
+          qp.k_cache = dkc.data(); qp.v_cache = dvc.data(); qp.pos0 = dpos.data(); qp.T = 1; qp.H = H; qp.KV = KV;
+          qp.hd = hd; qp.n_rot = n_rot; qp.eps = 1e-6f; qp.theta = theta;
+          cuda::AttnParams p;
+          p.q = dq.data(); p.k_cache = dkc.data(); p.v_cache = dvc.data(); p.gate = dg.data(); p.out = out.data();
+          p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()); p.work = work.data(); p.pos0 = dpos.data(); p.ctx_bound = ctx;
+          p.T = 1; p.H = H; p.KV = KV; p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+          if (one_launch) {
+            p.prep = qp;
+            p.arrivals = arrivals.data();
+            cuda::attention_run(p, s());
+            e().synchronize();
+            EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+          } else {
+            cuda::qk_prep_run(qp, s());
+          }
+          cuda::attention_run(p, s());  // one-launch: again on the same counters and cache
+          e().synchronize();
+          if (one_launch) EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+          return Out{out.download(), dkc.download(), dvc.download(), dq.download(), oq.download()};
+        };
+        const Out ref = run(false, 1e6), got = run(true, 1e6);
+        double norm = 0;
+        for (float x : ref.out) norm += std::abs(x);
+        ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+        EXPECT_THAT(got.out, testing::BitIdentical(ref.out)) << "attention output";
+        EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K cache";
+        EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V cache";
+        EXPECT_THAT(got.q, testing::BitIdentical(q)) << "the raw q was written";
+        for (size_t b = 0; b < ref.oq.size(); ++b)
+          ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
+        EXPECT_FALSE(compare_to_contract(run(true, 1e4).out, ref.out, Tolerance::exact())) << "another RoPE base gave the same bits";
+      }
+}
+
+// The one-launch decode attention refuses what it cannot do, by name: more than one token, heads
+// or a position other than the attention's own, and no arrival counters.
+TEST_F(Kernels, DecodeAttentionInOneLaunchRefusesMismatchedPrep) {
+  const int H = 4, KV = 2, hd = 64;
+  DeviceBuffer<float> q(e(), 2 * H * hd), kc(e(), 64 * KV * hd), vc(e(), 64 * KV * hd), out(e(), 2 * H * hd);
+  DeviceBuffer<float> work(e(), cuda::attention_workspace_floats(2, 64, H, hd));
+  DeviceBuffer<unsigned> arrivals(e(), H);
+  auto dpos = up(std::vector<int64_t>{3});
+  cuda::QkPrepParams qp;
+  qp.q = q.data(); qp.k = q.data(); qp.v = q.data(); qp.q_norm = q.data(); qp.k_norm = q.data();
+  qp.k_cache = kc.data(); qp.v_cache = vc.data(); qp.pos0 = dpos.data(); qp.T = 1; qp.H = H; qp.KV = KV; qp.hd = hd;
+  qp.n_rot = 16;
+  cuda::AttnParams p;
+  p.q = q.data(); p.k_cache = kc.data(); p.v_cache = vc.data(); p.out = out.data(); p.work = work.data();
+  p.pos0 = dpos.data(); p.ctx_bound = 64; p.T = 1; p.H = H; p.KV = KV; p.hd = hd; p.scale = 0.125f;
+  p.prep = qp;
+  p.arrivals = arrivals.data();
+  auto refuses = [&](cuda::AttnParams bad, const char* what) {
+    try {
+      cuda::attention_run(bad, s());
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& err) {
+      EXPECT_THAT(err.what(), ::testing::HasSubstr("attention")) << what;
+    }
+  };
+  cuda::AttnParams two = p;
+  two.T = 2;
+  refuses(two, "two tokens");
+  cuda::AttnParams heads = p;
+  heads.prep.H = 8;
+  refuses(heads, "other heads");
+  cuda::AttnParams none = p;
+  none.arrivals = nullptr;
+  refuses(none, "no arrival counters");
+  cuda::AttnParams odd = p;
+  odd.prep.n_rot = 15;
+  refuses(odd, "odd n_rot");
+}
+
 // The decode token's conv + recurrence + gated output norm in one launch (gdn_step_norm_run with
 // the conv) against the three launches it replaces (the conv kernel, the step kernel, then the
 // RmsNormGated row op in place with its q8_1 blocks): conv ring, state, f32 output and q8_1
