@@ -100,7 +100,8 @@ Model& model_for(const Shape& s) {
   return *m;
 }
 
-// "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph;
+// "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph
+// ("graph_ctx32k": in a cache of 32768 positions);
 // "graph_serial": the same graph with launch_overlap off (no programmatic dependent launch: each
 // kernel starts after the previous one has drained). Every other arm as the environment sets it
 // (Arms::from_env: MEMRA_FUSE_GDN_DECODE=off bench_decode ... times the unfused form), else its
@@ -109,7 +110,7 @@ void set_arm(Model& m, const char* arm) {
   const std::string a_name = arm;
   Arms a = Arms::from_env();
   a.decode_matvec = a_name == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
-  a.decode_graph = a_name == "graph" || a_name == "graph_serial";
+  a.decode_graph = a_name == "graph" || a_name == "graph_serial" || a_name == "graph_ctx32k";
   a.launch_overlap = a_name != "graph_serial";
   m.set_arms(a);
 }
@@ -118,7 +119,11 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, arm);
   const int64_t steps = st.max_iterations;
-  Cache c = m.new_cache(16 + steps + 9);
+  // "graph_ctx32k": the same short context in a cache of 32768 positions (a server's cache): the
+  // captured attention grid is sized for max_ctx, so this times what the splits past the context
+  // cost
+  const bool long_cache = std::string(arm) == "graph_ctx32k";
+  Cache c = m.new_cache(long_cache ? 32768 : 16 + steps + 9);
   std::vector<int32_t> prompt(16);
   for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
   m.prime_cache(prompt, c);
@@ -164,7 +169,7 @@ void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
   for (const Shape& s : kShapes) {
-    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial"})
+    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
     for (const char* arm : {"mmvq", "mmvq_serial", "gemm"})

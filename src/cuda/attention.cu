@@ -88,9 +88,12 @@ __device__ __forceinline__ void combine_head(const AttnParams& p, int64_t t, int
   }
 }
 
-// v5: a decode block's keys before the token (written by earlier forward passes) are copied into
-// shared memory before the dependency wait, up to stage_keys of them (the launcher sizes it):
-// K rows [stage_keys][hd], then V rows, after the static arrays. The rest stream as in v2.
+// Block (s, h, t) takes splits s, s + gridDim.x, ... of query t's context (v6: a decode grid
+// has at most one wave of blocks, so a long context gives a block several splits; a prefill grid
+// has a block per split). Each split's partial is computed the same way wherever it runs.
+// v5: a decode block's keys of its first split before the token's (written by earlier forward
+// passes) are copied into shared memory before the dependency wait, up to stage_keys of them
+// (the launcher sizes it): K rows [stage_keys][hd], then V rows, after the static arrays.
 template <int kKeysPerWarp, int kVBatch, bool kDecode, bool kFused = false>
 __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int64_t max_splits, int stage_keys) {
   static_assert(!kFused || kDecode, "the one-launch form is the decode form (one query)");
@@ -102,13 +105,12 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   __shared__ float kn[kFused ? kMaxHd : 1], vn[kFused ? kMaxHd : 1], hbuf[kFused ? kMaxHd : 1], part[kMaxHd / 32];
   __shared__ bool last_arrival;
   extern __shared__ __align__(16) float kv_stage[];  // kDecode: [stage_keys][hd] K, then [stage_keys][hd] V
-  const int s = blockIdx.x, h = blockIdx.y;
+  const int s0 = blockIdx.x, h = blockIdx.y, sg = gridDim.x;
   const int64_t t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hd = p.hd, kvd = p.KV * hd, kvh = h / (p.H / p.KV);
-  const int64_t k0 = static_cast<int64_t>(s) * kAttnSplit;
-  const float* kbase = p.k_cache + k0 * kvd + kvh * hd;
-  const float* vbase = p.v_cache + k0 * kvd + kvh * hd;
+  const float* kcol = p.k_cache + kvh * hd;  // key j's row of this head at kcol + j * kvd
+  const float* vcol = p.v_cache + kvh * hd;
   // Before the wait (decode). The position: pos0 is written only by a forward pass's last kernel
   // (or a host copy in stream order), at least three launches before this one (embed, norm,
   // mat-vec); a kernel starts only once its predecessor has passed its own wait, i.e. once the
@@ -116,34 +118,37 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   // written by earlier passes, so they are final too; the token's own K / V is not (qk_prep, the
   // launch before, writes it; the one-launch form prepares it itself).
   const int64_t pos_pre = kDecode ? __ldcg(p.pos0) + t : 0;
-  const int n_pre = kDecode ? static_cast<int>(pos_pre - k0 < 0 ? 0 : pos_pre - k0 < kAttnSplit ? pos_pre - k0 : kAttnSplit) : 0;
-  const int n_st = n_pre < stage_keys ? n_pre : stage_keys;  // keys of this block in kv_stage
+  const int64_t k00 = static_cast<int64_t>(s0) * kAttnSplit;  // the first split's first key
+  const int n_pre = kDecode ? static_cast<int>(pos_pre - k00 < 0 ? 0 : pos_pre - k00 < kAttnSplit ? pos_pre - k00 : kAttnSplit) : 0;
+  const int n_st0 = n_pre < stage_keys ? n_pre : stage_keys;  // keys of the first split in kv_stage
   float* kst = kv_stage;
   float* vst = kv_stage + static_cast<int64_t>(stage_keys) * hd;
   if constexpr (kDecode) {
-    // v5: the staged keys' K and V rows, 16 bytes per copy (hd % 4 == 0, checked)
+    // v5: the staged keys' K and V rows, 16 bytes per copy (hd % 4 == 0: the launcher stages
+    // nothing otherwise)
     const int chunks = hd / 4;
-    for (int idx = tid; idx < 2 * n_st * chunks; idx += kThreads) {
-      const int kv = idx / (n_st * chunks), rem = idx % (n_st * chunks), j = rem / chunks, c = rem % chunks;
-      cp_async16((kv ? vst : kst) + j * hd + 4 * c, (kv ? vbase : kbase) + static_cast<int64_t>(j) * kvd + 4 * c);
+    for (int idx = tid; idx < 2 * n_st0 * chunks; idx += kThreads) {
+      const int kv = idx / (n_st0 * chunks), rem = idx % (n_st0 * chunks), j = rem / chunks, c = rem % chunks;
+      cp_async16((kv ? vst : kst) + j * hd + 4 * c, (kv ? vcol : kcol) + (k00 + j) * kvd + 4 * c);
     }
     cp_async_commit();
-    // v3: the unstaged keys asked into L2 while the previous kernel drains (the cache is evicted
-    // by every step's weight stream). Decode only: in a 512-token prefill every (query, head)
-    // block prefetching its split measured the 0.6B prefill at 16.1k instead of 20.2k tokens/s.
-    const int nk_hint = static_cast<int>(pos_pre + 1 - k0 < kAttnSplit ? pos_pre + 1 - k0 : kAttnSplit);
+    // v3: the first split's other keys asked into L2 while the previous kernel drains (the cache
+    // is evicted by every step's weight stream). Decode only: in a 512-token prefill every
+    // (query, head) block prefetching its split measured the 0.6B prefill at 16.1k instead of
+    // 20.2k tokens/s.
+    const int nk_hint = static_cast<int>(pos_pre + 1 - k00 < kAttnSplit ? pos_pre + 1 - k00 : kAttnSplit);
     const int lines = (hd * 4 + 127) / 128;  // 128-byte lines per key row of one kv head
-    for (int idx = n_st * lines + tid; idx < nk_hint * lines; idx += kThreads) {
+    for (int idx = n_st0 * lines + tid; idx < nk_hint * lines; idx += kThreads) {
       const int j = idx / lines, c = idx % lines;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(kbase + static_cast<int64_t>(j) * kvd) + 128 * c));
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(vbase + static_cast<int64_t>(j) * kvd) + 128 * c));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(kcol + (k00 + j) * kvd) + 128 * c));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(vcol + (k00 + j) * kvd) + 128 * c));
     }
   }
   // v4: the one-launch form's angles and norm multipliers (weights) before the wait
   RopeAngles<kThreads> ang{};
   HeadValues<kThreads> wq{}, wk{};
   if constexpr (kFused) {
-    if (k0 <= pos_pre) {
+    if (k00 <= pos_pre) {
       ang = rope_angles<kThreads>(pos_pre, p.prep.n_rot, p.prep.theta);
       wq = head_values<kThreads>(p.prep.q_norm, hd);
       wk = head_values<kThreads>(p.prep.k_norm, hd);
@@ -152,19 +157,18 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   pdl_wait();
   pdl_release();
   const int64_t n = (kDecode ? pos_pre : *p.pos0 + t) + 1;
-  if (k0 >= n) return;
-  const int nk = static_cast<int>(n - k0 < kAttnSplit ? n - k0 : kAttnSplit);
-  // v4: the split holding the token's key (the context's last) takes it from kn / vn, prepared
-  // here, not from the cache: the cache loops run over the nk_c keys before it
-  const bool own_key = kFused && n - 1 < k0 + kAttnSplit;
-  const int nk_c = own_key ? nk - 1 : nk;
+  const int64_t ns = n_splits_dev(n);
+  if (s0 >= ns) return;
+  // v4: the block of the split holding the token's key (the context's last) takes it from kn /
+  // vn, prepared here, not from the cache: that split's cache loops run over the keys before it
+  const bool own_block = kFused && (ns - 1) % sg == s0;
   float gv[kDims] = {};  // v4: the gate's values at this thread's dims, loaded with the head's
   if constexpr (kFused) {
     // every load that depends on the previous kernel at once: q, k, v of the token and the gate
     const QkPrepParams& q = p.prep;
     const HeadValues<kThreads> xq = head_values<kThreads>(q.q + h * hd, hd);
     HeadValues<kThreads> xk{}, xv{};
-    if (own_key) {
+    if (own_block) {
       xk = head_values<kThreads>(q.k + kvh * hd, hd);
       xv = head_values<kThreads>(q.v + kvh * hd, hd);
     }
@@ -175,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
         gv[c] = d < hd ? p.gate[h * hd + d] : 0.0f;
       }
     norm_rope_head<kThreads>(xq, wq, qs, hd, q.n_rot, q.eps, ang, hbuf, part);
-    if (own_key) {
+    if (own_block) {
       norm_rope_head<kThreads>(xk, wk, kn, hd, q.n_rot, q.eps, ang, hbuf, part);
       const int64_t pos = n - 1;
       const bool stores = h % (p.H / p.KV) == 0;  // the KV group's first query head stores K / V
@@ -194,150 +198,160 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
     for (int d = tid; d < hd; d += kThreads) qs[d] = p.q[t * p.H * hd + h * hd + d];
   }
   if constexpr (kDecode) cp_async_wait_all();
-  __syncthreads();  // qs (and kn / vn), and every thread's staged copies
-  // v3: the value pass's first streamed batch loaded now, its round trip under the score pass's
-  float vv0[kVBatch][kDims];
+  for (int64_t s = s0; s < ns; s += sg) {
+    __syncthreads();  // qs (and kn / vn) and the staged copies; then sc and red free for this split
+    const int64_t k0 = s * kAttnSplit;
+    const int nk = static_cast<int>(n - k0 < kAttnSplit ? n - k0 : kAttnSplit);
+    const bool own_key = own_block && s == ns - 1;
+    const int nk_c = own_key ? nk - 1 : nk;
+    const int n_st = s == s0 ? n_st0 : 0;  // staged keys of this split (its first)
+    const float* kbase = kcol + k0 * kvd;
+    const float* vbase = vcol + k0 * kvd;
+    // v3: the value pass's first streamed batch loaded now, its round trip under the score pass's
+    float vv0[kVBatch][kDims];
 #pragma unroll
-  for (int u = 0; u < kVBatch; ++u)
+    for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
-    for (int c = 0; c < kDims; ++c) {
-      const int d = tid + c * kThreads;
-      vv0[u][c] = kDecode && n_st + u < nk_c && d < hd ? vbase[static_cast<int64_t>(n_st + u) * kvd + d] : 0.0f;
+      for (int c = 0; c < kDims; ++c) {
+        const int d = tid + c * kThreads;
+        vv0[u][c] = kDecode && n_st + u < nk_c && d < hd ? vbase[static_cast<int64_t>(n_st + u) * kvd + d] : 0.0f;
+      }
+    // Scores: each key's chain is v1's (lanes over dims in order, then the butterfly), whether its
+    // row comes from the stage, the cache, or kn. v2: a warp takes kKeysPerWarp keys at a time and
+    // issues all their loads (up to 8 x 8 per lane) before the first fma, so that their
+    // butterflies interleave; keys [j0, j1) of rows at base + j * stride.
+    auto score_keys = [&](const float* base, int64_t stride, int j0, int j1) {
+      for (int jb = j0 + warp * kKeysPerWarp; jb < j1; jb += kThreads / 32 * kKeysPerWarp) {
+        float kv[kKeysPerWarp][kMaxHd / 32];
+#pragma unroll
+        for (int u = 0; u < kKeysPerWarp; ++u)
+#pragma unroll
+          for (int i = 0; i < kMaxHd / 32; ++i) {
+            const int d = lane + 32 * i;
+            kv[u][i] = jb + u < j1 && d < hd ? base[static_cast<int64_t>(jb + u) * stride + d] : 0.0f;
+          }
+#pragma unroll
+        for (int u = 0; u < kKeysPerWarp; ++u) {
+          float acc = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kMaxHd / 32; ++i)
+            if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kv[u][i], acc);
+          acc = warp_sum_xor(acc);
+          if (lane == 0 && jb + u < j1) sc[jb + u] = __fmul_rn(acc, p.scale);
+        }
+      }
+    };
+    if constexpr (kDecode) score_keys(kst, hd, 0, n_st);  // v5: the staged keys
+    score_keys(kbase, kvd, n_st, nk_c);
+    if (own_key && warp == 0) {  // v4: the token's own key
+      float acc = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxHd / 32; ++i)
+        if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kn[lane + 32 * i], acc);
+      acc = warp_sum_xor(acc);
+      if (lane == 0) sc[nk - 1] = __fmul_rn(acc, p.scale);
     }
-  // Scores: each key's chain is v1's (lanes over dims in order, then the butterfly), whether its
-  // row comes from the stage, the cache, or kn. v2: a warp takes kKeysPerWarp keys at a time and
-  // issues all their loads (up to 8 x 8 per lane) before the first fma, so that their butterflies
-  // interleave; keys [j0, j1) of rows at base + j * stride.
-  auto score_keys = [&](const float* base, int64_t stride, int j0, int j1) {
-    for (int jb = j0 + warp * kKeysPerWarp; jb < j1; jb += kThreads / 32 * kKeysPerWarp) {
-      float kv[kKeysPerWarp][kMaxHd / 32];
+    __syncthreads();
+    float m = -INFINITY;
+    for (int j = tid; j < nk; j += kThreads) m = fmaxf(m, sc[j]);
+    m = warp_max(m);
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float l = 0.0f;
+    for (int j = tid; j < nk; j += kThreads) {
+      const float e = expf(sc[j] - m);
+      sc[j] = e;
+      l = __fadd_rn(l, e);
+    }
+    l = warp_sum_xor(l);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();
+    float tot = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, red[w]);
+    // Values: each dim's chain over the keys in index order is v1's — the staged keys (the
+    // split's first n_st), then the streamed ones (v2: kVBatch at a time, every load issued
+    // before the batch's fmas; the first batch is vv0), then the token's own.
+    float acc[kDims];
 #pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u)
+    for (int c = 0; c < kDims; ++c) acc[c] = 0.0f;
+    int j = 0;
+    for (; j < n_st; ++j)
 #pragma unroll
-        for (int i = 0; i < kMaxHd / 32; ++i) {
-          const int d = lane + 32 * i;
-          kv[u][i] = jb + u < j1 && d < hd ? base[static_cast<int64_t>(jb + u) * stride + d] : 0.0f;
+      for (int c = 0; c < kDims; ++c) {
+        const int d = tid + c * kThreads;
+        acc[c] = fmaf(sc[j], d < hd ? vst[j * hd + d] : 0.0f, acc[c]);
+      }
+    for (; j + kVBatch <= nk_c; j += kVBatch) {
+      float vv[kVBatch][kDims];
+#pragma unroll
+      for (int u = 0; u < kVBatch; ++u)
+#pragma unroll
+        for (int c = 0; c < kDims; ++c) {
+          const int d = tid + c * kThreads;
+          vv[u][c] = kDecode && j == n_st ? vv0[u][c] : d < hd ? vbase[static_cast<int64_t>(j + u) * kvd + d] : 0.0f;
         }
 #pragma unroll
-      for (int u = 0; u < kKeysPerWarp; ++u) {
-        float acc = 0.0f;
+      for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
-        for (int i = 0; i < kMaxHd / 32; ++i)
-          if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kv[u][i], acc);
-        acc = warp_sum_xor(acc);
-        if (lane == 0 && jb + u < j1) sc[jb + u] = __fmul_rn(acc, p.scale);
-      }
+        for (int c = 0; c < kDims; ++c) acc[c] = fmaf(sc[j + u], vv[u][c], acc[c]);
     }
-  };
-  if constexpr (kDecode) score_keys(kst, hd, 0, n_st);  // v5: the staged keys
-  score_keys(kbase, kvd, n_st, nk_c);
-  if (own_key && warp == 0) {  // v4: the token's own key
-    float acc = 0.0f;
+    if (kDecode && j == n_st && j < nk_c) {  // fewer than kVBatch streamed keys: all of them in vv0
 #pragma unroll
-    for (int i = 0; i < kMaxHd / 32; ++i)
-      if (lane + 32 * i < hd) acc = fmaf(qs[lane + 32 * i], kn[lane + 32 * i], acc);
-    acc = warp_sum_xor(acc);
-    if (lane == 0) sc[nk - 1] = __fmul_rn(acc, p.scale);
-  }
-  __syncthreads();
-  float m = -INFINITY;
-  for (int j = tid; j < nk; j += kThreads) m = fmaxf(m, sc[j]);
-  m = warp_max(m);
-  if (lane == 0) red[warp] = m;
-  __syncthreads();
-  m = red[0];
-  for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, red[w]);
-  __syncthreads();
-  float l = 0.0f;
-  for (int j = tid; j < nk; j += kThreads) {
-    const float e = expf(sc[j] - m);
-    sc[j] = e;
-    l = __fadd_rn(l, e);
-  }
-  l = warp_sum_xor(l);
-  if (lane == 0) red[warp] = l;
-  __syncthreads();
-  float tot = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, red[w]);
-  // Values: each dim's chain over the keys in index order is v1's — the staged keys (the split's
-  // first n_st), then the streamed ones (v2: kVBatch at a time, every load issued before the
-  // batch's fmas; the first batch is vv0), then the token's own.
-  float acc[kDims];
+      for (int u = 0; u < kVBatch; ++u)
 #pragma unroll
-  for (int c = 0; c < kDims; ++c) acc[c] = 0.0f;
-  int j = 0;
-  for (; j < n_st; ++j)
-#pragma unroll
-    for (int c = 0; c < kDims; ++c) {
-      const int d = tid + c * kThreads;
-      acc[c] = fmaf(sc[j], d < hd ? vst[j * hd + d] : 0.0f, acc[c]);
+        for (int c = 0; c < kDims; ++c)
+          if (j + u < nk_c) acc[c] = fmaf(sc[j + u], vv0[u][c], acc[c]);
+      j = nk_c;
     }
-  for (; j + kVBatch <= nk_c; j += kVBatch) {
-    float vv[kVBatch][kDims];
-#pragma unroll
-    for (int u = 0; u < kVBatch; ++u)
+    for (; j < nk_c; ++j)
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
-        vv[u][c] = kDecode && j == n_st ? vv0[u][c] : d < hd ? vbase[static_cast<int64_t>(j + u) * kvd + d] : 0.0f;
+        acc[c] = fmaf(sc[j], d < hd ? vbase[static_cast<int64_t>(j) * kvd + d] : 0.0f, acc[c]);
       }
-#pragma unroll
-    for (int u = 0; u < kVBatch; ++u)
-#pragma unroll
-      for (int c = 0; c < kDims; ++c) acc[c] = fmaf(sc[j + u], vv[u][c], acc[c]);
-  }
-  if (kDecode && j == n_st && j < nk_c) {  // fewer than kVBatch streamed keys: all of them in vv0
-#pragma unroll
-    for (int u = 0; u < kVBatch; ++u)
-#pragma unroll
-      for (int c = 0; c < kDims; ++c)
-        if (j + u < nk_c) acc[c] = fmaf(sc[j + u], vv0[u][c], acc[c]);
-    j = nk_c;
-  }
-  for (; j < nk_c; ++j)
-#pragma unroll
-    for (int c = 0; c < kDims; ++c) {
-      const int d = tid + c * kThreads;
-      acc[c] = fmaf(sc[j], d < hd ? vbase[static_cast<int64_t>(j) * kvd + d] : 0.0f, acc[c]);
-    }
-  if (own_key) {  // v4: the token's own value, last in key order
-#pragma unroll
-    for (int c = 0; c < kDims; ++c) {
-      const int d = tid + c * kThreads;
-      acc[c] = fmaf(sc[nk - 1], d < hd ? vn[d] : 0.0f, acc[c]);
-    }
-  }
-  if constexpr (kFused) {
-    if (n <= kAttnSplit) {  // v4: one split: the combine's operations on this block's own partial
-      const float M = fmaxf(-INFINITY, m);
+    if (own_key) {  // v4: the token's own value, last in key order
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
-        if (d >= hd) break;  // warp-uniform (hd % 32 == 0 with a q8_1 output)
-        const float f = expf(m - M);
-        finish_dim(p, t, h, d, fmaf(f, acc[c], 0.0f), fmaf(f, tot, 0.0f), gv[c]);
+        acc[c] = fmaf(sc[nk - 1], d < hd ? vn[d] : 0.0f, acc[c]);
       }
-      return;
+    }
+    if constexpr (kFused) {
+      if (ns == 1) {  // v4: one split: the combine's operations on this block's own partial
+        const float M = fmaxf(-INFINITY, m);
+#pragma unroll
+        for (int c = 0; c < kDims; ++c) {
+          const int d = tid + c * kThreads;
+          if (d >= hd) break;  // warp-uniform (hd % 32 == 0 with a q8_1 output)
+          const float f = expf(m - M);
+          finish_dim(p, t, h, d, fmaf(f, acc[c], 0.0f), fmaf(f, tot, 0.0f), gv[c]);
+        }
+        return;
+      }
+    }
+    float* out = p.work + ((t * p.H + h) * max_splits + s) * (hd + 2);
+    if (tid == 0) {
+      out[0] = m;
+      out[1] = tot;
+    }
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) {
+      const int d = tid + c * kThreads;
+      if (d < hd) out[2 + d] = acc[c];
     }
   }
-  float* out = p.work + ((t * p.H + h) * max_splits + s) * (hd + 2);
-  if (tid == 0) {
-    out[0] = m;
-    out[1] = tot;
-  }
-#pragma unroll
-  for (int c = 0; c < kDims; ++c) {
-    const int d = tid + c * kThreads;
-    if (d < hd) out[2 + d] = acc[c];
-  }
   if constexpr (kFused) {
-    // v4: several splits: the head's last block to arrive combines (every block's partial is
-    // visible device-wide before its arrival: a fence per thread, the barrier, then the counter)
+    // v4: several splits: the head's last block to arrive combines (every block's partials are
+    // visible device-wide before its arrival: a fence per thread, the barrier, then the counter);
+    // min(gridDim.x, ns) blocks arrive
     __threadfence();
     __syncthreads();
-    const int64_t ns = n_splits_dev(n);
     unsigned* arrivals = p.arrivals + t * p.H + h;
-    if (tid == 0) last_arrival = atomicAdd(arrivals, 1u) == static_cast<unsigned>(ns - 1);
+    const unsigned arriving = static_cast<unsigned>(ns < sg ? ns : sg);
+    if (tid == 0) last_arrival = atomicAdd(arrivals, 1u) == arriving - 1;
     __syncthreads();
     if (!last_arrival) return;
     __threadfence();
@@ -364,18 +378,35 @@ int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd) {
 
 namespace {
 
-// v5: how many of a decode block's keys to stage (attn_split_kernel): up to a split's (and the
-// context's), within 200 KB of shared memory when the grid's blocks fit one per SM, else 96 KB
-// (two per SM); none when rows are not whole 16-byte copies.
-int stage_keys_for(const AttnParams& p, int64_t ms) {
-  if (p.T != 1 || p.hd % 4 != 0) return 0;
+int sm_count() {
   static const int sms = [] {
     int dev = 0, n = 0;
     MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
     MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  const int64_t budget = ms * p.H <= sms ? 200 * 1024 : 96 * 1024;
+  return sms;
+}
+
+// v6: a decode grid's splits per head: all of them when that is one wave of blocks (per_sm of
+// the kernel resident per SM by its registers), else as many as make one wave, each block then
+// taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (model.cu),
+// and at 32k keys a block per split was 2048 blocks, most of them exiting after their wait, in
+// several waves.
+template <class Kernel>
+int64_t decode_split_blocks(Kernel kernel, int64_t ms, int H) {
+  int per_sm = 0;
+  MEMRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  return std::max<int64_t>(1, std::min<int64_t>(ms, static_cast<int64_t>(std::max(per_sm, 1)) * sm_count() / H));
+}
+
+// v5: how many of a decode block's first-split keys to stage: up to a split's (and the
+// context's), in 200 KB of shared memory per SM shared by the blocks a wave puts on one (the
+// static arrays, ~5 KB per block, fit beside it); none when rows are not whole 16-byte copies.
+int stage_keys_for(const AttnParams& p, int64_t blocks) {
+  if (p.T != 1 || p.hd % 4 != 0) return 0;
+  const int64_t per_sm = std::max<int64_t>(1, ceil_div(blocks, sm_count()));
+  const int64_t budget = 200 * 1024 / per_sm;
   return static_cast<int>(std::min<int64_t>({kAttnSplit, p.ctx_bound, budget / (2 * 4 * p.hd)}));
 }
 
@@ -394,8 +425,6 @@ void attention_run(const AttnParams& p, cudaStream_t s) {
   if (p.out_q && p.hd % 32 != 0) fail("attention: q8_1 output needs head_dim % 32 == 0, head_dim = ", p.hd);
   if (p.hd > kMaxHd || p.H % p.KV) fail("attention: head_dim ", p.hd, " (<= 256) / H ", p.H, " KV ", p.KV, " unsupported");
   const int64_t ms = n_splits(p.ctx_bound);
-  const dim3 g1(static_cast<unsigned>(ms), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
-  const int stage = stage_keys_for(p, ms);
   if (p.prep.q) {
     const QkPrepParams& q = p.prep;
     if (p.T != 1 || q.T != 1 || q.H != p.H || q.KV != p.KV || q.hd != p.hd || q.pos0 != p.pos0 ||
@@ -403,10 +432,20 @@ void attention_run(const AttnParams& p, cudaStream_t s) {
       fail("attention: the token's own q/k preparation needs T = 1 and the attention's own heads, position and cache");
     if (q.n_rot > q.hd || q.n_rot % 2) fail("attention: n_rot ", q.n_rot, " unsupported (even, <= head_dim ", q.hd, ")");
     if (!p.arrivals) fail("attention: the one-launch decode form needs its arrival counters (AttnParams::arrivals)");
-    return launch_split("attn_split_kernel", attn_split_kernel<8, 16, true, true>, g1, p, ms, stage, s);
+    const auto kernel = attn_split_kernel<8, 16, true, true>;
+    const int64_t sb = decode_split_blocks(kernel, ms, p.H);
+    return launch_split("attn_split_kernel", kernel, dim3(static_cast<unsigned>(sb), static_cast<unsigned>(p.H), 1), p, ms,
+                        stage_keys_for(p, sb * p.H), s);
   }
-  if (p.T == 1) launch_split("attn_split_kernel", attn_split_kernel<8, 16, true>, g1, p, ms, stage, s);
-  else launch_split("attn_split_kernel", attn_split_kernel<2, 4, false>, g1, p, ms, 0, s);
+  if (p.T == 1) {
+    const auto kernel = attn_split_kernel<8, 16, true>;
+    const int64_t sb = decode_split_blocks(kernel, ms, p.H);
+    launch_split("attn_split_kernel", kernel, dim3(static_cast<unsigned>(sb), static_cast<unsigned>(p.H), 1), p, ms,
+                 stage_keys_for(p, sb * p.H), s);
+  } else {
+    const dim3 g1(static_cast<unsigned>(ms), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
+    launch_split("attn_split_kernel", attn_split_kernel<2, 4, false>, g1, p, ms, 0, s);
+  }
   const dim3 g2(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
   launch_kernel("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, p, ms);
 }

@@ -50,6 +50,8 @@ class Kernels : public ::testing::Test {
     for (float& x : v) x = U(rng);
     return v;
   }
+  // DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention's case
+  void check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx);
 };
 
 // q/k: per-head RMSNorm then NEOX RoPE on n_rot dims at pos0 + t; K into the cache; V copied.
@@ -151,10 +153,16 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
 // law (DESIGN.md) at the kernel. T = 37 spans three 16-query blocks; pos0 = 240 puts the split
 // boundary (256 keys) inside the block's queries, pos0 = 0 starts from a single key; GQA heads,
 // head_dim 128 and 256, gated (so the combine also quantises).
+// The last case, 64 heads at 4000 positions, gives the decode grid fewer blocks per head than
+// splits, so each block takes several (attention.cu v6) while the prefill grid keeps a block per
+// split.
 TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
-  for (int64_t pos0 : {240, 0})
-  for (int hd : {128, 256}) {
-    const int T = 37, H = 4, KV = 2;
+  struct Case { int64_t pos0; int hd, T, H, KV; };
+  for (const Case& cs : {Case{240, 128, 37, 4, 2}, Case{240, 256, 37, 4, 2}, Case{0, 128, 37, 4, 2},
+                         Case{0, 256, 37, 4, 2}, Case{4000, 128, 3, 64, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "pos0=" << cs.pos0 << " hd=" << cs.hd << " H=" << cs.H);
+    const int64_t pos0 = cs.pos0;
+    const int hd = cs.hd, T = cs.T, H = cs.H, KV = cs.KV;
     const int64_t ctx = pos0 + T;
     auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
     auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
@@ -200,65 +208,74 @@ TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
 // the token's own), further on (three splits, finished by the last block to arrive); each
 // one-launch call runs twice on the same counters. Partial and full rotation, GQA 4:1, gated
 // with q8_1 output. Negative control: another RoPE base must change the bits.
+// One case of the test below: H query heads over KV cache heads of hd dims, n_rot rotated, the
+// token at pos of a cache of ctx positions.
+void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx) {
+  Kernels& k = *this;
+  SCOPED_TRACE(::testing::Message() << "H=" << H << " KV=" << KV << " hd=" << hd << " n_rot=" << n_rot << " pos=" << pos
+                                    << " ctx=" << ctx);
+  const int kvd = KV * hd;
+  auto q = k.rnd(H * hd, -2, 2), kk = k.rnd(kvd, -2, 2), v = k.rnd(kvd), g = k.rnd(H * hd, -3, 3);
+  auto qn = k.rnd(hd, 0.5f, 1.5f), kn = k.rnd(hd, 0.5f, 1.5f), kc = k.rnd(ctx * kvd), vc = k.rnd(ctx * kvd);
+  auto dg = k.up(g), dqn = k.up(qn), dkn = k.up(kn), dk = k.up(kk), dv = k.up(v);
+  auto dpos = k.up(std::vector<int64_t>{pos});
+  DeviceBuffer<unsigned> arrivals(k.e(), H);
+  arrivals.fill_bytes(0);
+  struct Out { std::vector<float> out, kc, vc, q; std::vector<BlockQ8_1> oq; };
+  auto run = [&](bool one_launch, double theta) {
+    auto dq = k.up(q);
+    std::vector<float> kc0 = kc, vc0 = vc;
+    if (one_launch)
+      for (int d = 0; d < kvd; ++d) kc0[pos * kvd + d] = vc0[pos * kvd + d] = std::nanf("");
+    auto dkc = k.up(kc0), dvc = k.up(vc0);
+    DeviceBuffer<float> out(k.e(), H * hd), work(k.e(), cuda::attention_workspace_floats(1, ctx, H, hd));
+    out.fill_bytes(0xFF);
+    work.fill_bytes(0xFF);
+    DeviceBuffer<BlockQ8_1> oq(k.e(), H * hd / 32);
+    oq.fill_bytes(0xFF);
+    cuda::QkPrepParams qp;
+    qp.q = dq.data(); qp.k = dk.data(); qp.v = dv.data(); qp.q_norm = dqn.data(); qp.k_norm = dkn.data();
+    qp.k_cache = dkc.data(); qp.v_cache = dvc.data(); qp.pos0 = dpos.data(); qp.T = 1; qp.H = H; qp.KV = KV;
+    qp.hd = hd; qp.n_rot = n_rot; qp.eps = 1e-6f; qp.theta = theta;
+    cuda::AttnParams p;
+    p.q = dq.data(); p.k_cache = dkc.data(); p.v_cache = dvc.data(); p.gate = dg.data(); p.out = out.data();
+    p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()); p.work = work.data(); p.pos0 = dpos.data(); p.ctx_bound = ctx;
+    p.T = 1; p.H = H; p.KV = KV; p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+    if (one_launch) {
+      p.prep = qp;
+      p.arrivals = arrivals.data();
+      cuda::attention_run(p, k.s());
+      k.e().synchronize();
+      EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+    } else {
+      cuda::qk_prep_run(qp, k.s());
+    }
+    cuda::attention_run(p, k.s());  // one-launch: again on the same counters and cache
+    k.e().synchronize();
+    if (one_launch) EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+    return Out{out.download(), dkc.download(), dvc.download(), dq.download(), oq.download()};
+  };
+  const Out ref = run(false, 1e6), got = run(true, 1e6);
+  double norm = 0;
+  for (float x : ref.out) norm += std::abs(x);
+  ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+  EXPECT_THAT(got.out, testing::BitIdentical(ref.out)) << "attention output";
+  EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K cache";
+  EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V cache";
+  EXPECT_THAT(got.q, testing::BitIdentical(q)) << "the raw q was written";
+  for (size_t b = 0; b < ref.oq.size(); ++b)
+    ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
+  EXPECT_FALSE(compare_to_contract(run(true, 1e4).out, ref.out, Tolerance::exact())) << "another RoPE base gave the same bits";
+}
+
 TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
   for (int hd : {128, 256})
     for (int n_rot : {hd / 4, hd})
-      for (int64_t pos : {5, 255, 256, 600}) {
-        SCOPED_TRACE(::testing::Message() << "hd=" << hd << " n_rot=" << n_rot << " pos=" << pos);
-        const int H = 8, KV = 2, kvd = KV * hd;
-        const int64_t ctx = 1000;  // the grid's splits past the context exit
-        auto q = rnd(H * hd, -2, 2), k = rnd(kvd, -2, 2), v = rnd(kvd), g = rnd(H * hd, -3, 3);
-        auto qn = rnd(hd, 0.5f, 1.5f), kn = rnd(hd, 0.5f, 1.5f), kc = rnd(ctx * kvd), vc = rnd(ctx * kvd);
-        auto dg = up(g), dqn = up(qn), dkn = up(kn), dk = up(k), dv = up(v);
-        auto dpos = up(std::vector<int64_t>{pos});
-        DeviceBuffer<unsigned> arrivals(e(), H);
-        arrivals.fill_bytes(0);
-        struct Out { std::vector<float> out, kc, vc, q; std::vector<BlockQ8_1> oq; };
-        auto run = [&](bool one_launch, double theta) {
-          auto dq = up(q);
-          std::vector<float> kc0 = kc, vc0 = vc;
-          if (one_launch)
-            for (int d = 0; d < kvd; ++d) kc0[pos * kvd + d] = vc0[pos * kvd + d] = std::nanf("");
-          auto dkc = up(kc0), dvc = up(vc0);
-          DeviceBuffer<float> out(e(), H * hd), work(e(), cuda::attention_workspace_floats(1, ctx, H, hd));
-          out.fill_bytes(0xFF);
-          work.fill_bytes(0xFF);
-          DeviceBuffer<BlockQ8_1> oq(e(), H * hd / 32);
-          oq.fill_bytes(0xFF);
-          cuda::QkPrepParams qp;
-          qp.q = dq.data(); qp.k = dk.data(); qp.v = dv.data(); qp.q_norm = dqn.data(); qp.k_norm = dkn.data();
-          qp.k_cache = dkc.data(); qp.v_cache = dvc.data(); qp.pos0 = dpos.data(); qp.T = 1; qp.H = H; qp.KV = KV;
-          qp.hd = hd; qp.n_rot = n_rot; qp.eps = 1e-6f; qp.theta = theta;
-          cuda::AttnParams p;
-          p.q = dq.data(); p.k_cache = dkc.data(); p.v_cache = dvc.data(); p.gate = dg.data(); p.out = out.data();
-          p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()); p.work = work.data(); p.pos0 = dpos.data(); p.ctx_bound = ctx;
-          p.T = 1; p.H = H; p.KV = KV; p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
-          if (one_launch) {
-            p.prep = qp;
-            p.arrivals = arrivals.data();
-            cuda::attention_run(p, s());
-            e().synchronize();
-            EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
-          } else {
-            cuda::qk_prep_run(qp, s());
-          }
-          cuda::attention_run(p, s());  // one-launch: again on the same counters and cache
-          e().synchronize();
-          if (one_launch) EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
-          return Out{out.download(), dkc.download(), dvc.download(), dq.download(), oq.download()};
-        };
-        const Out ref = run(false, 1e6), got = run(true, 1e6);
-        double norm = 0;
-        for (float x : ref.out) norm += std::abs(x);
-        ASSERT_GT(norm, 0.0) << "vacuous: zero output";
-        EXPECT_THAT(got.out, testing::BitIdentical(ref.out)) << "attention output";
-        EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K cache";
-        EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V cache";
-        EXPECT_THAT(got.q, testing::BitIdentical(q)) << "the raw q was written";
-        for (size_t b = 0; b < ref.oq.size(); ++b)
-          ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
-        EXPECT_FALSE(compare_to_contract(run(true, 1e4).out, ref.out, Tolerance::exact())) << "another RoPE base gave the same bits";
-      }
+      for (int64_t pos : {5, 255, 256, 600}) check_one_launch(8, 2, hd, n_rot, pos, 1000);
+  // 64 heads over a 4096-position cache: more splits than one wave of blocks holds, so a block
+  // takes several splits (attention.cu v6) in both forms; the token in the last split, and in a
+  // split that is not its block's first
+  for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
 }
 
 // The one-launch decode attention refuses what it cannot do, by name: more than one token, heads
