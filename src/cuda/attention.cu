@@ -16,7 +16,7 @@
 //     one in the head's last split block to arrive (AttnParams::arrivals). Replaces qk_prep +
 //     split + combine, three launches of 3.3 + 5.9 + 4.4 us on the 9B's in-graph timeline.
 // v5 (same bits): a decode block's keys before the token's copied into shared memory before the
-//     wait (cp.async; up to 200 KB per block when the grid fits one block per SM, else 96 KB),
+//     wait (cp.async; 200 KB of shared memory per SM, shared by the blocks a wave puts on it),
 //     the score pass over them in v2's batches. H200, same-process A/B of graph decode, us per
 //     token (two runs): 0.6B 764 / 763 (v4 + v5), 782 / 783 (v4 alone), 793 / 794 (three
 //     launches with v5), 795 / 796 (three launches, v3); 9B NVFP4 1781 / 1778, 1779 / 1777,
@@ -24,6 +24,10 @@
 //     move: the one launch takes 9.4 us of the step instead of 13.5, but its blocks need the
 //     registers of the q/k/v mat-vec's blocks and become resident only as those exit (lead
 //     0.7 us, was 2.5 before the split launch), and that mat-vec's share grew 7.6 -> 12.2 us.
+// v6 (same bits): a decode grid is at most one wave of blocks, a block taking every
+//     gridDim.x-th split (a graph's grid is sized for max_ctx: at 32768 positions 128 blocks per
+//     head, nearly all idle, in several waves). H200, graph decode in a 32768-position cache:
+//     0.6B 814 vs 876 us per token, 9B NVFP4 1813 vs 1800 (noise).
 // Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode
 //     token's combine done by each head's last split block (an arrival counter per head) instead
 //     of the combine launch: 9B NVFP4 graph decode 1884 vs 1879 us, 0.6B 831 vs 817 (docs/PERF.md,
