@@ -101,7 +101,9 @@ Model& model_for(const Shape& s) {
 }
 
 // "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph
-// ("graph_ctx32k": in a cache of 32768 positions);
+// ("graph_ctx32k": in a cache of 32768 positions; "graph_stream": through decode_greedy_n, 16
+// tokens per call, each step's token fed on the device and one host wait per 16 — "graph" waits
+// for every token on the host, as a loop of decode_greedy does);
 // "graph_serial": the same graph with launch_overlap off (no programmatic dependent launch: each
 // kernel starts after the previous one has drained). Every other arm as the environment sets it
 // (Arms::from_env: MEMRA_FUSE_GDN_DECODE=off bench_decode ... times the unfused form), else its
@@ -110,7 +112,7 @@ void set_arm(Model& m, const char* arm) {
   const std::string a_name = arm;
   Arms a = Arms::from_env();
   a.decode_matvec = a_name == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
-  a.decode_graph = a_name == "graph" || a_name == "graph_serial" || a_name == "graph_ctx32k";
+  a.decode_graph = a_name == "graph" || a_name == "graph_serial" || a_name == "graph_ctx32k" || a_name == "graph_stream";
   a.launch_overlap = a_name != "graph_serial";
   m.set_arms(a);
 }
@@ -123,16 +125,26 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   // captured attention grid is sized for max_ctx, so this times what the splits past the context
   // cost
   const bool long_cache = std::string(arm) == "graph_ctx32k";
-  Cache c = m.new_cache(long_cache ? 32768 : 16 + steps + 9);
+  constexpr int kStreamBatch = 16;
+  const bool stream = std::string(arm) == "graph_stream";
+  Cache c = m.new_cache(long_cache ? 32768 : 16 + steps + kStreamBatch + 9);
   std::vector<int32_t> prompt(16);
   for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
   m.prime_cache(prompt, c);
   int32_t tok = m.decode_greedy(1, c);  // outside the timing: a graph arm captures here
   Timer t;
-  for (auto _ : st) {
-    t.start();
-    tok = m.decode_greedy(tok, c);
-    st.SetIterationTime(t.stop_s());
+  if (stream) {
+    while (st.KeepRunningBatch(kStreamBatch)) {  // manual time per batch: the report is per token
+      t.start();
+      tok = m.decode_greedy_n(tok, kStreamBatch, c).back();
+      st.SetIterationTime(t.stop_s());
+    }
+  } else {
+    for (auto _ : st) {
+      t.start();
+      tok = m.decode_greedy(tok, c);
+      st.SetIterationTime(t.stop_s());
+    }
   }
   const double bpt = static_cast<double>(m.decode_bytes_per_token());
   st.SetItemsProcessed(st.iterations());
@@ -169,7 +181,7 @@ void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
   for (const Shape& s : kShapes) {
-    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k"})
+    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
     for (const char* arm : {"mmvq", "mmvq_serial", "gemm"})

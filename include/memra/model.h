@@ -106,6 +106,11 @@ class Model {
   // One token, greedy: the argmax (lowest index on ties) computed on the device; only the
   // token id comes back. The generation loop of benchmarks and memra-run.
   int32_t decode_greedy(int32_t token, Cache& cache);
+  // n greedy tokens in a row from `token`: the same tokens as n chained decode_greedy calls (the
+  // same launches; gate DeviceGreedyMatchesHostArgmax), but each step's embedding reads the previous
+  // step's token on the device, so all n steps are enqueued before the host waits once for the
+  // n ids: no host round trip between steps. Needs cache.pos() + n <= cache.max_ctx().
+  std::vector<int32_t> decode_greedy_n(int32_t token, int64_t n, Cache& cache);
 
   // Bytes of weight matrices read by one decode step (embedding: one row; MoE: k of E experts
   // plus router and shared expert), for the bandwidth fraction of benchmarks.

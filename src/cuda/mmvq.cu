@@ -51,6 +51,13 @@
 //      decode 1807 vs 1860 us per step. Same bits.
 //   v16 streamed NVFP4 rows of whole 384-unit groups (the 9B's down) at 12 units per lane, 4 blocks
 //      per SM: no warp left with 3 groups twice. 1786 vs 1810 us. Same bits.
+//   v17 the greedy step's lm_head (kBest, matvec_run_best): lane 0 keeps the best (value, row) of
+//      the rows its warp stores and the warps' bests go to argmax_step_run, which reduces a few
+//      thousand pairs instead of one block scanning the 248k logits (ncu: 18 us per step). H200,
+//      same-process A/B of graph decode: 9B NVFP4 1818 / 1818 vs 1828 / 1823 us per step. Same y.
+//   Tried with v17 and dropped: the streamed grid cut to as few warps as keep the most rows per
+//      warp (every warp a full last round, e.g. the 9B gate/up's 24576 rows as 2458 warps of 10
+//      instead of 2640 of 9 or 10): 9B NVFP4 1846 / 1846 vs 1811 / 1810 us, 0.6B 814 vs 804.
 //   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
 //      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
 //      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
@@ -91,6 +98,7 @@
 //      step to the next row (fewer address instructions per unit on paper): 2.36 ms (NVFP4).
 #include <algorithm>
 
+#include "cuda/argmax.cuh"
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mmvq.cuh"
@@ -303,6 +311,7 @@ struct MatvecBatch {
   unsigned block_start[kMatvecMulti + 1];  // row blocks of p[j]: [block_start[j], block_start[j+1])
   int64_t row_start[kMatvecMulti + 1];     // streamed form: rows of p[j] in the concatenation
   int n;
+  RowBest* best;  // streamed form with kBest: [gridDim.x * kWarpRows], a warp's best stored row
 };
 
 template <int W, int G, int TPR>
@@ -480,7 +489,7 @@ template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 };
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
 
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
-          bool kCarry = false>
+          bool kCarry = false, bool kBest = false>
 __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     matvec_stream_kernel(const __grid_constant__ MatvecBatch batch) {
   using U = Unit<W>;
@@ -539,6 +548,10 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   const float* xd_l = reinterpret_cast<const float*>(reinterpret_cast<const int8_t*>(x_planes) + cols) + lane / U::kUnitsPerScale;
 
   float acc = 0.0f;
+  // kBest (the greedy step's lm_head, one matrix): lane 0's best (value, row) of the rows this
+  // warp stores, in argmax.cuh's order; the warps' bests go to batch.best for argmax_step_run.
+  float best_v = -INFINITY;
+  int32_t best_i = kNoRow;
   // One group: the next group's loads into nxt, then cur's arithmetic; false past the last row.
   auto step = [&](const Raw (&cur)[G], Raw (&nxt)[G]) {
     int64_t r2 = r;
@@ -572,12 +585,23 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
         const MatvecParams& p = batch.p[jr];
         if (lane == 0) {
           const float t = __fmul_rn(v, ep_scale);
-          p.y[r - batch.row_start[jr]] = p.add_to_y ? __fadd_rn(ep_y, t) : t;  // store()'s two roundings
+          const float yv = p.add_to_y ? __fadd_rn(ep_y, t) : t;  // store()'s two roundings
+          p.y[r - batch.row_start[jr]] = yv;
+          if constexpr (kBest) {
+            const int32_t i = static_cast<int32_t>(r - batch.row_start[jr]);
+            if (argmax_better(yv, i, best_v, best_i)) { best_v = yv; best_i = i; }
+          }
         }
       } else {
         const int j = matrix_of(r);
         const MatvecParams& p = batch.p[j];
-        if (lane == 0) store(p, r - batch.row_start[j], __fmul_rn(v, p.w.slab_scale[0]));
+        if (lane == 0) {
+          const int64_t i = r - batch.row_start[j];
+          const float t = __fmul_rn(v, p.w.slab_scale[0]);
+          store(p, i, t);
+          if constexpr (kBest)  // t is the stored value: a kBest launch has no residual add
+            if (argmax_better(t, static_cast<int32_t>(i), best_v, best_i)) { best_v = t; best_i = static_cast<int32_t>(i); }
+        }
       }
       acc = 0.0f;
     }
@@ -592,6 +616,8 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   if (r < total)
     while (step(buf_a, buf_b) && step(buf_b, buf_a)) {
     }
+  if constexpr (kBest)
+    if (lane == 0) batch.best[static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5)] = {best_v, best_i};
 }
 
 // --- launchers
@@ -610,10 +636,12 @@ size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
 
 // The streamed form for a dense m = 1 launch whose matrices share cols and activations (an
 // mv_group); false when it does not apply.
+// kBest: b.best holds room for b.n_best warps; a grid of more warps does not launch (returns
+// false).
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
-          bool kCarry = false>
-bool launch_stream_as(MatvecBatch& b, cudaStream_t s) {
-  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks, kCarry>;
+          bool kCarry = false, bool kBest = false>
+bool launch_stream_as(MatvecBatch& b, cudaStream_t s, int* n_best) {
+  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks, kCarry, kBest>;
   const size_t smem = stage_smem(b, kernel);
   int dev = 0, sms = 0, per_sm = 0;
   MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -621,11 +649,15 @@ bool launch_stream_as(MatvecBatch& b, cudaStream_t s) {
   MEMRA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kWarpRows, smem));
   if (per_sm < 1) return false;
   const int64_t blocks = std::min<int64_t>(ceil_div(b.row_start[b.n], kWarpRows), static_cast<int64_t>(per_sm) * sms);
+  if constexpr (kBest) {
+    if (blocks * kWarpRows > *n_best) return false;
+    *n_best = static_cast<int>(blocks * kWarpRows);
+  }
   launch_kernel("matvec_stream_kernel", kernel, dim3(static_cast<unsigned>(blocks)), 32 * kWarpRows, smem, s, b);
   return true;
 }
-template <int W>
-bool launch_stream(MatvecBatch& b, cudaStream_t s) {
+template <int W, bool kBest = false>
+bool launch_stream(MatvecBatch& b, cudaStream_t s, int* n_best = nullptr) {
   for (int j = 0; j < b.n; ++j)
     if (b.p[j].xq != b.p[0].xq || b.p[j].w.cols != b.p[0].w.cols) return false;
   b.row_start[0] = 0;
@@ -641,12 +673,13 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s) {
   // with 2 rows of 3 (6 waits) and the rest idle after their first row. H200, same-process A/B of
   // 9B NVFP4 graph decode: 1787 / 1785 vs 1810 / 1810 us per step (ncu, eager: the down launch
   // 12.2 vs 13.2 us); without kCarry 1799 / 1818. Measured on that shape only.
+  using SS = StreamShape<W>;
   if constexpr (W == 4) {
-    if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, true>(b, s);
-    if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, true>(b, s);
+    if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, true, kBest>(b, s, n_best);
+    if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, true, kBest>(b, s, n_best);
   }
-  if (nu % (32 * StreamShape<W>::kGroup) == 0) return launch_stream_as<W, true>(b, s);
-  return launch_stream_as<W, false>(b, s);
+  if (nu % (32 * SS::kGroup) == 0) return launch_stream_as<W, true, SS::kGroup, SS::kBlocksPerSM, false, kBest>(b, s, n_best);
+  return launch_stream_as<W, false, SS::kGroup, SS::kBlocksPerSM, false, kBest>(b, s, n_best);
 }
 
 template <int W, bool kBlock, int NT>
@@ -711,5 +744,22 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
 }
 
 void matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s) { matvec_run_multi(&p, 1, family, s); }
+
+int matvec_run_best(const MatvecParams& p, DecodeMatvec family, RowBest* best, int max_best, cudaStream_t s) {
+  const bool streams = family == DecodeMatvec::mmvq && (p.w.type == DType::Q8_0 || p.w.type == DType::NVFP4) &&
+                       !p.x4 && !p.slab_of && p.n_out == 1 && p.w.slab_rows > 0 && !p.add_to_y &&
+                       p.w.cols < (int64_t{1} << 31) && p.w.slab_rows <= (int64_t{1} << 31) - 1;
+  if (streams) {
+    MatvecBatch b{};
+    b.n = 1;
+    b.p[0] = p;
+    b.best = best;
+    int n_best = max_best;
+    const bool ran = p.w.type == DType::Q8_0 ? launch_stream<3, true>(b, s, &n_best) : launch_stream<4, true>(b, s, &n_best);
+    if (ran) return n_best;
+  }
+  matvec_run(p, family, s);
+  return 0;
+}
 
 }  // namespace memra::cuda

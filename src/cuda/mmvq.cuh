@@ -20,11 +20,12 @@
 //
 // Weights are planar device rows (planar.cuh); q8_1 activations are the GGUF block layout.
 //
-// provides: MatvecParams, matvec_run
+// provides: MatvecParams, matvec_run, matvec_run_multi, matvec_run_best
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "cuda/argmax.cuh"
 #include "cuda/dmat.h"
 #include "memra/arms.h"
 
@@ -51,5 +52,13 @@ void matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s);
 // their row blocks. Each row is computed exactly as by matvec_run (same kernel body).
 inline constexpr int kMatvecMulti = 4;
 void matvec_run_multi(const MatvecParams* p, int n, DecodeMatvec family, cudaStream_t s);
+
+// matvec_run, and where the launch is the streamed form (mmvq family, Q8_0 / NVFP4, one output
+// vector, no residual add) each of its warps also leaves the best (value, row) of the rows it
+// stored in best[0..n) (argmax.cuh's order; n <= max_best): returns n, or 0 when no bests were
+// written (another form ran, or its grid has more than max_best warps). The greedy step's
+// lm_head: argmax_step_run then reduces n pairs instead of scanning the vocabulary. y is the
+// same either way (same kernel body).
+int matvec_run_best(const MatvecParams& p, DecodeMatvec family, RowBest* best, int max_best, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -179,6 +179,7 @@ struct Cache::Impl {
   cudaStream_t s = nullptr;
   int64_t max_ctx = 0, pos = 0;                        // pos: host mirror of pos_dev
   DeviceBuffer<int64_t> pos_dev;                       // [1]
+  DeviceBuffer<int32_t> greedy_hist;                   // [max_ctx]: a greedy step's token at the position it followed
   std::vector<DeviceBuffer<float>> k, v, conv, state;  // [n_layer], empty for the other kind
   // The captured decode step of this cache (decode_graph arm): valid while the model's scratch
   // buffers keep the generation it was captured with.
@@ -233,6 +234,10 @@ struct Model::Impl {
   bool w4a4_on = false;
   DeviceBuffer<cuda::A4> x4;
   DeviceBuffer<int32_t> ids, tok, amax;
+  // The one token tok[0] holds when the host knows it (a one-token copy, or a greedy step's
+  // token once read back), else -1: a decode call whose token is already there copies nothing.
+  int64_t tok_dev = -1;
+  DeviceBuffer<cuda::RowBest> row_best;  // the greedy lm_head's per-warp bests (matvec_run_best)
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
   DeviceBuffer<int32_t> group_order, group_start, tile_slab, tile_start, n_tiles;
   std::vector<int32_t> tok_host;
@@ -263,6 +268,7 @@ struct Model::Impl {
       tile_start = DeviceBuffer<int32_t>(*e, static_cast<size_t>(tiles));
       n_tiles = DeviceBuffer<int32_t>(*e, 1);
       tok = DeviceBuffer<int32_t>(*e, static_cast<size_t>(T));
+      tok_dev = -1;
       cap_T = T;
       ++scratch_gen;
     }
@@ -271,6 +277,8 @@ struct Model::Impl {
       hn = DeviceBuffer<float>(*e, static_cast<size_t>(c.n_embd));
       hnq = DeviceBuffer<Q81>(*e, static_cast<size_t>(std::max<int64_t>(c.n_embd / 32, 1)));
       amax = DeviceBuffer<int32_t>(*e, 1);
+      // a streamed launch holds at most 2048 resident threads per SM: 64 warps
+      row_best = DeviceBuffer<cuda::RowBest>(*e, static_cast<size_t>(std::max(e->props().sm_count, 1) * 64));
       attn_arrivals = DeviceBuffer<uint32_t>(*e, static_cast<size_t>(std::max<int64_t>(c.n_head, 1)));
       attn_arrivals.fill_bytes(0);  // the one-launch decode attention leaves them zero (attention.cuh)
     }
@@ -528,19 +536,27 @@ struct Model::Impl {
 
   // Host half of a step: checks, scratch sized for T tokens and contexts up to ctx_bound, the
   // token ids uploaded (outside any graph, in stream order before it).
-  void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound) {
+  // device_token: the one token is the previous greedy step's, already in tok[0] on the device
+  // (an argmax index: in range), and toks is not read.
+  void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token = false) {
     check_arms();
+    if (device_token) {
+      if (ci.pos + 1 > ci.max_ctx) fail("decode: position ", ci.pos, " is the cache's last (max_ctx ", ci.max_ctx, ")");
+      return ensure_scratch(1, ctx_bound);
+    }
     c.check_prompt(toks, ci.pos, ci.max_ctx);
     const int64_t T = static_cast<int64_t>(toks.size());
     ensure_scratch(T, ctx_bound);
+    if (T == 1 && tok_dev == toks[0]) return;  // the last greedy step left it there
     tok_host.assign(toks.begin(), toks.end());
     copy_to_device(tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(T), e->stream());
+    tok_dev = T == 1 ? toks[0] : -1;
   }
 
   // Device half: the decoder over T tokens at the cache's device position; leaves the last
   // row's final-normed hidden in hn and its logits in `logits`, and advances the device
-  // position. Launches only (capturable).
-  void body(Cache::Impl& ci, int64_t T, int64_t ctx_bound) {
+  // position; greedy: also the token in amax (see the end). Launches only (capturable).
+  void body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy = false) {
     const int64_t D = c.n_embd;
     cuda::EmbedParams ep;
     ep.table = embed.m; ep.tokens = tok.data(); ep.T = T; ep.x = x.data();
@@ -554,14 +570,29 @@ struct Model::Impl {
       ffn_layer(L, T);
     }
     norm_quant(x.data() + (T - 1) * D, output_norm.data(), hn.data(), hnq.data(), 1, D);
-    mv(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false);
-    cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
+    if (!greedy) {
+      mv(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false);
+      cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
+      return;
+    }
+    // Greedy: the lm_head leaves its warps' bests, and one launch takes the token from them,
+    // writes it where the next step's embedding reads it and into the cache's history, and
+    // advances the position (the full-vocabulary scan and advance_pos were two launches).
+    cuda::MatvecParams p;
+    p.w = lm_head();
+    if (cuda::uses_q8_1(p.w.type)) p.xq = hnq.data();
+    else { p.xf = hn.data(); p.ld_xf = D; }
+    p.y = logits.data(); p.ld_y = c.n_vocab; p.n_out = 1;
+    const int nb = cuda::matvec_run_best(p, arms.decode_matvec, row_best.data(), static_cast<int>(row_best.size()), s);
+    cuda::GreedyStep o;
+    o.out = amax.data(); o.next_tok = tok.data(); o.hist = ci.greedy_hist.data(); o.pos = ci.pos_dev.data(); o.advance = T;
+    cuda::argmax_step_run(logits.data(), c.n_vocab, nb ? row_best.data() : nullptr, nb, o, s);
   }
 
-  void run(std::span<const int32_t> toks, Cache::Impl& ci) {
+  void run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy = false, bool device_token = false) {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     const int64_t T = static_cast<int64_t>(toks.size());
-    prepare(toks, ci, ci.pos + T);
+    prepare(toks, ci, ci.pos + T, device_token);
     w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
     if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
       const int64_t K = k_used();
@@ -573,7 +604,7 @@ struct Model::Impl {
       bool& on;
       ~Off() { on = false; }
     } off{w4a4_on};
-    body(ci, T, ci.pos + T);
+    body(ci, T, ci.pos + T, greedy);
     ci.pos += T;
   }
 
@@ -581,23 +612,25 @@ struct Model::Impl {
   // launches the same kernels on the same operands in the same order as eager (DESIGN.md law
   // 3): only the attention grid is sized for max_ctx instead of pos + 1, and its extra splits
   // exit before computing anything.
-  void decode(int32_t token, Cache::Impl& ci, bool greedy) {
+  // greedy: the token lands in amax and tok[0] (body's end), so the host's copy of tok[0] is
+  // stale until it reads the token back. device_token: see prepare().
+  void decode(int32_t token, Cache::Impl& ci, bool greedy, bool device_token = false) {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     const int32_t one[1] = {token};
-    if (!arms.decode_graph || ci.graph_latched_off) {
-      run(one, ci);
-      if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
-      return;
-    }
-    prepare(one, ci, ci.max_ctx);
+    struct Stale {
+      int64_t& tok_dev;
+      bool greedy;
+      ~Stale() { if (greedy) tok_dev = -1; }
+    } stale_tok{tok_dev, greedy};
+    if (!arms.decode_graph || ci.graph_latched_off) return run(one, ci, greedy, device_token);
+    prepare(one, ci, ci.max_ctx, device_token);
     const bool stale = ci.exec && (ci.exec_gen != scratch_gen || ci.exec_greedy != greedy);
     if (stale && !arms.graph_recapture) {
       ci.graph_latched_off = true;  // latch to eager, as the arm says
       cudaGraphExecDestroy(ci.exec);
       ci.exec = nullptr;
       ++counters.latched;
-      body(ci, 1, ci.pos + 1);
-      if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
+      body(ci, 1, ci.pos + 1, greedy);
       ci.pos += 1;
       return;
     }
@@ -607,8 +640,7 @@ struct Model::Impl {
       cudaGraph_t g = nullptr;
       MEMRA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
       try {
-        body(ci, 1, ci.max_ctx);
-        if (greedy) cuda::argmax_run(logits.data(), c.n_vocab, amax.data(), s);
+        body(ci, 1, ci.max_ctx, greedy);
       } catch (...) {
         cudaStreamEndCapture(s, &g);
         if (g) cudaGraphDestroy(g);
@@ -801,6 +833,7 @@ Cache Model::new_cache(int64_t max_ctx) const {
   ci->s = impl_->s;
   ci->max_ctx = max_ctx;
   ci->pos_dev = DeviceBuffer<int64_t>(e, 1);
+  ci->greedy_hist = DeviceBuffer<int32_t>(e, static_cast<size_t>(max_ctx));
   ci->k.resize(static_cast<size_t>(c.n_layer));
   ci->v.resize(static_cast<size_t>(c.n_layer));
   ci->conv.resize(static_cast<size_t>(c.n_layer));
@@ -850,6 +883,22 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   impl_->decode(token, *cache.impl(), true);
   int32_t out = 0;
   copy_to_host(&out, impl_->amax.data(), sizeof(out), impl_->e->stream());
+  impl_->tok_dev = out;
+  return out;
+}
+
+std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cache) {
+  impl_->check_cache(cache);
+  Cache::Impl& ci = *cache.impl();
+  if (n < 1) fail("decode_greedy_n: n = ", n, " (want >= 1)");
+  if (ci.pos + n > ci.max_ctx)
+    fail("decode_greedy_n: ", n, " tokens from position ", ci.pos, " exceed the cache (max_ctx ", ci.max_ctx, ")");
+  const int64_t p0 = ci.pos;
+  impl_->decode(token, ci, true);
+  for (int64_t i = 1; i < n; ++i) impl_->decode(0, ci, true, /*device_token=*/true);
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  copy_to_host(out.data(), ci.greedy_hist.data() + p0, sizeof(int32_t) * static_cast<size_t>(n), impl_->e->stream());
+  impl_->tok_dev = out.back();
   return out;
 }
 

@@ -435,20 +435,44 @@ TEST_F(GpuModel, RunToRunDeterminismSha256) {
   }
 }
 
-// decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's logits.
-TEST_F(GpuModel, DeviceArgmaxMatchesHost) {
-  Loaded& m = loaded(Family::Qwen35, DType::NVFP4, false);
-  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 11);
-  Cache a = m.gpu->new_cache(kPrompt + 8), b = m.gpu->new_cache(kPrompt + 8);
-  int32_t ta = argmax(m.gpu->prime_cache(p, a).logits), tb = ta;
-  m.gpu->prime_cache(p, b);
-  for (int i = 0; i < 8; ++i) {
-    const Step s = m.gpu->decode_step(ta, a);
-    const int32_t g = m.gpu->decode_greedy(tb, b);
-    EXPECT_EQ(argmax(s.logits), g) << "step " << i;
-    ta = argmax(s.logits);
-    tb = g;
-  }
+// decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's
+// logits, step after step; decode_greedy_n (each step's token fed on the device, one wait) ==
+// the same stream in one call, and its cache continues exactly as the chained calls' does. Eager
+// and graph; quantized lm_heads (the token from the streamed launch's per-warp bests) and a BF16
+// one (the full-vocabulary scan).
+TEST_F(GpuModel, DeviceGreedyMatchesHostArgmax) {
+  constexpr int kN = 8;
+  for (auto [f, t] : {std::pair{Family::Qwen35, DType::NVFP4}, std::pair{Family::Qwen3, DType::Q8_0},
+                      std::pair{Family::Qwen35Moe, DType::NVFP4}, std::pair{Family::Qwen3Next, DType::BF16}})
+    for (bool graph : {false, true}) {
+      Loaded& m = loaded(f, t, false);
+      SCOPED_TRACE(m.fx.id + (graph ? " graph" : " eager"));
+      Arms arms = m.gpu->arms();
+      arms.decode_graph = graph;
+      testing::ScopedArms<Model> arm(*m.gpu, arms);
+      const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 11);
+      Cache a = m.gpu->new_cache(kPrompt + kN + 1), b = m.gpu->new_cache(kPrompt + kN + 1),
+            c = m.gpu->new_cache(kPrompt + kN + 1);
+      const int32_t first = argmax(m.gpu->prime_cache(p, a).logits);
+      m.gpu->prime_cache(p, b);
+      m.gpu->prime_cache(p, c);
+      std::vector<int32_t> host, chained;
+      for (int32_t ta = first, tb = first; static_cast<int>(host.size()) < kN;) {
+        host.push_back(ta = argmax(m.gpu->decode_step(ta, a).logits));
+        chained.push_back(tb = m.gpu->decode_greedy(tb, b));
+      }
+      EXPECT_EQ(chained, host);
+      EXPECT_EQ(m.gpu->decode_greedy_n(first, kN, c), host);
+      EXPECT_EQ(c.pos(), b.pos());
+      // the last position of the cache: both continue with the same logits bits
+      const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits, lc = m.gpu->decode_step(host.back(), c).logits;
+      EXPECT_EQ(std::memcmp(lb.data(), lc.data(), lb.size() * sizeof(float)), 0);
+      // bad input: nothing left in the cache, n < 1
+      EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 1, c); },
+                  ::testing::ThrowsMessage<Error>(::testing::HasSubstr("exceed the cache")));
+      EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 0, b); },
+                  ::testing::ThrowsMessage<Error>(::testing::HasSubstr("n = 0")));
+    }
 }
 
 // Fused and unfused RMSNorm + q8_1 write the same f32 values and the same blocks (norm.cu):

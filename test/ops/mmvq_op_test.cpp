@@ -13,10 +13,12 @@
 #include <cstring>
 #include <random>
 
+#include "cuda/argmax.cuh"
 #include "cuda/mmvq.cuh"
 #include "cuda/planar.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
+#include "memra/testing/gpu.h"
 #include "ops/op_harness.h"
 
 namespace memra::ops {
@@ -269,6 +271,102 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, MatvecOp, ::testing::ValuesIn(cases()), OpCaseName());
+
+// The greedy step's lm_head (matvec_run_best + argmax_step_run): the same y bits as matvec_run,
+// and the token from the warps' bests == the full scan == the host's lowest-index argmax, with
+// the winning value tied at three rows that different warps store (the lowest must win across
+// warps, not only inside one). Also the step's bookkeeping: next_tok, hist[pos], pos + 1. Shapes:
+// the streamed kernel's checked (ragged) and unchecked forms, and the NVFP4 12-unit form.
+TEST(MatvecBest, GreedyStepEqualsHostArgmaxWithTiesAcrossWarps) {
+  MEMRA_REQUIRE_TEST_GPU(1);
+  Engine e = Engine::open(testing::test_device());
+  const cudaStream_t st = reinterpret_cast<cudaStream_t>(e.stream());
+  struct Shape { DType t; int64_t rows, cols; };
+  // the last two: a real vocabulary over a tiny width (the tool fixtures' tied lm_head), dozens
+  // of rows per warp
+  for (const Shape sh : {Shape{DType::Q8_0, 20011, 256}, Shape{DType::NVFP4, 20011, 256}, Shape{DType::Q8_0, 9001, 4096},
+                         Shape{DType::NVFP4, 9001, 4096}, Shape{DType::NVFP4, 3001, 12288}, Shape{DType::Q8_0, 151936, 64},
+                         Shape{DType::NVFP4, 151936, 64}}) {
+    SCOPED_TRACE(std::string(dtype_name(sh.t)) + " rows=" + std::to_string(sh.rows) + " cols=" + std::to_string(sh.cols));
+    std::mt19937_64 rng(77 + static_cast<uint64_t>(sh.rows));
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    const int64_t R = sh.rows, C = sh.cols, rb = row_bytes(sh.t, C);
+    std::vector<float> xf(static_cast<size_t>(C)), wf(static_cast<size_t>(R * C));
+    for (float& v : xf) v = U(rng);
+    for (float& v : wf) v = 0.1f * U(rng);
+    // the winner: row 3 follows the activation's signs at full scale; copied to two rows far
+    // apart below (after quantization, so the three dot products are the same bits)
+    for (int64_t c = 0; c < C; ++c) wf[static_cast<size_t>(3 * C + c)] = xf[static_cast<size_t>(c)] > 0 ? 1.0f : -1.0f;
+    std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));
+    std::vector<float> scale(1, 1.0f);
+    if (sh.t == DType::NVFP4) scale[0] = quantize_nvfp4_tensor(wf.data(), w.data(), R, C);
+    else for (int64_t r = 0; r < R; ++r) quantize_row(sh.t, wf.data() + r * C, w.data() + r * rb, C);
+    const int64_t tie_a = 3, tie_b = R / 2 + 1, tie_c = R - 2;
+    for (int64_t r : {tie_b, tie_c}) std::memcpy(w.data() + r * rb, w.data() + tie_a * rb, static_cast<size_t>(rb));
+    std::vector<BlockQ8_1> xq(static_cast<size_t>(C / 32));
+    quantize_row_q8_1(xf.data(), xq.data(), C);
+
+    DeviceBuffer<uint8_t> dw(e, w.size());
+    dw.upload(w);
+    const int64_t stride = cuda::planar_row_stride(sh.t, C);
+    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
+    cuda::to_planar(sh.t, dw.data(), dplanar.data(), R, C, stride, st);
+    DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(R)), dy2(e, static_cast<size_t>(R));
+    ds.upload(scale);
+    DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
+    dxq.upload(xq);
+    dy.fill_bytes(0xFF);
+    dy2.fill_bytes(0xFF);
+    cuda::MatvecParams p;
+    p.w.type = sh.t; p.w.rows = R; p.w.cols = C; p.w.row_bytes = stride; p.w.slab_rows = R;
+    p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
+    p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
+    p.n_out = 1; p.y = dy.data(); p.ld_y = R;
+    const int max_best = 64 * e.props().sm_count;
+    DeviceBuffer<cuda::RowBest> best(e, static_cast<size_t>(max_best));
+    const int nb = cuda::matvec_run_best(p, DecodeMatvec::mmvq, best.data(), max_best, st);
+    ASSERT_GT(nb, 0) << "the streamed form did not run: nothing here would test the bests";
+    cuda::MatvecParams p2 = p;
+    p2.y = dy2.data();
+    cuda::matvec_run(p2, DecodeMatvec::mmvq, st);
+    e.synchronize();
+    const std::vector<float> y = dy.download(), y2 = dy2.download();
+    ASSERT_EQ(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)), 0) << "matvec_run_best changed y";
+    int64_t want = 0;
+    for (int64_t r = 1; r < R; ++r)
+      if (y[static_cast<size_t>(r)] > y[static_cast<size_t>(want)]) want = r;
+    ASSERT_EQ(want, tie_a);
+    ASSERT_EQ(y[static_cast<size_t>(tie_b)], y[static_cast<size_t>(tie_a)]);
+    ASSERT_EQ(y[static_cast<size_t>(tie_c)], y[static_cast<size_t>(tie_a)]);
+    // the tie spans warps: at least two warps hold the winning value
+    const std::vector<cuda::RowBest> bests = best.download();
+    int holders = 0;
+    for (int k = 0; k < nb; ++k) holders += bests[static_cast<size_t>(k)].v == y[static_cast<size_t>(tie_a)];
+    EXPECT_GE(holders, 2);
+
+    {  // the dp4a family is never streamed: no bests (y as its own order leaves it)
+      DeviceBuffer<float> dy3(e, static_cast<size_t>(R));
+      cuda::MatvecParams p3 = p;
+      p3.y = dy3.data();
+      EXPECT_EQ(cuda::matvec_run_best(p3, DecodeMatvec::dp4a, best.data(), max_best, st), 0);
+      e.synchronize();
+    }
+    for (bool from_bests : {true, false}) {
+      DeviceBuffer<int32_t> out(e, 1), next(e, 1), hist(e, 8);
+      DeviceBuffer<int64_t> pos(e, 1);
+      hist.fill_bytes(0xFF);
+      pos.upload(std::vector<int64_t>{5});
+      cuda::GreedyStep o;
+      o.out = out.data(); o.next_tok = next.data(); o.hist = hist.data(); o.pos = pos.data();
+      cuda::argmax_step_run(dy.data(), R, from_bests ? best.data() : nullptr, from_bests ? nb : 0, o, st);
+      e.synchronize();
+      EXPECT_EQ(out.download()[0], tie_a) << (from_bests ? "bests" : "scan");
+      EXPECT_EQ(next.download()[0], tie_a);
+      EXPECT_EQ(hist.download()[5], tie_a);
+      EXPECT_EQ(pos.download()[0], 6);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace memra::ops
