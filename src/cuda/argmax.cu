@@ -28,7 +28,7 @@ __device__ RowBest block_best(float bv, int32_t bi) {
   if (threadIdx.x == 0)
     for (int w = 1; w < kThreads / 32; ++w)
       if (argmax_better(sv[w], si[w], bv, bi)) { bv = sv[w]; bi = si[w]; }
-  return {bv, bi};
+  return {bv, bi, 0};
 }
 
 // --- kernels
@@ -39,18 +39,24 @@ __global__ void __launch_bounds__(kThreads)
   pdl_release();
   float bv = -INFINITY;
   int32_t bi = kNoRow;
+  int bad = 0;
   if (best) {
-    for (int k = threadIdx.x; k < n_best; k += kThreads)
+    for (int k = threadIdx.x; k < n_best; k += kThreads) {
+      bad |= best[k].bad;
       if (argmax_better(best[k].v, best[k].i, bv, bi)) { bv = best[k].v; bi = best[k].i; }
+    }
   } else {
-    for (int64_t i = threadIdx.x; i < n; i += kThreads)
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+      bad |= !isfinite(x[i]);
       if (argmax_better(x[i], static_cast<int32_t>(i), bv, bi)) { bv = x[i]; bi = static_cast<int32_t>(i); }
+    }
   }
+  bad = __syncthreads_or(bad);
   const RowBest b = block_best(bv, bi);
   if (threadIdx.x == 0) {
-    const int32_t t = b.i == kNoRow ? 0 : b.i;
+    const int32_t t = bad ? -1 : b.i == kNoRow ? 0 : b.i;
     o.out[0] = t;
-    if (o.next_tok) o.next_tok[0] = t;
+    if (o.next_tok) o.next_tok[0] = t < 0 ? 0 : t;
     if (o.pos) {
       const int64_t p = *o.pos + o.advance;
       if (o.hist) o.hist[p - 1] = t;

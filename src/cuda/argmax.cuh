@@ -1,5 +1,7 @@
 // src/cuda/argmax.cuh — greedy token on the device: the largest logit, ties to the lowest index
-// (the same rule as oracle::top_k and host sampling). NaN logits never win.
+// (the same rule as oracle::top_k and host sampling). A NaN or infinite logit anywhere makes
+// the token -1 instead: the host turns that into an error naming the step, as decode_step's
+// logits check does (a model that produced NaN has no greedy token).
 //
 // The comparison `argmax_better` is a total order on (value, index) pairs over the non-NaN
 // values, so any reduction shape gives the same winner: a full scan of the logits, or the
@@ -15,10 +17,12 @@
 
 namespace memra::cuda {
 
-// The best (value, row) one warp saw; i == kNoRow when it saw none (or only NaN).
+// The best (value, row) one warp saw; i == kNoRow when it saw none (or only NaN). bad: it saw a
+// NaN or infinite value.
 struct RowBest {
   float v;
   int32_t i;
+  int32_t bad;
 };
 inline constexpr int32_t kNoRow = 0x7fffffff;
 
@@ -26,10 +30,11 @@ __device__ __forceinline__ bool argmax_better(float v, int32_t i, float bv, int3
   return v > bv || (v == bv && i < bi);
 }
 
-// out[0] = argmax(x[0..n)).
+// out[0] = argmax(x[0..n)), or -1 when some x is NaN or infinite.
 void argmax_run(const float* x, int64_t n, int32_t* out, cudaStream_t s);
 
-// The end of a greedy decode step, in one launch: the token, then (each optional)
+// The end of a greedy decode step, in one launch: the token (-1: a non-finite logit; then 0 goes
+// to next_tok, so that a following step's embedding stays in range), then (each optional)
 //   next_tok[0] = token  — the next step's embedding input, so a following step needs no copy
 //                          from the host (Model::decode_greedy_n);
 //   hist[*pos + advance - 1] = token, *pos += advance — the cache's device position advanced

@@ -551,7 +551,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   // kBest (the greedy step's lm_head, one matrix): lane 0's best (value, row) of the rows this
   // warp stores, in argmax.cuh's order; the warps' bests go to batch.best for argmax_step_run.
   float best_v = -INFINITY;
-  int32_t best_i = kNoRow;
+  int32_t best_i = kNoRow, best_bad = 0;
   // One group: the next group's loads into nxt, then cur's arithmetic; false past the last row.
   auto step = [&](const Raw (&cur)[G], Raw (&nxt)[G]) {
     int64_t r2 = r;
@@ -589,6 +589,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
           p.y[r - batch.row_start[jr]] = yv;
           if constexpr (kBest) {
             const int32_t i = static_cast<int32_t>(r - batch.row_start[jr]);
+            best_bad |= !isfinite(yv);
             if (argmax_better(yv, i, best_v, best_i)) { best_v = yv; best_i = i; }
           }
         }
@@ -599,8 +600,10 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
           const int64_t i = r - batch.row_start[j];
           const float t = __fmul_rn(v, p.w.slab_scale[0]);
           store(p, i, t);
-          if constexpr (kBest)  // t is the stored value: a kBest launch has no residual add
+          if constexpr (kBest) {  // t is the stored value: a kBest launch has no residual add
+            best_bad |= !isfinite(t);
             if (argmax_better(t, static_cast<int32_t>(i), best_v, best_i)) { best_v = t; best_i = static_cast<int32_t>(i); }
+          }
         }
       }
       acc = 0.0f;
@@ -617,7 +620,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     while (step(buf_a, buf_b) && step(buf_b, buf_a)) {
     }
   if constexpr (kBest)
-    if (lane == 0) batch.best[static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5)] = {best_v, best_i};
+    if (lane == 0) batch.best[static_cast<int64_t>(blockIdx.x) * kWarpRows + (threadIdx.x >> 5)] = {best_v, best_i, best_bad};
 }
 
 // --- launchers

@@ -659,6 +659,13 @@ struct Model::Impl {
     ci.pos += 1;
   }
 
+  // A greedy step whose logits held a NaN or Inf (argmax.cuh: the token -1).
+  [[noreturn]] void fail_nonfinite(const char* what, int64_t pos) {
+    tok_dev = -1;
+    fail(what, ": non-finite logit (NaN or Inf) in the lm_head output of the token at position ", pos,
+         "; the cache holds that step, and what follows it is not meaningful");
+  }
+
   std::vector<float> fetch_logits() {
     std::vector<float> l = logits.download();
     for (size_t i = 0; i < l.size(); ++i)
@@ -883,6 +890,7 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   impl_->decode(token, *cache.impl(), true);
   int32_t out = 0;
   copy_to_host(&out, impl_->amax.data(), sizeof(out), impl_->e->stream());
+  if (out < 0) impl_->fail_nonfinite("decode_greedy", cache.pos() - 1);
   impl_->tok_dev = out;
   return out;
 }
@@ -904,6 +912,8 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   for (; i < n; ++i) impl_->decode(0, ci, true, /*device_token=*/true);
   std::vector<int32_t> out(static_cast<size_t>(n));
   copy_to_host(out.data(), ci.greedy_hist.data() + p0, sizeof(int32_t) * static_cast<size_t>(n), impl_->e->stream());
+  for (int64_t k = 0; k < n; ++k)
+    if (out[static_cast<size_t>(k)] < 0) impl_->fail_nonfinite("decode_greedy_n", p0 + k);
   impl_->tok_dev = out.back();
   return out;
 }

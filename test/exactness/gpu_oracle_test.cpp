@@ -475,6 +475,45 @@ TEST_F(GpuModel, DeviceGreedyMatchesHostArgmax) {
     }
 }
 
+// A NaN reaching the logits makes a greedy step an error naming the position, as decode_step's
+// logits check does, never a token: one lm_head row poisoned (a Q8_0 block scale of NaN: the
+// streamed launch's per-warp bests; an F32 weight: the full scan), eager and graph, for
+// decode_greedy and decode_greedy_n.
+TEST_F(GpuModel, GreedyNonFiniteLogitIsAnError) {
+  for (DType t : {DType::Q8_0, DType::F32}) {
+    FixtureModel fx = gpu_test::make_fixture(Family::Qwen3, t, false);
+    const char* name = fx.source->find("output.weight") ? "output.weight" : "token_embd.weight";
+    const TensorView& w = *fx.source->find(name);
+    std::vector<std::byte> bytes(w.data.begin(), w.data.end());
+    const int64_t rb = row_bytes(t, w.ne[0]), row = 100;
+    if (t == DType::Q8_0) {
+      const uint16_t nan16 = 0x7E00;  // the row's first block scale
+      std::memcpy(bytes.data() + row * rb, &nan16, 2);
+    } else {
+      const float nan = std::nanf("");
+      std::memcpy(bytes.data() + row * rb, &nan, 4);
+    }
+    fx.source->add(name, t, w.ne, std::move(bytes));
+    Model m = Model::load(engine(), *fx.source);
+    for (bool graph : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (graph ? " graph" : " eager"));
+      Arms a = m.arms();
+      a.decode_graph = graph;
+      m.set_arms(a);
+      Cache c = m.new_cache(8), d = m.new_cache(8);
+      EXPECT_THAT([&] { m.decode_greedy(3, c); },
+                  ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("non-finite logit"),
+                                                                   ::testing::HasSubstr("position 0"))));
+      EXPECT_THAT([&] { m.decode_greedy_n(3, 4, d); },
+                  ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("decode_greedy_n"),
+                                                                   ::testing::HasSubstr("position 0"))));
+      // the control: decode_step's own check sees the same logits
+      Cache e = m.new_cache(8);
+      EXPECT_THAT([&] { m.decode_step(3, e); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("non-finite logit")));
+    }
+  }
+}
+
 // Fused and unfused RMSNorm + q8_1 write the same f32 values and the same blocks (norm.cu):
 // the whole stream is bit-identical under fuse_norm_quant on/off.
 TEST_F(GpuModel, FusedNormQuantBitIdentical) {

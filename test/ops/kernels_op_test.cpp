@@ -589,7 +589,8 @@ TEST_F(Kernels, MoeRouteAndCombineMatchOracle) {
   EXPECT_TRUE(compare_to_contract(gx, rx, Tolerance::nmse(1e-12)));
 }
 
-// Greedy ties go to the lowest index (oracle::top_k's rule), wherever the tie sits.
+// Greedy ties go to the lowest index (oracle::top_k's rule), wherever the tie sits; a non-finite
+// logit makes the token -1 (argmax.cuh).
 TEST_F(Kernels, ArgmaxTiesToLowestIndex) {
   for (int64_t n : {1, 1000, 151936}) {
     std::vector<float> l(n, -1.0f);
@@ -600,6 +601,14 @@ TEST_F(Kernels, ArgmaxTiesToLowestIndex) {
     DeviceBuffer<int32_t> out(e(), 1);
     cuda::argmax_run(dl.data(), n, out.data(), s());
     EXPECT_EQ(out.download()[0], std::min(a, b)) << "n=" << n;
+    // a NaN or an infinity anywhere, winning or not: no token (-1)
+    for (float poison : {std::nanf(""), -INFINITY}) {
+      l[n / 2] = poison;
+      auto dp = up(l);
+      cuda::argmax_run(dp.data(), n, out.data(), s());
+      EXPECT_EQ(out.download()[0], -1) << "n=" << n << " poison " << poison;
+      l[n / 2] = -1.0f;
+    }
   }
 }
 
