@@ -323,15 +323,22 @@ struct Model::Impl {
     ++counters.gemm_launches;
   }
 
-  // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
-  void mv(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
-          bool add, int x_div = 1, const int32_t* slab = nullptr) {
-    if (x_div == 1 && use_gemm(w, n_out, slab)) return gemm(w, xf, ld, xq, y, ld_y, n_out, add);
+  // A mat-vec's operands: q8_1 activations for the types that take them, else f32 rows.
+  static cuda::MatvecParams mv_params(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y,
+                                      int64_t ld_y, int64_t n_out, bool add, int x_div, const int32_t* slab) {
     cuda::MatvecParams p;
     p.w = w;
     if (cuda::uses_q8_1(w.type)) p.xq = xq;
     else { p.xf = xf; p.ld_xf = ld; }
     p.y = y; p.ld_y = ld_y; p.n_out = n_out; p.add_to_y = add; p.x_div = x_div; p.slab_of = slab;
+    return p;
+  }
+
+  // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
+  void mv(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
+          bool add, int x_div = 1, const int32_t* slab = nullptr) {
+    if (x_div == 1 && use_gemm(w, n_out, slab)) return gemm(w, xf, ld, xq, y, ld_y, n_out, add);
+    cuda::MatvecParams p = mv_params(w, xf, ld, xq, y, ld_y, n_out, add, x_div, slab);
     if ((p.x4 = w4a4_acts(w.type, xf, ld, w.cols, n_out, x_div))) {
       p.xq = nullptr;
       ++counters.w4a4_launches;
@@ -354,12 +361,7 @@ struct Model::Impl {
         gemm(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false);
         continue;
       }
-      cuda::MatvecParams p;
-      p.w = j.w->m;
-      if (cuda::uses_q8_1(p.w.type)) p.xq = xq;
-      else { p.xf = xf; p.ld_xf = ld; }
-      p.y = j.y; p.ld_y = p.w.slab_rows; p.n_out = n_out; p.x_div = x_div; p.slab_of = slab;
-      ps.push_back(p);
+      ps.push_back(mv_params(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
     }
     // the group's activation rows as W4A4 once, for all its NVFP4 matrices
     const cuda::A4* a4 = nullptr;
@@ -578,11 +580,8 @@ struct Model::Impl {
     // Greedy: the lm_head leaves its warps' bests, and one launch takes the token from them,
     // writes it where the next step's embedding reads it and into the cache's history, and
     // advances the position (the full-vocabulary scan and advance_pos were two launches).
-    cuda::MatvecParams p;
-    p.w = lm_head();
-    if (cuda::uses_q8_1(p.w.type)) p.xq = hnq.data();
-    else { p.xf = hn.data(); p.ld_xf = D; }
-    p.y = logits.data(); p.ld_y = c.n_vocab; p.n_out = 1;
+    // (one output vector: never the GEMM, never W4A4 — mv()'s other two forms)
+    const cuda::MatvecParams p = mv_params(lm_head(), hn.data(), D, hnq.data(), logits.data(), c.n_vocab, 1, false, 1, nullptr);
     const int nb = cuda::matvec_run_best(p, arms.decode_matvec, row_best.data(), static_cast<int>(row_best.size()), s);
     cuda::GreedyStep o;
     o.out = amax.data(); o.next_tok = tok.data(); o.hist = ci.greedy_hist.data(); o.pos = ci.pos_dev.data(); o.advance = T;
