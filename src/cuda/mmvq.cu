@@ -552,6 +552,10 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   // warp stores, in argmax.cuh's order; the warps' bests go to batch.best for argmax_step_run.
   float best_v = -INFINITY;
   int32_t best_i = kNoRow, best_bad = 0;
+  auto note_best = [&](float v, int64_t i) {
+    best_bad |= !isfinite(v);
+    if (argmax_better(v, static_cast<int32_t>(i), best_v, best_i)) { best_v = v; best_i = static_cast<int32_t>(i); }
+  };
   // One group: the next group's loads into nxt, then cur's arithmetic; false past the last row.
   auto step = [&](const Raw (&cur)[G], Raw (&nxt)[G]) {
     int64_t r2 = r;
@@ -587,11 +591,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
           const float t = __fmul_rn(v, ep_scale);
           const float yv = p.add_to_y ? __fadd_rn(ep_y, t) : t;  // store()'s two roundings
           p.y[r - batch.row_start[jr]] = yv;
-          if constexpr (kBest) {
-            const int32_t i = static_cast<int32_t>(r - batch.row_start[jr]);
-            best_bad |= !isfinite(yv);
-            if (argmax_better(yv, i, best_v, best_i)) { best_v = yv; best_i = i; }
-          }
+          if constexpr (kBest) note_best(yv, r - batch.row_start[jr]);
         }
       } else {
         const int j = matrix_of(r);
@@ -600,10 +600,7 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
           const int64_t i = r - batch.row_start[j];
           const float t = __fmul_rn(v, p.w.slab_scale[0]);
           store(p, i, t);
-          if constexpr (kBest) {  // t is the stored value: a kBest launch has no residual add
-            best_bad |= !isfinite(t);
-            if (argmax_better(t, static_cast<int32_t>(i), best_v, best_i)) { best_v = t; best_i = static_cast<int32_t>(i); }
-          }
+          if constexpr (kBest) note_best(t, i);  // t is the stored value: a kBest launch has no residual add
         }
       }
       acc = 0.0f;
@@ -639,8 +636,8 @@ size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
 
 // The streamed form for a dense m = 1 launch whose matrices share cols and activations (an
 // mv_group); false when it does not apply.
-// kBest: b.best holds room for b.n_best warps; a grid of more warps does not launch (returns
-// false).
+// kBest: b.best holds room for *n_best warps (then set to the grid's warps); a grid of more
+// warps does not launch (returns false).
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
           bool kCarry = false, bool kBest = false>
 bool launch_stream_as(MatvecBatch& b, cudaStream_t s, int* n_best) {
