@@ -58,6 +58,11 @@
 //   Tried with v17 and dropped: the streamed grid cut to as few warps as keep the most rows per
 //      warp (every warp a full last round, e.g. the 9B gate/up's 24576 rows as 2458 warps of 10
 //      instead of 2640 of 9 or 10): 9B NVFP4 1846 / 1846 vs 1811 / 1810 us, 0.6B 814 vs 804.
+//   Measured after v17 and not taken (branch xp-packed-scales, timing only): a lane's 4 scale bytes
+//      of units l + 32 g as one 32-bit load (a scale plane permuted in 128-unit chunks), 94 -> 80
+//      registers, so 8-unit rows at 6 blocks per SM: 9B NVFP4 1774 / 1773 vs 1786 / 1789 us per
+//      step (graph_stream); at 5 blocks per SM no gain. 0.7 % for a layout the GEMM, dmat_elem and
+//      the tiled mat-vec would have to follow.
 //   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
 //      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
 //      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
