@@ -62,7 +62,9 @@
 //      of units l + 32 g as one 32-bit load (a scale plane permuted in 128-unit chunks), 94 -> 80
 //      registers, so 8-unit rows at 6 blocks per SM: 9B NVFP4 1774 / 1773 vs 1786 / 1789 us per
 //      step (graph_stream); at 5 blocks per SM no gain. 0.7 % for a layout the GEMM, dmat_elem and
-//      the tiled mat-vec would have to follow.
+//      the tiled mat-vec would have to follow. Two rows per warp step sharing the activation loads
+//      (branch xp-two-rows, same bits): 1985 (4 units per row, 5 blocks) to 2160 (8 units, 3
+//      blocks) vs 1796 us.
 //   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
 //      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
 //      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
