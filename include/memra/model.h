@@ -70,6 +70,7 @@ struct Counters {
   int64_t gemm_routed_launches = 0;  // of which MoE expert GEMMs grouped by expert
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
+  int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
 };
 
 struct Prime {
@@ -103,6 +104,14 @@ class Model {
   Prime prime_cache(std::span<const int32_t> tokens, Cache& cache);
   // One token at cache.pos(): logits and final hidden, copied to the host.
   Step decode_step(int32_t token, Cache& cache);
+  // One decode step of B sequences: token b at caches[b]'s position, logits per sequence (host).
+  // Each weight matrix is streamed once for all B; attention and Gated DeltaNet run per
+  // sequence. A sequence's logits are bit-identical whatever its batch-mates, its row and B
+  // (B >= 2, and B = 1 with the b1_fast arm off; DESIGN.md law 2). With b1_fast on (default),
+  // B = 1 is decode_step itself. Eager (the decode_graph arm does not apply). Errors name the
+  // sequence: token out of range, a cache at max_ctx, a cache of another model, one cache
+  // twice, token / cache counts that differ, non-finite logits.
+  std::vector<std::vector<float>> decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches);
   // One token, greedy: the argmax (lowest index on ties) computed on the device; only the
   // token id comes back. The generation loop of benchmarks and memra-run.
   int32_t decode_greedy(int32_t token, Cache& cache);

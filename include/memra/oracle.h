@@ -84,6 +84,11 @@ class Model {
   std::vector<float> prime(std::span<const int32_t> tokens, Cache& cache) const;
   // One token at cache.pos (a one-token recurrent GDN step).
   Step decode_step(int32_t token, Cache& cache) const;
+  // One decode step of B sequences (the GPU's decode_step_batch shape): token b at caches[b]'s
+  // position, logits per sequence — each exactly decode_step's, so the oracle side of the batched
+  // decode gates needs no calibration. All inputs are checked before any cache is written;
+  // errors name the sequence.
+  std::vector<std::vector<float>> decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) const;
   // The MTP head: from the main model's final hidden state h_t (Step::hidden at position t) and
   // the next token x_{t+1}, logits for x_{t+2}. Attends over earlier MTP steps at position
   // cache.mtp_pos, so call it once per position in order. Fails when the model has no MTP head.

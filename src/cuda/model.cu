@@ -238,6 +238,7 @@ struct Model::Impl {
   // token once read back), else -1: a decode call whose token is already there copies nothing.
   int64_t tok_dev = -1;
   DeviceBuffer<cuda::RowBest> row_best;  // the greedy lm_head's per-warp bests (matvec_run_best)
+  DeviceBuffer<float> logits_batch;      // [B, n_vocab]: a batched decode step's logits
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
   DeviceBuffer<int32_t> group_order, group_start, tile_slab, tile_start, n_tiles;
   std::vector<int32_t> tok_host;
@@ -311,8 +312,13 @@ struct Model::Impl {
   }
 
   int64_t gemm_min_tokens = 32;
+  // A batched decode step is running (decode_batch): its mat-muls stay on the mat-vec, whose
+  // per-vector chain is the same for any number of output vectors (a GEMM above
+  // gemm_min_tokens sequences would change a sequence's bits with B: DESIGN.md law 2).
+  bool batch_step = false;
   bool use_gemm(const DMat& w, int64_t n_out, const int32_t* slab) const {
-    return arms.prefill_matmul == PrefillMatmul::mma && n_out >= gemm_min_tokens && slab == nullptr && cuda::gemm_supported(w.type, w.cols);
+    return arms.prefill_matmul == PrefillMatmul::mma && !batch_step && n_out >= gemm_min_tokens && slab == nullptr &&
+           cuda::gemm_supported(w.type, w.cols);
   }
   void gemm(const DMat& w, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T, bool add) {
     cuda::GemmParams g;
@@ -398,12 +404,27 @@ struct Model::Impl {
     if (n % 32 == 0) rowop(cuda::RowOp::Identity, y, n, nullptr, 0, nullptr, nullptr, qq, rows, n);
   }
 
+  // An attention layer over T activation rows: the projections of all rows, the attention of
+  // each sequence over its own cache, the output projection of all rows. One sequence's T tokens
+  // (a prefill or decode call) is one attention_core over rows [0, T); a batched decode step is
+  // one attention_core per sequence, each over its one row.
   void attention_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound) {
-    const int64_t D = c.n_embd, qd = c.n_head * c.head_dim;
-    mv_group({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}, {&L.wgate, gate.data()}}, h.data(), D,
+    attention_project(L, T);
+    attention_core(L, ci, li, T, ctx_bound, 0);
+    attention_output(L, T);
+  }
+  void attention_project(DevLayer& L, int64_t T) {
+    mv_group({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}, {&L.wgate, gate.data()}}, h.data(), c.n_embd,
              hq.data(), T);
+  }
+  // wo's q8_1 input comes from the attention combine itself when its blocks lie inside a head
+  bool attn_q_in_combine(const DevLayer& L) const { return cuda::uses_q8_1(L.wo.m.type) && c.head_dim % 32 == 0; }
+  // Rows [r0, r0 + T) of q / k / v / gate: T tokens of the sequence of cache ci.
+  void attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+    const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
     cuda::QkPrepParams qp;
-    qp.q = q.data(); qp.k = k.data(); qp.v = v.data(); qp.q_norm = L.q_norm.data(); qp.k_norm = L.k_norm.data();
+    qp.q = q.data() + r0 * qd; qp.k = k.data() + r0 * kvd; qp.v = v.data() + r0 * kvd;
+    qp.q_norm = L.q_norm.data(); qp.k_norm = L.k_norm.data();
     qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = ci.pos_dev.data();
     qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
     qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
@@ -412,43 +433,53 @@ struct Model::Impl {
     const bool one_launch = T == 1;
     if (!one_launch) cuda::qk_prep_run(qp, s);
     cuda::AttnParams ap;
-    ap.q = q.data(); ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
-    ap.gate = L.wgate.empty() ? nullptr : gate.data(); ap.out = o.data(); ap.work = work.data();
+    ap.q = qp.q; ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
+    ap.gate = L.wgate.empty() ? nullptr : gate.data() + r0 * qd; ap.out = o.data() + r0 * qd; ap.work = work.data();
     ap.T = T; ap.pos0 = ci.pos_dev.data(); ap.ctx_bound = ctx_bound; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
     ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-    // wo's q8_1 input from the combine itself when the blocks lie inside a head
-    const bool q_in_combine = cuda::uses_q8_1(L.wo.m.type) && c.head_dim % 32 == 0;
-    ap.out_q = q_in_combine ? oq.data() : nullptr;
+    ap.out_q = attn_q_in_combine(L) ? oq.data() + r0 * qd / 32 : nullptr;
     if (one_launch) {
       ap.prep = qp;
       ap.arrivals = attn_arrivals.data();
     }
     cuda::attention_run(ap, s);
-    if (cuda::uses_q8_1(L.wo.m.type) && !q_in_combine)
+  }
+  void attention_output(DevLayer& L, int64_t T) {
+    const int64_t qd = c.n_head * c.head_dim;
+    if (cuda::uses_q8_1(L.wo.m.type) && !attn_q_in_combine(L))
       rowop(cuda::RowOp::Identity, o.data(), qd, nullptr, 0, nullptr, nullptr, oq.data(), T, qd);
-    mv(L.wo.m, o.data(), qd, oq.data(), x.data(), D, T, true);
+    mv(L.wo.m, o.data(), qd, oq.data(), x.data(), c.n_embd, T, true);
   }
 
+  // A Gated-DeltaNet layer, in the same three parts as attention_layer.
   void gdn_layer(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T) {
-    const int64_t D = c.n_embd, cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
-    mv_group({{&L.wqkv, qkv.data()}, {&L.wz, z.data()}, {&L.wb, b.data()}, {&L.wa, a.data()}}, h.data(), D,
+    gdn_project(L, T);
+    gdn_core(L, ci, li, T, 0);
+    gdn_output(L, T);
+  }
+  void gdn_project(DevLayer& L, int64_t T) {
+    mv_group({{&L.wqkv, qkv.data()}, {&L.wz, z.data()}, {&L.wb, b.data()}, {&L.wa, a.data()}}, h.data(), c.n_embd,
              hq.data(), T);
+  }
+  // gated norm per value head (rows T*nv of d_v), in place. With d_v % 32 == 0 the q8_1 blocks
+  // lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
+  // the same values, one launch fewer than a separate Identity pass.
+  bool gdn_q_in_norm(const DevLayer& L) const { return cuda::uses_q8_1(L.wout.m.type) && c.ssm_d_v % 32 == 0; }
+  // Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci.
+  void gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0) {
+    const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
     cuda::GdnConvParams cp;
-    cp.x = qkv.data(); cp.taps = L.conv.data(); cp.state = ci.conv[li].data(); cp.pos0 = ci.pos_dev.data();
-    cp.y = qkvc.data(); cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
+    cp.x = qkv.data() + r0 * cd; cp.taps = L.conv.data(); cp.state = ci.conv[li].data(); cp.pos0 = ci.pos_dev.data();
+    cp.y = qkvc.data() + r0 * cd; cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
     cuda::GdnParams gp;
-    gp.qkv = qkvc.data(); gp.b = b.data(); gp.a = a.data(); gp.ssm_a = L.ssm_a.data(); gp.dt_bias = L.dt_bias.data();
-    gp.state = ci.state[li].data(); gp.o = o.data(); gp.T = T;
+    gp.qkv = cp.y; gp.b = b.data() + r0 * nv; gp.a = a.data() + r0 * nv; gp.ssm_a = L.ssm_a.data();
+    gp.dt_bias = L.dt_bias.data(); gp.state = ci.state[li].data(); gp.o = o.data() + r0 * vd; gp.T = T;
     gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
     gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = tiled;
-    // gated norm per value head (rows T*nv of d_v), in place. With d_v % 32 == 0 the q8_1 blocks
-    // lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
-    // the same values, one launch fewer than a separate Identity pass.
-    const bool q_in_norm = cuda::uses_q8_1(L.wout.m.type) && c.ssm_d_v % 32 == 0;
+    Q81* const oq_rows = gdn_q_in_norm(L) ? oq.data() + r0 * vd / 32 : nullptr;
     // a decode token: the conv, the recurrence and the gated norm in one launch where the head
     // shape has that kernel (bitwise the same as the three launches below)
-    const cuda::GdnOutNorm gn{z.data(), L.gnorm.data(), static_cast<float>(c.rms_eps), o.data(),
-                              q_in_norm ? oq.data() : nullptr};
+    const cuda::GdnOutNorm gn{z.data() + r0 * vd, L.gnorm.data(), static_cast<float>(c.rms_eps), gp.o, oq_rows};
     if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
       cuda::gdn_conv_run(cp, s);
       if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
@@ -457,12 +488,14 @@ struct Model::Impl {
       } else {
         cuda::gdn_recurrent_run(gp, s);
       }
-      rowop(cuda::RowOp::RmsNormGated, o.data(), c.ssm_d_v, z.data(), c.ssm_d_v, L.gnorm.data(), o.data(),
-            q_in_norm ? oq.data() : nullptr, T * nv, c.ssm_d_v);
+      rowop(cuda::RowOp::RmsNormGated, gp.o, c.ssm_d_v, gn.z, c.ssm_d_v, L.gnorm.data(), gp.o, oq_rows, T * nv, c.ssm_d_v);
     }
-    if (cuda::uses_q8_1(L.wout.m.type) && !q_in_norm)
+  }
+  void gdn_output(DevLayer& L, int64_t T) {
+    const int64_t vd = c.ssm_value_dim();
+    if (cuda::uses_q8_1(L.wout.m.type) && !gdn_q_in_norm(L))
       rowop(cuda::RowOp::Identity, o.data(), vd, nullptr, 0, nullptr, nullptr, oq.data(), T, vd);
-    mv(L.wout.m, o.data(), vd, oq.data(), x.data(), D, T, true);
+    mv(L.wout.m, o.data(), vd, oq.data(), x.data(), c.n_embd, T, true);
   }
 
   // SwiGLU FFN of n_out rows: gate/up from h (row a / x_div), down into y.
@@ -478,7 +511,7 @@ struct Model::Impl {
   // grouped by expert (the GEMM arm): every vector's rows by the GEMM's chain, as a dense GEMM
   // would give them; other types by the routed mat-vec.
   bool use_routed_gemm(const DevMatrix& w, int64_t T) const {
-    return arms.prefill_matmul == PrefillMatmul::mma && T >= gemm_min_tokens &&
+    return arms.prefill_matmul == PrefillMatmul::mma && !batch_step && T >= gemm_min_tokens &&
            (w.m.type == DType::Q8_0 || w.m.type == DType::NVFP4) && cuda::gemm_supported(w.m.type, w.m.cols);
   }
   void routed_gemm(const DMat& w, const Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n) {
@@ -656,6 +689,57 @@ struct Model::Impl {
     MEMRA_CUDA_CHECK(cudaGraphLaunch(ci.exec, s));
     ++counters.replays;
     ci.pos += 1;
+  }
+
+  // One decode step of B sequences, token b at cache b's position (DESIGN.md decode_step_batch):
+  // the mat-muls, norms, FFN / MoE and lm_head over B rows (each weight streamed once per step),
+  // attention and Gated DeltaNet per sequence over its own cache. Every kernel computes a row's
+  // values by the same operations whatever B and whatever the other rows hold (mat-vec tiles
+  // keep per-vector accumulators in the dot contract's order, row ops reduce per row, attention
+  // and GDN run per sequence), so a sequence's logits do not depend on its batch-mates, its row
+  // or B (law 2; gate DecodeBatch). Eager only (no graph arm). Logits land in logits_batch.
+  void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis) {
+    const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
+    check_arms();
+    const int64_t B = static_cast<int64_t>(toks.size()), D = c.n_embd;
+    int64_t ctx_bound = 1;
+    for (const Cache::Impl* ci : cis) ctx_bound = std::max(ctx_bound, ci->pos + 1);
+    ensure_scratch(B, ctx_bound);
+    if (static_cast<int64_t>(logits_batch.size()) < B * c.n_vocab)
+      logits_batch = DeviceBuffer<float>(*e, static_cast<size_t>(B * c.n_vocab));
+    tok_host.assign(toks.begin(), toks.end());
+    copy_to_device(tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(B), e->stream());
+    tok_dev = -1;
+    struct Flag {
+      bool& on;
+      ~Flag() { on = false; }
+    } flag{batch_step};
+    batch_step = true;
+    cuda::EmbedParams ep;
+    ep.table = embed.m; ep.tokens = tok.data(); ep.T = B; ep.x = x.data();
+    cuda::embed_run(ep, s);
+    for (int64_t li = 0; li < c.n_layer; ++li) {
+      DevLayer& L = layers[static_cast<size_t>(li)];
+      norm_quant(x.data(), L.attn_norm.data(), h.data(), hq.data(), B, D);
+      if (L.kind == LayerKind::Attention) {
+        attention_project(L, B);
+        for (int64_t r = 0; r < B; ++r) attention_core(L, *cis[r], li, 1, cis[r]->pos + 1, r);
+        attention_output(L, B);
+      } else {
+        gdn_project(L, B);
+        for (int64_t r = 0; r < B; ++r) gdn_core(L, *cis[r], li, 1, r);
+        gdn_output(L, B);
+      }
+      norm_quant(x.data(), L.ffn_norm.data(), h.data(), hq.data(), B, D);
+      ffn_layer(L, B);
+    }
+    norm_quant(x.data(), output_norm.data(), h.data(), hq.data(), B, D);
+    mv(lm_head(), h.data(), D, hq.data(), logits_batch.data(), c.n_vocab, B, false);
+    for (Cache::Impl* ci : cis) {
+      cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci->pos_dev.data(), int64_t{1});
+      ci->pos += 1;
+    }
+    ++counters.batch_steps;
   }
 
   // A greedy step whose logits held a NaN or Inf (argmax.cuh: the token -1).
@@ -882,6 +966,44 @@ Step Model::decode_step(int32_t token, Cache& cache) {
   s.logits = impl_->fetch_logits();
   s.hidden = impl_->hn.download();
   return s;
+}
+
+std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) {
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  if (B == 0) fail("decode_step_batch: no sequences");
+  if (caches.size() != tokens.size())
+    fail("decode_step_batch: ", tokens.size(), " tokens for ", caches.size(), " caches (one token per sequence)");
+  std::vector<Cache::Impl*> cis;
+  for (int64_t b = 0; b < B; ++b) {
+    Cache* cache = caches[static_cast<size_t>(b)];
+    const int32_t one[1] = {tokens[static_cast<size_t>(b)]};
+    try {
+      if (!cache) fail("null cache");
+      impl_->check_cache(*cache);
+      impl_->c.check_prompt(one, cache->pos(), cache->max_ctx());
+    } catch (const Error& err) {
+      fail("decode_step_batch: sequence ", b, ": ", err.what());
+    }
+    for (int64_t a = 0; a < b; ++a)
+      if (cis[static_cast<size_t>(a)] == cache->impl())
+        fail("decode_step_batch: sequences ", a, " and ", b, " share one cache");
+    cis.push_back(cache->impl());
+  }
+  if (B == 1 && impl_->arms.b1_fast) return {decode_step(tokens[0], *caches[0]).logits};
+  impl_->decode_batch(tokens, cis);
+  const int64_t V = impl_->c.n_vocab;
+  std::vector<float> all(static_cast<size_t>(B * V));
+  copy_to_host(all.data(), impl_->logits_batch.data(), sizeof(float) * all.size(), impl_->e->stream());
+  std::vector<std::vector<float>> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const float* row = all.data() + b * V;
+    for (int64_t i = 0; i < V; ++i)
+      if (!std::isfinite(row[i]))
+        fail("decode_step_batch: sequence ", b, ": non-finite logit (", row[i], ") at index ", i, " (lm_head), position ",
+             caches[static_cast<size_t>(b)]->pos() - 1);
+    rows[static_cast<size_t>(b)].assign(row, row + V);
+  }
+  return rows;
 }
 
 int32_t Model::decode_greedy(int32_t token, Cache& cache) {

@@ -240,6 +240,28 @@ Step Model::decode_step(int32_t token, Cache& cache) const {
   return Step{std::move(r.logits.back()), std::move(r.last_hidden)};
 }
 
+std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens,
+                                                        std::span<Cache* const> caches) const {
+  if (tokens.empty()) fail("decode_step_batch: no sequences");
+  if (caches.size() != tokens.size())
+    fail("decode_step_batch: ", tokens.size(), " tokens for ", caches.size(), " caches (one token per sequence)");
+  for (size_t b = 0; b < tokens.size(); ++b) {
+    try {
+      if (!caches[b]) fail("null cache");
+      check_cache(*caches[b]);
+      check_tokens(tokens.subspan(b, 1), *caches[b]);
+    } catch (const Error& err) {
+      fail("decode_step_batch: sequence ", b, ": ", err.what());
+    }
+    for (size_t a = 0; a < b; ++a)
+      if (caches[a] == caches[b]) fail("decode_step_batch: sequences ", a, " and ", b, " share one cache");
+  }
+  std::vector<std::vector<float>> rows;
+  rows.reserve(tokens.size());
+  for (size_t b = 0; b < tokens.size(); ++b) rows.push_back(decode_step(tokens[b], *caches[b]).logits);
+  return rows;
+}
+
 Step Model::mtp_step(std::span<const float> hidden, int32_t next_token, Cache& cache) const {
   if (!w_.mtp) fail("mtp_step: the model has no MTP head");
   const int64_t D = cfg_.n_embd;

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "memra/error.h"
 #include "memra/oracle.h"
 #include "memra/weights.h"
 #include "oracle/ops.h"
@@ -115,6 +116,59 @@ TEST_P(OracleFamily, ThreadCountDoesNotChangeResults) {
 INSTANTIATE_TEST_SUITE_P(Families, OracleFamily,
                          ::testing::Values(Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe),
                          [](const auto& i) { return std::string(family_arch(i.param)); });
+
+// decode_step_batch is decode_step per sequence: the same logits bits for every sequence of a
+// batch of uneven positions, and every cache advanced by one.
+TEST_P(OracleFamily, DecodeStepBatchEqualsDecodeStepPerSequence) {
+  Model m = tiny_model(GetParam(), GdnForm::Recurrent);
+  const int64_t V = m.config().n_vocab;
+  std::vector<Cache> solo, batch;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  for (int b = 0; b < 3; ++b) {
+    auto p = prompt(5 + 3 * b, V, 10 + static_cast<uint64_t>(b));
+    for (auto* v : {&solo, &batch}) {
+      v->push_back(m.new_cache(32));
+      m.prime(std::span<const int32_t>(p).first(p.size() - 1), v->back());
+    }
+    toks.push_back(p.back());
+  }
+  for (Cache& c : batch) ptrs.push_back(&c);
+  for (int step = 0; step < 3; ++step) {
+    const auto rows = m.decode_step_batch(toks, ptrs);
+    ASSERT_EQ(rows.size(), 3u);
+    for (size_t b = 0; b < 3; ++b) {
+      const std::vector<float> ref = m.decode_step(toks[b], solo[b]).logits;
+      EXPECT_TRUE(bit_equal(rows[b], ref)) << "sequence " << b << " step " << step;
+      EXPECT_EQ(batch[b].pos, solo[b].pos);
+      toks[b] = top_k(rows[b], 1)[0].first;
+    }
+  }
+}
+
+TEST(OracleBatch, BadInputNamesTheSequenceAndWritesNothing) {
+  Model m = tiny_model(Family::Qwen35);
+  Cache a = m.new_cache(8), b = m.new_cache(1), other;
+  const int32_t V = static_cast<int32_t>(m.config().n_vocab);
+  auto expect_error = [&](std::vector<int32_t> toks, std::vector<Cache*> caches, const std::string& what) {
+    try {
+      m.decode_step_batch(toks, caches);
+      ADD_FAILURE() << "no error; expected one containing '" << what << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(a.pos, 0);  // nothing ran: checks come first
+  };
+  expect_error({}, {}, "no sequences");
+  expect_error({1, 2}, {&a}, "2 tokens for 1 caches");
+  expect_error({1, V}, {&a, &b}, "sequence 1: token id");
+  expect_error({1, -3}, {&a, &b}, "sequence 1: token id -3");
+  expect_error({1, 2}, {&a, &a}, "sequences 0 and 1 share one cache");
+  expect_error({1, 2}, {&a, nullptr}, "sequence 1: null cache");
+  expect_error({1}, {&other}, "sequence 0: cache has 0 layers");
+  m.decode_step(1, b);  // b is full now (max_ctx 1)
+  expect_error({1, 2}, {&a, &b}, "sequence 1: prompt of 1 tokens at position 1 exceeds the cache's max_ctx 1");
+}
 
 class OracleGdnPrefill : public ::testing::TestWithParam<int> {};
 

@@ -1,0 +1,339 @@
+// Gate DecodeBatch (../shared/GATES.md §2, seed decode_batch_gate.rs): the batched decode step
+// (Model::decode_step_batch) against the one-sequence step, on tiny fixtures of every family.
+//
+//   gate1 strict  decode_step_batch at B = 1 with b1_fast off (so the batched body runs, not
+//                 decode_step) vs decode_step, same cache history: logits BitIdentical at every
+//                 step, under the equalised arms (DESIGN.md law 4) and under the default arms
+//                 (on this engine the batched body at B = 1 launches decode_step's kernels).
+//   gate1 config  default arms, 6 prompt draws, the two greedy streams side by side: FAIL iff
+//                 >= 4 draws diverge before step 3. Plumbing bugs (a wrong token fed, K/V at the
+//                 wrong position) diverge at steps 0-2 on every draw; floating-point composition
+//                 drift between two configs, were there any, shows on few draws and later.
+//   gate2         B = 2..8 and the tile edges 15 / 16 / 17 (the mat-vec's 8- and 16-vector tiles),
+//                 prompts of uneven lengths, vs isolated runs of the same batched body at B = 1:
+//                 every sequence's logits BitIdentical at every step (law 2: batch-mates, row
+//                 and B change no bit).
+// Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
+// whose batched body never ran fails). Each case writes its JSON report.
+// Not here: GATES.md's gate3 (device sampling, lean logits) — the engine has no
+// decode_step_batch_sampled yet.
+// Canaries (gate_decode_batch_canary): config gate1 with the batched lane fed one wrong token at
+// step 1 must FAIL; gate2 with two sequences' tokens swapped at one step must FAIL.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "exactness/gpu_fixture.h"
+#include "memra/engine.h"
+#include "memra/error.h"
+#include "memra/model.h"
+#include "memra/oracle.h"
+#include "memra/testing/gate.h"
+#include "memra/testing/gpu.h"
+#include "memra/testing/matchers.h"
+#include "memra/testing/report.h"
+
+namespace memra {
+namespace {
+
+using gpu_test::FixtureModel;
+
+constexpr int kSteps = 8;          // decode steps per stream
+constexpr int kDraws = 6;          // config gate1's prompt draws
+constexpr int kEarlyStep = 3;      // a divergence before this step is early (plumbing window)
+constexpr int kEarlyFail = 4;      // config gate1 fails at this many early draws of kDraws
+constexpr int kMaxB = 17;
+const int kBatchSizes[] = {2, 3, 4, 5, 6, 7, 8, 15, 16, 17};
+
+Engine& engine() {
+  static Engine e = Engine::open(testing::test_device());
+  return e;
+}
+
+struct Loaded {
+  FixtureModel fx;
+  std::unique_ptr<Model> gpu;
+};
+
+Loaded& loaded(Family f, DType t) {
+  static std::map<std::string, std::unique_ptr<Loaded>> cache;
+  FixtureModel fx = gpu_test::make_fixture(f, t, false);
+  auto& slot = cache[fx.id];
+  if (!slot) {
+    slot = std::make_unique<Loaded>();
+    slot->gpu = std::make_unique<Model>(Model::load(engine(), *fx.source));
+    slot->fx = std::move(fx);
+  }
+  return *slot;
+}
+
+int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Sequence i's prompt: distinct tokens and an uneven length (so positions differ in a batch).
+std::vector<int32_t> seq_prompt(const Loaded& m, int i, uint32_t draw = 0) {
+  return testing_fixtures::prompt(10 + 3 * i, m.fx.config.n_vocab, 100 + 7 * draw + static_cast<uint32_t>(i));
+}
+
+// A cache primed with all of the prompt but its last token (the first one decode feeds).
+Cache primed(Model& m, const std::vector<int32_t>& p) {
+  Cache c = m.new_cache(static_cast<int64_t>(p.size()) + kSteps + 1);
+  m.prime_cache(std::span<const int32_t>(p).first(p.size() - 1), c);
+  return c;
+}
+
+Arms with_b1_fast_off(Arms a) {
+  a.b1_fast = false;
+  return a;
+}
+
+// --- gate1 ---------------------------------------------------------------------------------------
+
+struct Gate1Draw {
+  int diverged_at = -1;  // first step whose greedy tokens differ, -1: none
+  int bit_diffs = 0;     // steps whose logits differ in any bit
+  int first_bit_diff = -1;
+};
+
+// decode_step and decode_step_batch at B = 1 side by side from the same prompt, each fed its own
+// greedy token. `wrong_token`: the batched lane is fed token - 1 at step 1 (the canary).
+Gate1Draw gate1_draw(Loaded& m, uint32_t draw, bool wrong_token) {
+  const std::vector<int32_t> p = seq_prompt(m, 0, draw);
+  Cache ref = primed(*m.gpu, p), bat = primed(*m.gpu, p);
+  int32_t t_ref = p.back(), t_bat = p.back();
+  Gate1Draw d;
+  for (int s = 0; s < kSteps; ++s) {
+    if (wrong_token && s == 1) t_bat = t_bat == 0 ? 1 : t_bat - 1;
+    const std::vector<float> l_ref = m.gpu->decode_step(t_ref, ref).logits;
+    Cache* one[1] = {&bat};
+    const std::vector<float> l_bat = m.gpu->decode_step_batch(std::span<const int32_t>(&t_bat, 1), one).at(0);
+    if (!same_bits(l_ref, l_bat) && d.bit_diffs++ == 0) d.first_bit_diff = s;
+    t_ref = argmax(l_ref);
+    t_bat = argmax(l_bat);
+    if (t_ref != t_bat) {
+      d.diverged_at = s;
+      break;
+    }
+  }
+  return d;
+}
+
+// Strict: one draw, logits bit-identical at every step, under `arms` with b1_fast off.
+void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(arms));
+  const int64_t before = m.gpu->counters().batch_steps;
+  const Gate1Draw d = gate1_draw(m, 0, false);
+  const int64_t ran = m.gpu->counters().batch_steps - before;
+  testing::Report rep = testing::Report::for_current_test();
+  rep["fixture"] = m.fx.id;
+  rep["mode"] = std::string("strict, ") + arms_name;
+  rep.set_arms("batched", m.gpu->arms());
+  rep.figure("bit_diff_steps", d.bit_diffs);
+  rep.figure("first_bit_diff", d.first_bit_diff);
+  rep.figure("batched_calls", ran);
+  rep.set_verdict(d.bit_diffs == 0 && d.diverged_at < 0 && ran == kSteps,
+                  d.bit_diffs ? "logits differ from decode_step at step " + std::to_string(d.first_bit_diff) : "");
+  rep.write();
+  EXPECT_EQ(ran, kSteps) << m.fx.id << " (" << arms_name << "): the batched body did not serve every step";
+  EXPECT_EQ(d.bit_diffs, 0) << m.fx.id << " (" << arms_name << "): B=1 batched logits differ from decode_step, first at step "
+                            << d.first_bit_diff;
+  EXPECT_EQ(d.diverged_at, -1) << m.fx.id << " (" << arms_name << "): greedy streams diverge at step " << d.diverged_at;
+}
+
+// Config: kDraws draws under the default arms (b1_fast off, so the batched body is what runs).
+void gate1_config(Loaded& m, bool wrong_token) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+  int early = 0;
+  nlohmann::json draws = nlohmann::json::array();
+  for (int g = 0; g < kDraws; ++g) {
+    const Gate1Draw d = gate1_draw(m, static_cast<uint32_t>(g), wrong_token);
+    if (d.diverged_at >= 0 && d.diverged_at < kEarlyStep) ++early;
+    draws.push_back({{"draw", g}, {"diverged_at", d.diverged_at}, {"bit_diff_steps", d.bit_diffs}});
+  }
+  testing::Report rep = testing::Report::for_current_test();
+  rep["fixture"] = m.fx.id;
+  rep["mode"] = "config";
+  rep["draws"] = draws;
+  rep.set_arms("batched", m.gpu->arms());
+  rep.figure("early_draws", early);
+  rep.set_verdict(early < kEarlyFail, std::to_string(early) + " of " + std::to_string(kDraws) +
+                                          " draws diverge before step " + std::to_string(kEarlyStep));
+  if (!wrong_token) rep.write();
+  std::printf("[gate1 config] %s: %d of %d draws diverge before step %d\n", m.fx.id.c_str(), early, kDraws, kEarlyStep);
+  EXPECT_LT(early, kEarlyFail) << m.fx.id << ": " << early << " of " << kDraws << " draws diverge before step "
+                               << kEarlyStep << " (the plumbing class)";
+}
+
+// --- gate2 ---------------------------------------------------------------------------------------
+
+// Each sequence's isolated stream through the batched body at B = 1: logits per step.
+using Stream = std::vector<std::vector<float>>;
+std::vector<Stream> isolated_streams(Loaded& m) {
+  std::vector<Stream> out;
+  for (int i = 0; i < kMaxB; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    Cache c = primed(*m.gpu, p);
+    Cache* one[1] = {&c};
+    int32_t t = p.back();
+    Stream s;
+    for (int k = 0; k < kSteps; ++k) {
+      s.push_back(m.gpu->decode_step_batch(std::span<const int32_t>(&t, 1), one).at(0));
+      t = argmax(s.back());
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// B sequences in one batch against their isolated streams. `swap_at`: at that step the tokens of
+// sequences 0 and 1 are swapped (the canary's plumbing bug). Returns how many (sequence, step)
+// rows differ; the first goes to `entry` and through BitIdentical's explanation.
+int gate2_batch(Loaded& m, const std::vector<Stream>& ref, int B, int swap_at, nlohmann::json& entry) {
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < B; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    caches.push_back(primed(*m.gpu, p));
+    toks.push_back(p.back());
+  }
+  for (Cache& c : caches) ptrs.push_back(&c);
+  int bad = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    if (k == swap_at) std::swap(toks[0], toks[1]);
+    const std::vector<std::vector<float>> rows = m.gpu->decode_step_batch(toks, ptrs);
+    for (int i = 0; i < B; ++i) {
+      const std::vector<float>& want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
+      if (!same_bits(rows[static_cast<size_t>(i)], want)) {
+        if (bad++ == 0) {
+          entry["first_mismatch"] = {{"sequence", i}, {"step", k}};
+          EXPECT_THAT(rows[static_cast<size_t>(i)], testing::BitIdentical(want))
+              << m.fx.id << ": B=" << B << " sequence " << i << " step " << k << " (reported once per batch)";
+        }
+      }
+      toks[static_cast<size_t>(i)] = argmax(rows[static_cast<size_t>(i)]);
+    }
+  }
+  return bad;
+}
+
+void gate2(Loaded& m, bool swap_tokens) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+  const std::vector<Stream> ref = isolated_streams(m);
+  const int64_t before = m.gpu->counters().batch_steps;
+  testing::Report rep = testing::Report::for_current_test();
+  rep["fixture"] = m.fx.id;
+  nlohmann::json per_b = nlohmann::json::array();
+  int bad = 0, calls = 0;
+  for (int B : kBatchSizes) {
+    nlohmann::json entry = {{"B", B}};
+    const int b = gate2_batch(m, ref, B, swap_tokens ? 2 : -1, entry);
+    entry["mismatching_rows"] = b;
+    per_b.push_back(entry);
+    bad += b;
+    calls += kSteps;
+  }
+  const int64_t ran = m.gpu->counters().batch_steps - before;
+  rep["batches"] = per_b;
+  rep.set_arms("batched", m.gpu->arms());
+  rep.figure("mismatching_rows", bad);
+  rep.figure("batched_calls", ran);
+  rep.set_verdict(bad == 0 && ran == calls, std::to_string(bad) + " (sequence, step) rows differ from the isolated runs");
+  if (!swap_tokens) rep.write();
+  std::printf("[gate2] %s: %d batched calls over B in {2..8, 15, 16, 17}, %d rows differ\n", m.fx.id.c_str(),
+              static_cast<int>(ran), bad);
+  EXPECT_EQ(ran, calls) << m.fx.id << ": the batched body did not serve every call";
+  EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's logits";
+}
+
+// --- cases ---------------------------------------------------------------------------------------
+
+struct Case {
+  Family family;
+  DType type;
+  std::string name() const { return std::string(family_arch(family)) + "_" + std::string(dtype_name(type)); }
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
+struct CaseName {
+  std::string operator()(const ::testing::TestParamInfo<Case>& i) const { return i.param.name(); }
+};
+// Every family, attention-only / GDN hybrids / MoE, the quantised and a float lm_head.
+const Case kCases[] = {{Family::Qwen3, DType::Q8_0}, {Family::Qwen3Next, DType::BF16},
+                       {Family::Qwen35, DType::NVFP4}, {Family::Qwen35Moe, DType::NVFP4}, {Family::Qwen35, DType::F32}};
+
+class DecodeBatch : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
+  Loaded& model() { return loaded(GetParam().family, GetParam().type); }
+};
+
+#ifndef MEMRA_GPU_CANARY
+
+TEST_P(DecodeBatch, Gate1StrictEqualisedArms) { gate1_strict(model(), Arms::equalised(), "equalised arms"); }
+TEST_P(DecodeBatch, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms"); }
+TEST_P(DecodeBatch, Gate1Config) { gate1_config(model(), false); }
+TEST_P(DecodeBatch, Gate2BatchMatesChangeNoBit) { gate2(model(), false); }
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(kCases), CaseName());
+
+// With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
+// body does not run.
+TEST(DecodeBatchApi, B1FastRoutesToDecodeStep) {
+  MEMRA_REQUIRE_TEST_GPU(1);
+  Loaded& m = loaded(Family::Qwen35, DType::NVFP4);
+  const std::vector<int32_t> p = seq_prompt(m, 1);
+  Cache a = primed(*m.gpu, p), b = primed(*m.gpu, p);
+  const int64_t before = m.gpu->counters().batch_steps;
+  int32_t t = p.back();
+  Cache* one[1] = {&b};
+  const std::vector<float> fast = m.gpu->decode_step_batch(std::span<const int32_t>(&t, 1), one).at(0);
+  EXPECT_EQ(m.gpu->counters().batch_steps, before) << "b1_fast on: the batched body must not run at B = 1";
+  EXPECT_THAT(fast, testing::BitIdentical(m.gpu->decode_step(t, a).logits));
+  EXPECT_EQ(a.pos(), b.pos());
+}
+
+// Bad input: an error naming the sequence, and no cache advanced.
+TEST(DecodeBatchApi, BadInputNamesTheSequence) {
+  MEMRA_REQUIRE_TEST_GPU(1);
+  Loaded& m = loaded(Family::Qwen3, DType::Q8_0);
+  Loaded& other = loaded(Family::Qwen35, DType::NVFP4);
+  const int32_t V = static_cast<int32_t>(m.fx.config.n_vocab);
+  Cache a = m.gpu->new_cache(8), b = m.gpu->new_cache(8), full = m.gpu->new_cache(1), foreign = other.gpu->new_cache(8);
+  m.gpu->decode_step(1, full);
+  auto expect_error = [&](std::vector<int32_t> toks, std::vector<Cache*> caches, const std::string& what) {
+    EXPECT_THAT([&] { m.gpu->decode_step_batch(toks, caches); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr(what)));
+    EXPECT_EQ(a.pos(), 0);  // checked before anything ran
+    EXPECT_EQ(b.pos(), 0);
+  };
+  expect_error({}, {}, "no sequences");
+  expect_error({1, 2}, {&a}, "2 tokens for 1 caches");
+  expect_error({1, V}, {&a, &b}, "sequence 1: token id");
+  expect_error({-2, 1}, {&a, &b}, "sequence 0: token id -2");
+  expect_error({1, 2}, {&a, &a}, "sequences 0 and 1 share one cache");
+  expect_error({1, 2}, {&a, nullptr}, "sequence 1: null cache");
+  expect_error({1, 2}, {&a, &foreign}, "sequence 1: cache was made by another model");
+  expect_error({1, 2}, {&a, &full}, "sequence 1: prompt of 1 tokens at position 1 exceeds");
+}
+
+#else  // the canary target
+
+TEST_P(DecodeBatch, Gate1ConfigWrongTokenFails) {
+  testing::expect_gate_fails("the batched lane fed token - 1 at step 1 (plumbing)", [&] { gate1_config(model(), true); });
+}
+TEST_P(DecodeBatch, Gate2SwappedTokensFail) {
+  testing::expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
+                             [&] { gate2(model(), true); });
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch,
+                         ::testing::Values(Case{Family::Qwen3, DType::Q8_0}, Case{Family::Qwen35Moe, DType::NVFP4}),
+                         CaseName());
+
+#endif
+
+}  // namespace
+}  // namespace memra
