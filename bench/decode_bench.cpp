@@ -1,4 +1,5 @@
-// Timing arms of the GPU model: decode at batch 1 and prefill of 512 tokens, on realistic-shape
+// Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>) and
+// prefill of 512 tokens, on realistic-shape
 // synthetic models (fixture presets' configs, weights filled on the device: Model::synthetic),
 // plus the streaming-read probe that defines the card's read-bandwidth roofline.
 //
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -155,6 +157,38 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
+// B sequences decoded together: decode_step_batch_sampled with greedy specs, lean (the tokens
+// come back, the logits stay on the device), eager, b1_fast on (B = 1 is decode_step). Each
+// sequence primed with its own 16-token prompt. items_per_second = tokens/s over all sequences;
+// us_per_step = the time of one batched step.
+void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
+  Model& m = model_for(s);
+  set_arm(m, "mmvq");
+  const int64_t steps = st.max_iterations;
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  for (int b = 0; b < B; ++b) {
+    caches.push_back(m.new_cache(16 + steps + 8));
+    std::vector<int32_t> prompt(16);
+    for (int i = 0; i < 16; ++i) prompt[i] = 100 + 37 * b + i;
+    m.prime_cache(prompt, caches.back());
+    toks.push_back(1 + b);
+  }
+  for (Cache& c : caches) ptrs.push_back(&c);
+  const std::vector<std::optional<SampleSpec>> greedy(static_cast<size_t>(B), SampleSpec{});
+  toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;  // outside the timing
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
+    st.SetIterationTime(t.stop_s());
+  }
+  st.SetItemsProcessed(st.iterations() * B);
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * B), benchmark::Counter::kIsRate);
+  st.counters["batch"] = B;
+}
+
 // arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma);
 // "mmvq_serial": mmvq with launch_overlap off
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
@@ -184,6 +218,9 @@ void register_all() {
     for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"})
       benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+    for (int B : {1, 4, 16, 32})
+      benchmark::RegisterBenchmark((std::string("DecodeBatch/") + s.name + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
+          ->UseManualTime()->Iterations(16)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
     for (const char* arm : {"mmvq", "mmvq_serial", "gemm"})
       benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name + "/" + arm).c_str(), BM_Prefill512, s, arm)
           ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);

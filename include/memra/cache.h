@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace memra {
 
@@ -28,6 +29,10 @@ class Cache {
   int64_t pos() const;  // tokens already written
   // Back to position 0 with zeroed conv and recurrent state (K/V beyond pos are never read).
   void reset();
+  // The logits a lean sampled step left on the device for this sequence
+  // (Model::decode_step_batch_sampled with lean), copied to the host; empty when there are none
+  // (a later step of any other kind drops them).
+  std::vector<float> last_logits() const;
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }

@@ -34,11 +34,12 @@
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
 // (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
 //
-// provides: LoadOptions, Step, Counters, Prime, Model
+// provides: LoadOptions, Step, Counters, Sampled, Prime, Model
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -48,6 +49,7 @@
 #include "memra/dtype.h"
 #include "memra/engine.h"
 #include "memra/raw_weights.h"
+#include "memra/sampling.h"
 #include "memra/source.h"
 
 namespace memra {
@@ -71,6 +73,14 @@ struct Counters {
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
+};
+
+// A batched step's selections (decode_step_batch_sampled): per sequence the drawn token (-1 for
+// a row without a spec) and its logits on the host (empty for a sampled row of a lean step: they
+// stay on the device, Cache::last_logits).
+struct Sampled {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;
 };
 
 struct Prime {
@@ -112,6 +122,15 @@ class Model {
   // sequence: token out of range, a cache at max_ctx, a cache of another model, one cache
   // twice, token / cache counts that differ, non-finite logits.
   std::vector<std::vector<float>> decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches);
+  // decode_step_batch with the token chosen on the device: specs[b] (memra/sampling.h: temperature
+  // 0 = greedy, ties to the lowest index; > 0 = the Gumbel-max draw of (seed, counter), a pure
+  // function of the row's logits and its spec, so never of its batch-mates) or none (the row is
+  // only returned). lean: a sampled row's logits stay on the device (caches[b]->last_logits())
+  // instead of being copied back; rows without a spec always come back in full. Errors as
+  // decode_step_batch, plus a spec count that differs from the sequences', a temperature that is
+  // negative or not finite, and a sampled row whose logits are not finite (naming the sequence).
+  Sampled decode_step_batch_sampled(std::span<const int32_t> tokens, std::span<Cache* const> caches,
+                                    std::span<const std::optional<SampleSpec>> specs, bool lean = false);
   // One token, greedy: the argmax (lowest index on ties) computed on the device; only the
   // token id comes back. The generation loop of benchmarks and memra-run.
   int32_t decode_greedy(int32_t token, Cache& cache);

@@ -65,6 +65,79 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// memra/sampling.h's philox4x32_10 and philox_uniform, on the device: the same integers, the
+// same u (a double from 53 bits, exact).
+__device__ double philox_uniform_dev(uint64_t seed, uint64_t counter, uint64_t index) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
+  uint32_t c2 = static_cast<uint32_t>(counter), c3 = static_cast<uint32_t>(counter >> 32);
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    const uint32_t hi0 = __umulhi(kM0, c0), lo0 = kM0 * c0, hi1 = __umulhi(kM1, c2), lo1 = kM1 * c2;
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  const uint64_t bits = (static_cast<uint64_t>(c0) << 21) ^ (c1 >> 11);
+  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+}
+
+// Block r: row r. Greedy compares the f32 logits (argmax_better, block_best); sampling compares
+// double scores with the same total order (greater, then lower index), reduced the same way.
+__global__ void __launch_bounds__(kThreads)
+    select_rows_kernel(const float* x, int64_t n, const RowSelect* rows, int32_t* out) {
+  pdl_wait();
+  pdl_release();
+  const RowSelect job = rows[blockIdx.x];
+  const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
+  if (job.has_spec) {
+    int bad = 0;
+    int32_t bi = kNoRow;
+    if (job.temperature == 0.0f) {
+      float bv = -INFINITY;
+      for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+        bad |= !isfinite(row[i]);
+        if (argmax_better(row[i], static_cast<int32_t>(i), bv, bi)) { bv = row[i]; bi = static_cast<int32_t>(i); }
+      }
+      bad = __syncthreads_or(bad);
+      bi = block_best(bv, bi).i;
+    } else {
+      const double inv_t = 1.0 / static_cast<double>(job.temperature);
+      double bv = -INFINITY;
+      for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+        bad |= !isfinite(row[i]);
+        const double u = philox_uniform_dev(job.seed, job.counter, static_cast<uint64_t>(i));
+        const double score = static_cast<double>(row[i]) * inv_t - log(-log(u));
+        if (score > bv || (score == bv && i < bi)) { bv = score; bi = static_cast<int32_t>(i); }
+      }
+      bad = __syncthreads_or(bad);
+      // the block's best (score, index), the same total order as argmax_better
+      __shared__ double sv[kThreads / 32];
+      __shared__ int32_t si[kThreads / 32];
+      for (int off = 16; off > 0; off >>= 1) {
+        const double ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+      }
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
+      __syncthreads();
+      if (threadIdx.x == 0)
+        for (int w = 1; w < kThreads / 32; ++w)
+          if (sv[w] > bv || (sv[w] == bv && si[w] < bi)) { bv = sv[w]; bi = si[w]; }
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = bad || bi == kNoRow ? -1 : bi;
+  } else if (threadIdx.x == 0) {
+    out[blockIdx.x] = -1;
+  }
+  if (threadIdx.x == 0 && job.pos) *job.pos += 1;
+}
+
 }  // namespace
 
 // --- launchers / dispatch
@@ -79,4 +152,11 @@ void argmax_step_run(const float* x, int64_t n, const RowBest* best, int n_best,
   launch_kernel("argmax_step_kernel", argmax_step_kernel, 1, kThreads, 0, s, x, n, best, n_best, o);
 }
 
+}  // namespace memra::cuda
+
+namespace memra::cuda {
+void select_rows_run(const float* x, int64_t n, const RowSelect* rows, int n_rows, int32_t* out, cudaStream_t s) {
+  if (n_rows < 1) return;
+  launch_kernel("select_rows_kernel", select_rows_kernel, static_cast<unsigned>(n_rows), kThreads, 0, s, x, n, rows, out);
+}
 }  // namespace memra::cuda

@@ -8,7 +8,7 @@
 // per-warp bests that the streamed lm_head mat-vec leaves (mmvq.cuh matvec_run_best) reduced
 // here, pick the same token.
 //
-// provides: RowBest, argmax_better, argmax_run, GreedyStep, argmax_step_run
+// provides: RowBest, argmax_better, argmax_run, GreedyStep, argmax_step_run, RowSelect, select_rows_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,5 +49,20 @@ struct GreedyStep {
   int64_t advance = 1;
 };
 void argmax_step_run(const float* x, int64_t n, const RowBest* best, int n_best, const GreedyStep& o, cudaStream_t s);
+
+// The end of a batched decode step, one block per row r of x (n logits at x + r * n):
+//   select: temperature 0 takes argmax (ties to the lowest index), temperature > 0 the Gumbel-max
+//           draw of memra/sampling.h (Philox4x32-10 of (seed, counter, i), scores in double,
+//           ties to the lowest index); a non-finite logit makes the token -1; out[r] = token, or
+//           -1 when the row has no spec;
+//   pos:    *pos += 1 (the row's cache position; optional).
+// Rows are jobs in device memory (uploaded per step).
+struct RowSelect {
+  int64_t* pos = nullptr;
+  uint64_t seed = 0, counter = 0;
+  float temperature = 0;
+  int32_t has_spec = 0;
+};
+void select_rows_run(const float* x, int64_t n, const RowSelect* rows, int n_rows, int32_t* out, cudaStream_t s);
 
 }  // namespace memra::cuda

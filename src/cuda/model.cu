@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 
 #include "cuda/argmax.cuh"
 #include "cuda/attention.cuh"
@@ -187,7 +188,12 @@ struct Cache::Impl {
   uint64_t exec_gen = 0;
   bool exec_greedy = false;
   bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
+  // A lean sampled step's logits of this sequence (decode_step_batch_sampled), valid while
+  // has_last_logits: any later step of the cache clears it.
+  DeviceBuffer<float> last_logits;
+  bool has_last_logits = false;
   void reset() {
+    has_last_logits = false;
     pos = 0;
     pos_dev.fill_bytes(0);
     for (auto& b : conv) b.fill_bytes(0);
@@ -205,6 +211,10 @@ Cache& Cache::operator=(Cache&&) noexcept = default;
 Cache::~Cache() = default;
 int64_t Cache::max_ctx() const { return impl_ ? impl_->max_ctx : 0; }
 int64_t Cache::pos() const { return impl_ ? impl_->pos : 0; }
+std::vector<float> Cache::last_logits() const {
+  if (!impl_ || !impl_->has_last_logits) return {};
+  return impl_->last_logits.download();
+}
 void Cache::reset() {
   if (!impl_) fail("Cache::reset: empty cache (not made by Model::new_cache)");
   impl_->reset();
@@ -239,6 +249,9 @@ struct Model::Impl {
   int64_t tok_dev = -1;
   DeviceBuffer<cuda::RowBest> row_best;  // the greedy lm_head's per-warp bests (matvec_run_best)
   DeviceBuffer<float> logits_batch;      // [B, n_vocab]: a batched decode step's logits
+  DeviceBuffer<cuda::RowSelect> row_jobs;  // [B]: its token selections and position advances
+  DeviceBuffer<int32_t> row_tokens;        // [B]: the selected tokens
+  std::vector<cuda::RowSelect> jobs_host;  // the jobs' host copy (alive until the upload ran)
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
   DeviceBuffer<int32_t> group_order, group_start, tile_slab, tile_start, n_tiles;
   std::vector<int32_t> tok_host;
@@ -623,6 +636,7 @@ struct Model::Impl {
 
   void run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy = false, bool device_token = false) {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
+    ci.has_last_logits = false;
     const int64_t T = static_cast<int64_t>(toks.size());
     prepare(toks, ci, ci.pos + T, device_token);
     w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
@@ -648,6 +662,7 @@ struct Model::Impl {
   // stale until it reads the token back. device_token: see prepare().
   void decode(int32_t token, Cache::Impl& ci, bool greedy, bool device_token = false) {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
+    ci.has_last_logits = false;
     const int32_t one[1] = {token};
     struct Stale {
       int64_t& tok_dev;
@@ -698,7 +713,9 @@ struct Model::Impl {
   // keep per-vector accumulators in the dot contract's order, row ops reduce per row, attention
   // and GDN run per sequence), so a sequence's logits do not depend on its batch-mates, its row
   // or B (law 2; gate DecodeBatch). Eager only (no graph arm). Logits land in logits_batch.
-  void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis) {
+  // specs: per row, the token selection (none: the row only advances its position).
+  void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis,
+                    std::span<const std::optional<SampleSpec>> specs) {
     const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
     check_arms();
     const int64_t B = static_cast<int64_t>(toks.size()), D = c.n_embd;
@@ -735,11 +752,37 @@ struct Model::Impl {
     }
     norm_quant(x.data(), output_norm.data(), h.data(), hq.data(), B, D);
     mv(lm_head(), h.data(), D, hq.data(), logits_batch.data(), c.n_vocab, B, false);
+    std::vector<int64_t*> pos;
+    for (Cache::Impl* ci : cis) pos.push_back(ci->pos_dev.data());
+    select_rows(logits_batch.data(), specs, pos);
     for (Cache::Impl* ci : cis) {
-      cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci->pos_dev.data(), int64_t{1});
       ci->pos += 1;
+      ci->has_last_logits = false;
     }
     ++counters.batch_steps;
+  }
+
+  // One select_rows launch over B rows of x: each row's token (specs) into row_tokens, each
+  // pos[r] (when set) advanced by one.
+  void select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos) {
+    const size_t B = specs.size();
+    if (row_jobs.size() < B) {
+      row_jobs = DeviceBuffer<cuda::RowSelect>(*e, B);
+      row_tokens = DeviceBuffer<int32_t>(*e, B);
+    }
+    jobs_host.assign(B, cuda::RowSelect{});
+    for (size_t r = 0; r < B; ++r) {
+      cuda::RowSelect& j = jobs_host[r];
+      j.pos = pos[r];
+      if (specs[r]) {
+        j.has_spec = 1;
+        j.temperature = specs[r]->temperature;
+        j.seed = specs[r]->seed;
+        j.counter = specs[r]->counter;
+      }
+    }
+    copy_to_device(row_jobs.data(), jobs_host.data(), sizeof(cuda::RowSelect) * B, e->stream());
+    cuda::select_rows_run(x, c.n_vocab, row_jobs.data(), static_cast<int>(B), row_tokens.data(), s);
   }
 
   // A greedy step whose logits held a NaN or Inf (argmax.cuh: the token -1).
@@ -968,29 +1011,39 @@ Step Model::decode_step(int32_t token, Cache& cache) {
   return s;
 }
 
-std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) {
-  const int64_t B = static_cast<int64_t>(tokens.size());
-  if (B == 0) fail("decode_step_batch: no sequences");
-  if (caches.size() != tokens.size())
-    fail("decode_step_batch: ", tokens.size(), " tokens for ", caches.size(), " caches (one token per sequence)");
+namespace {
+
+// A batched call's inputs, all checked before anything runs; errors name the call and sequence.
+std::vector<Cache::Impl*> batch_caches(const char* what, const Model::Impl& m, std::span<const int32_t> tokens,
+                                       std::span<Cache* const> caches) {
+  const size_t B = tokens.size();
+  if (B == 0) fail(what, ": no sequences");
+  if (caches.size() != B) fail(what, ": ", B, " tokens for ", caches.size(), " caches (one token per sequence)");
   std::vector<Cache::Impl*> cis;
-  for (int64_t b = 0; b < B; ++b) {
-    Cache* cache = caches[static_cast<size_t>(b)];
-    const int32_t one[1] = {tokens[static_cast<size_t>(b)]};
+  for (size_t b = 0; b < B; ++b) {
+    Cache* cache = caches[b];
     try {
       if (!cache) fail("null cache");
-      impl_->check_cache(*cache);
-      impl_->c.check_prompt(one, cache->pos(), cache->max_ctx());
+      m.check_cache(*cache);
+      m.c.check_prompt(tokens.subspan(b, 1), cache->pos(), cache->max_ctx());
     } catch (const Error& err) {
-      fail("decode_step_batch: sequence ", b, ": ", err.what());
+      fail(what, ": sequence ", b, ": ", err.what());
     }
-    for (int64_t a = 0; a < b; ++a)
-      if (cis[static_cast<size_t>(a)] == cache->impl())
-        fail("decode_step_batch: sequences ", a, " and ", b, " share one cache");
+    for (size_t a = 0; a < b; ++a)
+      if (cis[a] == cache->impl()) fail(what, ": sequences ", a, " and ", b, " share one cache");
     cis.push_back(cache->impl());
   }
+  return cis;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) {
+  const std::vector<Cache::Impl*> cis = batch_caches("decode_step_batch", *impl_, tokens, caches);
+  const int64_t B = static_cast<int64_t>(tokens.size());
   if (B == 1 && impl_->arms.b1_fast) return {decode_step(tokens[0], *caches[0]).logits};
-  impl_->decode_batch(tokens, cis);
+  const std::vector<std::optional<SampleSpec>> none(static_cast<size_t>(B));
+  impl_->decode_batch(tokens, cis, none);
   const int64_t V = impl_->c.n_vocab;
   std::vector<float> all(static_cast<size_t>(B * V));
   copy_to_host(all.data(), impl_->logits_batch.data(), sizeof(float) * all.size(), impl_->e->stream());
@@ -1004,6 +1057,56 @@ std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t
     rows[static_cast<size_t>(b)].assign(row, row + V);
   }
   return rows;
+}
+
+Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::span<Cache* const> caches,
+                                         std::span<const std::optional<SampleSpec>> specs, bool lean) {
+  const char* what = "decode_step_batch_sampled";
+  const std::vector<Cache::Impl*> cis = batch_caches(what, *impl_, tokens, caches);
+  const size_t B = tokens.size();
+  if (specs.size() != B) fail(what, ": ", specs.size(), " specs for ", B, " sequences (one, or none, per sequence)");
+  for (size_t b = 0; b < B; ++b)
+    if (specs[b] && !(std::isfinite(specs[b]->temperature) && specs[b]->temperature >= 0))
+      fail(what, ": sequence ", b, ": temperature ", specs[b]->temperature, " (must be finite and >= 0)");
+  Impl& m = *impl_;
+  const int64_t V = m.c.n_vocab;
+  const float* x = nullptr;
+  if (B == 1 && m.arms.b1_fast) {  // decode_step's launches (graph arm included), then the selection
+    m.decode(tokens[0], *cis[0], false);
+    int64_t* no_pos[1] = {nullptr};
+    m.select_rows(m.logits.data(), specs, no_pos);
+    x = m.logits.data();
+  } else {
+    m.decode_batch(tokens, cis, specs);
+    x = m.logits_batch.data();
+  }
+  Sampled out;
+  out.tokens.resize(B);
+  copy_to_host(out.tokens.data(), m.row_tokens.data(), sizeof(int32_t) * B, m.e->stream());
+  out.logits.resize(B);
+  for (size_t b = 0; b < B; ++b) {
+    const float* row = x + static_cast<int64_t>(b) * V;
+    if (specs[b] && out.tokens[b] < 0)
+      fail(what, ": sequence ", b, ": non-finite logit (NaN or Inf) in the lm_head output of the token at position ",
+           cis[b]->pos - 1);
+    if (specs[b] && lean) {
+      Cache::Impl& ci = *cis[b];
+      if (ci.last_logits.size() != static_cast<size_t>(V)) ci.last_logits = DeviceBuffer<float>(*m.e, static_cast<size_t>(V));
+      MEMRA_CUDA_CHECK(cudaMemcpyAsync(ci.last_logits.data(), row, sizeof(float) * static_cast<size_t>(V), cudaMemcpyDeviceToDevice, m.s));
+      ci.has_last_logits = true;
+      continue;
+    }
+    if (!specs[b]) out.tokens[b] = -1;
+    std::vector<float>& h = out.logits[b];
+    h.resize(static_cast<size_t>(V));
+    copy_to_host(h.data(), row, sizeof(float) * h.size(), m.e->stream());
+    if (!specs[b])
+      for (int64_t i = 0; i < V; ++i)
+        if (!std::isfinite(h[static_cast<size_t>(i)]))
+          fail(what, ": sequence ", b, ": non-finite logit (", h[static_cast<size_t>(i)], ") at index ", i,
+               " (lm_head), position ", cis[b]->pos - 1);
+  }
+  return out;
 }
 
 int32_t Model::decode_greedy(int32_t token, Cache& cache) {

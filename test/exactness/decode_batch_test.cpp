@@ -15,22 +15,29 @@
 //                 and B change no bit).
 // Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
 // whose batched body never ran fails). Each case writes its JSON report.
-// Not here: GATES.md's gate3 (device sampling, lean logits) — the engine has no
-// decode_step_batch_sampled yet.
+//   gate3a        the device's greedy token == the host argmax of the same returned row.
+//   gate3b        sampled draws (temperature 0.7, seed = sequence, counter = step) at B = N ==
+//                 the same specs' draws at B = 1, and == memra/sampling.h's host draw on the row.
+//   gate3c        lean steps: the same tokens as full steps, sampled rows' parked device logits
+//                 bit-identical to the full step's host rows, unsampled rows returned in full.
 // Canaries (gate_decode_batch_canary): config gate1 with the batched lane fed one wrong token at
-// step 1 must FAIL; gate2 with two sequences' tokens swapped at one step must FAIL.
+// step 1 must FAIL; gate2 with two sequences' tokens swapped at one step must FAIL; gate3b with
+// the batch drawn at counter + 1 must FAIL.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "exactness/gpu_fixture.h"
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/model.h"
 #include "memra/oracle.h"
+#include "memra/sampling.h"
 #include "memra/testing/gate.h"
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
@@ -251,6 +258,142 @@ void gate2(Loaded& m, bool swap_tokens) {
   EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's logits";
 }
 
+// --- gate3: selection on the device ---------------------------------------------------------------
+
+using Specs = std::vector<std::optional<SampleSpec>>;
+constexpr int kSampledB = 5;
+
+// gate3a: the device's greedy token is the host argmax (lowest index on ties) of the same returned
+// row, every row, every step (B = kSampledB, full logits back).
+void gate3a(Loaded& m) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < kSampledB; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    caches.push_back(primed(*m.gpu, p));
+    toks.push_back(p.back());
+  }
+  for (Cache& c : caches) ptrs.push_back(&c);
+  const Specs greedy(kSampledB, SampleSpec{});
+  int bad = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, greedy, false);
+    for (int i = 0; i < kSampledB; ++i) {
+      const int32_t host = argmax_lowest(o.logits[static_cast<size_t>(i)]);
+      if (o.tokens[static_cast<size_t>(i)] != host && bad++ == 0)
+        ADD_FAILURE() << m.fx.id << ": sequence " << i << " step " << k << ": device greedy "
+                      << o.tokens[static_cast<size_t>(i)] << ", host argmax " << host;
+      toks[static_cast<size_t>(i)] = o.tokens[static_cast<size_t>(i)];
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// Sequence i's sampling spec at step k: temperature 0.7, seed i, counter k (GATES.md gate3b).
+SampleSpec spec_of(int i, int k) { return SampleSpec{0.7f, static_cast<uint64_t>(i), static_cast<uint64_t>(k)}; }
+
+// gate3b: per-sequence draws at B = N equal the same specs' draws at B = 1, each stream fed its own
+// draws; the B = 1 reference also checks the device draw against the host contract
+// (memra/sampling.h sample_token) on the returned row. `shift_counter`: the batched run draws
+// with counter + 1 (the canary's plumbing bug).
+void gate3b(Loaded& m, bool shift_counter) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+  std::vector<std::vector<int32_t>> ref(kSampledB);
+  int host_mismatch = 0;
+  for (int i = 0; i < kSampledB; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    Cache c = primed(*m.gpu, p);
+    Cache* one[1] = {&c};
+    int32_t t = p.back();
+    for (int k = 0; k < kSteps; ++k) {
+      const Specs sp = {spec_of(i, k)};
+      const Sampled o = m.gpu->decode_step_batch_sampled(std::span<const int32_t>(&t, 1), one, sp, false);
+      const int32_t host = sample_token(o.logits.at(0), *sp[0]);
+      if (host != o.tokens[0]) ++host_mismatch;
+      ref[static_cast<size_t>(i)].push_back(t = o.tokens[0]);
+    }
+  }
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < kSampledB; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    caches.push_back(primed(*m.gpu, p));
+    toks.push_back(p.back());
+  }
+  for (Cache& c : caches) ptrs.push_back(&c);
+  int bad = 0, distinct = 0;
+  for (int k = 0; k < kSteps; ++k) {
+    Specs sp;
+    for (int i = 0; i < kSampledB; ++i) sp.push_back(spec_of(i, k));
+    if (shift_counter)
+      for (auto& spec : sp) spec->counter += 1;
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, sp, true);
+    for (int i = 0; i < kSampledB; ++i) {
+      const int32_t want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
+      if (o.tokens[static_cast<size_t>(i)] != want && bad++ == 0)
+        ADD_FAILURE() << m.fx.id << ": sequence " << i << " step " << k << ": drew " << o.tokens[static_cast<size_t>(i)]
+                      << " in the batch, " << want << " alone";
+      toks[static_cast<size_t>(i)] = o.tokens[static_cast<size_t>(i)];
+    }
+    for (int i = 0; i < kSampledB; ++i)  // the draws are not just greedy ones
+      distinct += o.tokens[static_cast<size_t>(i)] != argmax_lowest(caches[static_cast<size_t>(i)].last_logits());
+  }
+  std::printf("[gate3b] %s: %d of %d batched draws differ from the isolated ones; %d device draws differ from the host "
+              "contract; %d of them off the row's argmax\n",
+              m.fx.id.c_str(), bad, kSampledB * kSteps, host_mismatch, distinct);
+  EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's draw";
+  EXPECT_EQ(host_mismatch, 0) << m.fx.id << ": device draws differ from memra/sampling.h's on the same rows";
+  if (!shift_counter) EXPECT_GT(distinct, 0) << m.fx.id << ": temperature 0.7 never left the argmax (vacuous)";
+}
+
+// gate3c: a lean step gives the same tokens as the full step; a sampled row's parked device logits
+// are bit-identical to the full step's host row; a row without a spec comes back in full, the
+// same. Mixed specs: sampled, greedy, none, sampled hotter.
+void gate3c(Loaded& m) {
+  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+  constexpr int B = 4;
+  std::vector<Cache> full_c, lean_c;
+  std::vector<Cache*> full_p, lean_p;
+  std::vector<int32_t> toks;
+  for (int i = 0; i < B; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    full_c.push_back(primed(*m.gpu, p));
+    lean_c.push_back(primed(*m.gpu, p));
+    toks.push_back(p.back());
+  }
+  for (int i = 0; i < B; ++i) {
+    full_p.push_back(&full_c[static_cast<size_t>(i)]);
+    lean_p.push_back(&lean_c[static_cast<size_t>(i)]);
+  }
+  for (int k = 0; k < kSteps; ++k) {
+    const Specs sp = {SampleSpec{0.7f, 5, static_cast<uint64_t>(k)}, SampleSpec{}, std::nullopt,
+                      SampleSpec{1.3f, 9, static_cast<uint64_t>(k)}};
+    const Sampled f = m.gpu->decode_step_batch_sampled(toks, full_p, sp, false);
+    const Sampled l = m.gpu->decode_step_batch_sampled(toks, lean_p, sp, true);
+    EXPECT_EQ(l.tokens, f.tokens) << m.fx.id << " step " << k;
+    for (int i = 0; i < B; ++i) {
+      const size_t b = static_cast<size_t>(i);
+      if (sp[b]) {
+        EXPECT_TRUE(l.logits[b].empty()) << "a lean sampled row came back to the host";
+        EXPECT_THAT(lean_c[b].last_logits(), testing::BitIdentical(f.logits[b])) << m.fx.id << " row " << i << " step " << k;
+        EXPECT_TRUE(full_c[b].last_logits().empty()) << "a full step left logits parked";
+      } else {
+        EXPECT_EQ(l.tokens[b], -1);
+        EXPECT_THAT(l.logits[b], testing::BitIdentical(f.logits[b])) << m.fx.id << " row " << i << " step " << k;
+      }
+    }
+    for (int i = 0; i < B; ++i)
+      toks[static_cast<size_t>(i)] = sp[static_cast<size_t>(i)] ? f.tokens[static_cast<size_t>(i)]
+                                                                 : argmax_lowest(f.logits[static_cast<size_t>(i)]);
+  }
+  // any other step of the cache drops the parked row
+  m.gpu->decode_step(toks[0], lean_c[0]);
+  EXPECT_TRUE(lean_c[0].last_logits().empty());
+}
+
 // --- cases ---------------------------------------------------------------------------------------
 
 struct Case {
@@ -278,6 +421,9 @@ TEST_P(DecodeBatch, Gate1StrictEqualisedArms) { gate1_strict(model(), Arms::equa
 TEST_P(DecodeBatch, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms"); }
 TEST_P(DecodeBatch, Gate1Config) { gate1_config(model(), false); }
 TEST_P(DecodeBatch, Gate2BatchMatesChangeNoBit) { gate2(model(), false); }
+TEST_P(DecodeBatch, Gate3aDeviceGreedyIsHostArgmax) { gate3a(model()); }
+TEST_P(DecodeBatch, Gate3bSampledDrawsIgnoreBatchMates) { gate3b(model(), false); }
+TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model()); }
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(kCases), CaseName());
 
 // With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
@@ -318,12 +464,25 @@ TEST(DecodeBatchApi, BadInputNamesTheSequence) {
   expect_error({1, 2}, {&a, nullptr}, "sequence 1: null cache");
   expect_error({1, 2}, {&a, &foreign}, "sequence 1: cache was made by another model");
   expect_error({1, 2}, {&a, &full}, "sequence 1: prompt of 1 tokens at position 1 exceeds");
+  auto expect_sampled_error = [&](Specs specs, const std::string& what) {
+    std::vector<int32_t> toks = {1, 2};
+    std::vector<Cache*> caches = {&a, &b};
+    EXPECT_THAT([&] { m.gpu->decode_step_batch_sampled(toks, caches, specs, false); },
+                ::testing::ThrowsMessage<Error>(::testing::HasSubstr(what)));
+    EXPECT_EQ(a.pos(), 0);
+  };
+  expect_sampled_error({SampleSpec{}}, "1 specs for 2 sequences");
+  expect_sampled_error({std::nullopt, SampleSpec{-1.0f, 0, 0}}, "sequence 1: temperature -1");
+  expect_sampled_error({SampleSpec{std::nanf(""), 0, 0}, std::nullopt}, "sequence 0: temperature nan");
 }
 
 #else  // the canary target
 
 TEST_P(DecodeBatch, Gate1ConfigWrongTokenFails) {
   testing::expect_gate_fails("the batched lane fed token - 1 at step 1 (plumbing)", [&] { gate1_config(model(), true); });
+}
+TEST_P(DecodeBatch, Gate3bShiftedCounterFails) {
+  testing::expect_gate_fails("the batch drawn with counter + 1", [&] { gate3b(model(), true); });
 }
 TEST_P(DecodeBatch, Gate2SwappedTokensFail) {
   testing::expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
