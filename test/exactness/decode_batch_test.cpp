@@ -41,6 +41,7 @@
 #include "memra/testing/gate.h"
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
+#include "memra/testing/records.h"
 #include "memra/testing/report.h"
 
 namespace memra {
@@ -49,9 +50,8 @@ namespace {
 using gpu_test::FixtureModel;
 
 constexpr int kSteps = 8;          // decode steps per stream
-constexpr int kDraws = 6;          // config gate1's prompt draws
-constexpr int kEarlyStep = 3;      // a divergence before this step is early (plumbing window)
-constexpr int kEarlyFail = 4;      // config gate1 fails at this many early draws of kDraws
+constexpr int kDraws = 6;          // config gate1's prompt draws (GATES.md: FAIL iff >= 4 diverge
+                                   // before step 3: testing::FractionRule's defaults)
 constexpr int kMaxB = 17;
 const int kBatchSizes[] = {2, 3, 4, 5, 6, 7, 8, 15, 16, 17};
 
@@ -155,25 +155,27 @@ void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name) {
 // Config: kDraws draws under the default arms (b1_fast off, so the batched body is what runs).
 void gate1_config(Loaded& m, bool wrong_token) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
-  int early = 0;
+  const testing::FractionRule rule;
+  std::vector<std::optional<size_t>> diverged;
   nlohmann::json draws = nlohmann::json::array();
   for (int g = 0; g < kDraws; ++g) {
     const Gate1Draw d = gate1_draw(m, static_cast<uint32_t>(g), wrong_token);
-    if (d.diverged_at >= 0 && d.diverged_at < kEarlyStep) ++early;
+    diverged.push_back(d.diverged_at < 0 ? std::nullopt : std::optional<size_t>(static_cast<size_t>(d.diverged_at)));
     draws.push_back({{"draw", g}, {"diverged_at", d.diverged_at}, {"bit_diff_steps", d.bit_diffs}});
   }
+  const testing::FractionVerdict v = testing::apply_fraction_rule(diverged, rule);
+  const std::string why = std::to_string(v.early) + " of " + std::to_string(v.draws) + " draws diverge before step " +
+                          std::to_string(rule.early_step);
   testing::Report rep = testing::Report::for_current_test();
   rep["fixture"] = m.fx.id;
   rep["mode"] = "config";
   rep["draws"] = draws;
   rep.set_arms("batched", m.gpu->arms());
-  rep.figure("early_draws", early);
-  rep.set_verdict(early < kEarlyFail, std::to_string(early) + " of " + std::to_string(kDraws) +
-                                          " draws diverge before step " + std::to_string(kEarlyStep));
+  rep.figure("early_draws", v.early);
+  rep.set_verdict(!v.fail, why);
   if (!wrong_token) rep.write();
-  std::printf("[gate1 config] %s: %d of %d draws diverge before step %d\n", m.fx.id.c_str(), early, kDraws, kEarlyStep);
-  EXPECT_LT(early, kEarlyFail) << m.fx.id << ": " << early << " of " << kDraws << " draws diverge before step "
-                               << kEarlyStep << " (the plumbing class)";
+  std::printf("[gate1 config] %s: %s\n", m.fx.id.c_str(), why.c_str());
+  EXPECT_FALSE(v.fail) << m.fx.id << ": " << why << " (the plumbing class)";
 }
 
 // --- gate2 ---------------------------------------------------------------------------------------
