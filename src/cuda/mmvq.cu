@@ -496,9 +496,10 @@ template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 };
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
 
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
-          bool kCarry = false, bool kBest = false>
+          bool kCarry = false, bool kBest = false, int NV = 1>
 __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
     matvec_stream_kernel(const __grid_constant__ MatvecBatch batch) {
+  static_assert(NV == 1 || (!kCarry && !kBest), "several activation rows take the plain epilogue");
   using U = Unit<W>;
   using Raw = typename U::Raw;
   const int lane = threadIdx.x & 31;
@@ -548,13 +549,20 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
   };
   if constexpr (kCarry)
     if (lane == 0 && r < total) load_epilogue(jr, r, ep_scale, ep_y);
+  // NV > 1: n_vec <= NV activation rows (q8_1 rows cols / 32 blocks apart), each staged in its
+  // own planes (`plane` bytes, a multiple of 16: launcher), each row of W dotted with all of them
+  // from one load and one decode of its units; output vector v at y + v * ld_y.
+  const int n_vec = NV == 1 ? 1 : static_cast<int>(batch.p[0].n_out);
+  const int64_t plane = cols + cols / 32 * 4;
   extern __shared__ uint4 x_planes[];
-  stage_x<W, W == 3 ? 3 : 1>(batch.p[0].xq, cols, x_planes);
+#pragma unroll
+  for (int v = 0; v < NV; ++v)
+    if (NV == 1 || v < n_vec) stage_x<W, W == 3 ? 3 : 1>(batch.p[0].xq + v * (cols / 32), cols, x_planes + v * (plane / 16));
   __syncthreads();
   const int8_t* xs_l = reinterpret_cast<const int8_t*>(x_planes) + U::kValues * lane;
   const float* xd_l = reinterpret_cast<const float*>(reinterpret_cast<const int8_t*>(x_planes) + cols) + lane / U::kUnitsPerScale;
 
-  float acc = 0.0f;
+  float acc[NV] = {};
   // kBest (the greedy step's lm_head, one matrix): lane 0's best (value, row) of the rows this
   // warp stores, in argmax.cuh's order; the warps' bests go to batch.best for argmax_step_run.
   float best_v = -INFINITY;
@@ -589,9 +597,13 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
 #pragma unroll
     for (int g = 0; g < G; ++g)
       if (kFull || u0 + g * 32 < nu)
-        acc = __fadd_rn(acc, U::product_staged(cur[g], xs_l + 32 * U::kValues * (k * G + g), xd_l + 32 / U::kUnitsPerScale * (k * G + g)));
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+          if (NV == 1 || v < n_vec)
+            acc[v] = __fadd_rn(acc[v], U::product_staged(cur[g], xs_l + v * plane + 32 * U::kValues * (k * G + g),
+                                                         xd_l + v * (plane / 4) + 32 / U::kUnitsPerScale * (k * G + g)));
     if (k == n_groups - 1) {
-      const float v = warp_sum_xor(acc);
+      const float v = warp_sum_xor(acc[0]);
       if constexpr (kCarry) {
         const MatvecParams& p = batch.p[jr];
         if (lane == 0) {
@@ -603,14 +615,20 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
       } else {
         const int j = matrix_of(r);
         const MatvecParams& p = batch.p[j];
-        if (lane == 0) {
-          const int64_t i = r - batch.row_start[j];
-          const float t = __fmul_rn(v, p.w.slab_scale[0]);
-          store(p, i, t);
-          if constexpr (kBest) note_best(t, i);  // t is the stored value: a kBest launch has no residual add
-        }
+#pragma unroll
+        for (int a = 0; a < NV; ++a)
+          if (NV == 1 || a < n_vec) {
+            const float sum = a == 0 ? v : warp_sum_xor(acc[a]);
+            if (lane == 0) {
+              const int64_t i = r - batch.row_start[j];
+              const float t = __fmul_rn(sum, p.w.slab_scale[0]);
+              store(p, a * p.ld_y + i, t);
+              if constexpr (kBest) note_best(t, i);  // t is the stored value: a kBest launch has no residual add
+            }
+          }
       }
-      acc = 0.0f;
+#pragma unroll
+      for (int a = 0; a < NV; ++a) acc[a] = 0.0f;
     }
     r = r2;
     k = k2;
@@ -631,9 +649,10 @@ __global__ void __launch_bounds__(32 * kWarpRows, kMinBlocks)
 
 // Dynamic shared memory of the staged activation planes; opts the kernel in above 48 KiB.
 template <class Kernel>
-size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
+size_t stage_smem(const MatvecBatch& b, Kernel kernel, int n_rows = 1) {
   size_t smem = 0;
-  for (int j = 0; j < b.n; ++j) smem = std::max(smem, static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
+  for (int j = 0; j < b.n; ++j)
+    smem = std::max(smem, static_cast<size_t>(n_rows) * static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
   constexpr size_t kDefaultSmem = 48 * 1024, kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
   if (smem > kMaxSmem) fail("matvec: a row of ", b.p[0].w.cols, " values does not fit the shared-memory activation stage");
   if (smem > kDefaultSmem)
@@ -646,10 +665,10 @@ size_t stage_smem(const MatvecBatch& b, Kernel kernel) {
 // kBest: b.best holds room for *n_best warps (then set to the grid's warps); a grid of more
 // warps does not launch (returns false).
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
-          bool kCarry = false, bool kBest = false>
+          bool kCarry = false, bool kBest = false, int NV = 1>
 bool launch_stream_as(MatvecBatch& b, cudaStream_t s, int* n_best) {
-  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks, kCarry, kBest>;
-  const size_t smem = stage_smem(b, kernel);
+  auto kernel = matvec_stream_kernel<W, kFull, G, kMinBlocks, kCarry, kBest, NV>;
+  const size_t smem = stage_smem(b, kernel, NV);
   int dev = 0, sms = 0, per_sm = 0;
   MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
   MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -663,6 +682,11 @@ bool launch_stream_as(MatvecBatch& b, cudaStream_t s, int* n_best) {
   launch_kernel("matvec_stream_kernel", kernel, dim3(static_cast<unsigned>(blocks)), 32 * kWarpRows, smem, s, b);
   return true;
 }
+// Activation rows one streamed launch takes at most (launch_stream_rows), and the most rows a
+// mat-vec splits into such launches (each pass streams the weights again) before the token tile.
+constexpr int kStreamRows = 4;
+constexpr int64_t kStreamPassRows = 16;
+
 template <int W, bool kBest = false>
 bool launch_stream(MatvecBatch& b, cudaStream_t s, int* n_best = nullptr) {
   for (int j = 0; j < b.n; ++j)
@@ -689,6 +713,29 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s, int* n_best = nullptr) {
   return launch_stream_as<W, false, SS::kGroup, SS::kBlocksPerSM, false, kBest>(b, s, n_best);
 }
 
+// n_out = 2 .. kStreamRows activation rows in one streamed launch (each weight unit loaded and
+// decoded once for all of them; every output's chain is the m = 1 stream's: same bits). Rows of
+// cols % 128 == 0 only (the planes of each row 16-byte aligned in shared memory); false when it
+// does not apply.
+template <int W>
+bool launch_stream_rows(MatvecBatch& b, cudaStream_t s) {
+  for (int j = 0; j < b.n; ++j)
+    if (b.p[j].xq != b.p[0].xq || b.p[j].w.cols != b.p[0].w.cols || b.p[j].w.cols % 128 != 0 || b.p[j].x_div != 1)
+      return false;
+  b.row_start[0] = 0;
+  for (int j = 0; j < b.n; ++j) b.row_start[j + 1] = b.row_start[j] + b.p[j].w.slab_rows;
+  const int64_t nu = Unit<W>::count(b.p[0].w.cols);
+  using SS = StreamShape<W>;
+  if constexpr (W == 4) {
+    if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, false, false, kStreamRows>(b, s, nullptr);
+    if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, false, false, kStreamRows>(b, s, nullptr);
+  }
+  // Q8_0 at 4 blocks per SM: its four accumulators and row pointers spill at 8 (64 registers)
+  constexpr int kBlocks = W == 3 ? 4 : SS::kBlocksPerSM;
+  if (nu % (32 * SS::kGroup) == 0) return launch_stream_as<W, true, SS::kGroup, kBlocks, false, false, kStreamRows>(b, s, nullptr);
+  return launch_stream_as<W, false, SS::kGroup, kBlocks, false, false, kStreamRows>(b, s, nullptr);
+}
+
 template <int W, bool kBlock, int NT>
 void launch(const MatvecBatch& b, cudaStream_t s) {
   const int64_t gy = ceil_div(b.p[0].n_out, NT);
@@ -706,8 +753,26 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     const int64_t rows = b.p[j].w.slab_rows;
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(kBlock ? rows : ceil_div(rows, kWarpRows));
   }
-  if constexpr (!kBlock && (W == 3 || W == 4))
+  if constexpr (!kBlock && (W == 3 || W == 4)) {
     if (!b.p[0].slab_of && b.p[0].n_out == 1 && launch_stream<W>(b, s)) return;
+    // a few activation rows (a batched decode step, a short prompt): streamed launches of up to
+    // kStreamRows rows each instead of the token tile, which holds one unit per lane in flight
+    const int64_t n_out = b.p[0].n_out;
+    if (!b.p[0].slab_of && n_out > 1 && n_out <= kStreamPassRows) {
+      MatvecBatch pass = b;
+      bool ok = true;
+      for (int64_t a0 = 0; ok && a0 < n_out; a0 += kStreamRows) {
+        for (int j = 0; j < b.n; ++j) {
+          pass.p[j].xq = b.p[j].xq + a0 * (b.p[j].w.cols / 32);
+          pass.p[j].y = b.p[j].y + a0 * b.p[j].ld_y;
+          pass.p[j].n_out = std::min<int64_t>(kStreamRows, n_out - a0);
+        }
+        ok = launch_stream_rows<W>(pass, s);
+        if (!ok && a0 > 0) fail("matvec: streamed pass ", a0 / kStreamRows, " refused after the first ran");
+      }
+      if (ok) return;
+    }
+  }
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
   if (b.p[0].n_out < 16) return launch<W, kBlock, 8>(b, s);
   return launch<W, kBlock, 16>(b, s);
