@@ -418,7 +418,6 @@ template <class Kernel>
 void launch_split(const char* name, Kernel kernel, dim3 grid, const AttnParams& p, int64_t ms, int stage_keys,
                   cudaStream_t s) {
   const size_t smem = static_cast<size_t>(2) * 4 * p.hd * stage_keys;
-  if (smem > 48 * 1024) MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   launch_kernel(name, kernel, grid, kThreads, smem, s, p, ms, stage_keys);
 }
 

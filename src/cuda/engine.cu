@@ -2,6 +2,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,27 @@ namespace cuda {
 bool& launch_overlap() {
   thread_local bool on = false;
   return on;
+}
+
+void allow_dynamic_smem(const void* kernel, size_t smem) {
+  struct Limit {
+    size_t allowed;  // dynamic bytes a launch may ask for now
+  };
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, Limit> limits;
+  int dev = 0;
+  MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = limits.find({dev, kernel});
+  if (it == limits.end()) {
+    cudaFuncAttributes fa{};
+    MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+    constexpr size_t kDefault = 48 * 1024;  // without the opt-in: static + dynamic <= 48 KB
+    it = limits.emplace(std::pair{dev, kernel}, Limit{fa.sharedSizeBytes < kDefault ? kDefault - fa.sharedSizeBytes : 0}).first;
+  }
+  if (smem <= it->second.allowed) return;
+  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  it->second.allowed = smem;
 }
 
 void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s) {

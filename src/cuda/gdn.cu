@@ -761,8 +761,6 @@ void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaS
   const size_t prep_smem = (2 * static_cast<size_t>(p.dk) * kLdT + kChunk * kChunk + 3 * kChunk) * sizeof(float);
   const size_t state_smem = (static_cast<size_t>(p.dk) * kSlice + 3 * static_cast<size_t>(kChunk) * (p.dk + 4) +
                              kChunk * kLdT + kChunk * kSlice + 2 * kChunk + 1) * sizeof(float);
-  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(prep_smem)));
-  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunk_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(state_smem)));
   const dim3 state_grid(static_cast<unsigned>(ceil_div(p.dv, kSlice)), static_cast<unsigned>(p.nv));
   for (int64_t t0 = 0; t0 < p.T; t0 += static_cast<int64_t>(kSegChunks) * kChunk) {
     const int chunks = static_cast<int>(std::min<int64_t>(ceil_div(p.T - t0, kChunk), kSegChunks));
@@ -789,8 +787,6 @@ void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {
                    try_step<8>(p, s)))
     return;
   const size_t smem = static_cast<size_t>(p.dk) * p.dv * sizeof(float);
-  if (smem > 48 * 1024)
-    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gdn_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   launch_kernel("gdn_recurrent_kernel", gdn_recurrent_kernel, static_cast<unsigned>(p.nv), kThreads, smem, s, p);
 }
 

@@ -358,7 +358,6 @@ void launch_int8_tok(const GemmParams& p, cudaStream_t s) {
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
   constexpr int smem = GemmTile<W, TOK>::kSmem;
-  MEMRA_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<W, TOK>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, p);
 }
 

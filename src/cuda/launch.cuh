@@ -24,7 +24,7 @@
 // on architectures before sm_90. Results never depend on the arm: the same kernels run on the
 // same operands in the same order (DESIGN.md law 3); the gate LaunchOverlapBitIdentical checks it.
 //
-// provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, launch_kernel
+// provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, allow_dynamic_smem, launch_kernel
 #pragma once
 
 #include <cuda_runtime.h>
@@ -74,8 +74,17 @@ class ScopedLaunchOverlap {
 // attributed to the kernel that made it.
 void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s);
 
+// Lets `kernel` take `smem` bytes of dynamic shared memory on the current device: raises its
+// cudaFuncAttributeMaxDynamicSharedMemorySize when its static shared memory plus `smem` passes
+// the 48 KB a launch gets without the opt-in (past it the launch fails as "invalid argument":
+// the one-launch decode attention did at 9B shapes, ~5 KB static + 43-48 KB of staged keys, on
+// a model where nothing had raised the limit before). Remembered per (device, kernel); only
+// this function sets the attribute, so the remembered limit is the kernel's.
+void allow_dynamic_smem(const void* kernel, size_t smem);
+
 // kernel<<<grid, block, smem, s>>>(args...), with the PDL attribute when launch_overlap() is on,
-// and the launch checked under `name` (a bad configuration fails here, named).
+// and the launch checked under `name` (a bad configuration fails here, named). Any dynamic
+// shared memory is allowed first (allow_dynamic_smem).
 template <class... Params, class... Args>
 void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    Args&&... args) {
@@ -89,6 +98,7 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = launch_overlap() ? 1 : 0;
+  if (smem > 0) allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   timeline::note_launch(name);
   launch_check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, s);
 }

@@ -653,10 +653,9 @@ size_t stage_smem(const MatvecBatch& b, Kernel kernel, int n_rows = 1) {
   size_t smem = 0;
   for (int j = 0; j < b.n; ++j)
     smem = std::max(smem, static_cast<size_t>(n_rows) * static_cast<size_t>(b.p[j].w.cols + b.p[j].w.cols / 32 * 4));
-  constexpr size_t kDefaultSmem = 48 * 1024, kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
+  constexpr size_t kMaxSmem = 227 * 1024;  // sm_90: opt-in up to 227 KiB
   if (smem > kMaxSmem) fail("matvec: a row of ", b.p[0].w.cols, " values does not fit the shared-memory activation stage");
-  if (smem > kDefaultSmem)
-    MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);  // before the occupancy queries that use it
   return smem;
 }
 

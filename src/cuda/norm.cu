@@ -205,8 +205,6 @@ void launch(const RowOpParams& p, cudaStream_t s) {
   // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
   // norms): kThreads.
   if (p.n >= 1024) {
-    if (smem > 48 * 1024)
-      MEMRA_CUDA_CHECK(cudaFuncSetAttribute(rowop_kernel<Op, kNormThreads>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     launch_kernel("rowop_kernel", rowop_kernel<Op, kNormThreads>, static_cast<unsigned>(p.rows), kNormThreads, smem, s, p);
   } else {
     launch_kernel("rowop_kernel", rowop_kernel<Op, kThreads>, static_cast<unsigned>(p.rows), kThreads, smem, s, p);
