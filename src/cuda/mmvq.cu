@@ -55,6 +55,12 @@
 //      the rows its warp stores and the warps' bests go to argmax_step_run, which reduces a few
 //      thousand pairs instead of one block scanning the 248k logits (ncu: 18 us per step). H200,
 //      same-process A/B of graph decode: 9B NVFP4 1818 / 1818 vs 1828 / 1823 us per step. Same y.
+//   v18 2..4 activation rows (a batched decode step, a short prompt) in one streamed launch
+//      (matvec_stream_kernel's NV): each row staged in its own planes, each unit loaded and
+//      decoded once for all rows, each output's chain the m = 1 stream's (same bits). Before, they
+//      took the token tile, one unit per lane in flight. H200, a batched step at B = 4: 9B NVFP4
+//      5894 vs 8419 us, Q8_0 4859 vs 8953, 0.6B 1861 vs 2352. Passes of 4 for 16 rows re-stream
+//      the weights and lost to the tile (9B NVFP4 22540 vs 18132 us): more rows stay on the tile.
 //   Tried with v17 and dropped: the streamed grid cut to as few warps as keep the most rows per
 //      warp (every warp a full last round, e.g. the 9B gate/up's 24576 rows as 2458 warps of 10
 //      instead of 2640 of 9 or 10): 9B NVFP4 1846 / 1846 vs 1811 / 1810 us, 0.6B 814 vs 804.
