@@ -37,7 +37,7 @@ using namespace memra;
 int usage(const std::string& msg) {
   std::cerr << "memra-mkfixture: " << msg << "\n"
             << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe [--preset P] [--seed S]\n"
-               "         [--layers N] [--vocab N] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] [--hf DIR]\n"
+               "         [--layers N] [--vocab N] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] [--hf DIR]\n"
                "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
       else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
       else if (a == "--layers") spec.n_layer = to_int(a, value());
       else if (a == "--vocab") spec.n_vocab = to_int(a, value());
+      else if (a == "--moe-every-layer") spec.moe_every_layer = true;
       else if (a == "--type") type = value();
       else if (a == "--gguf") gguf = value();
       else if (a == "--hf") hf = value();

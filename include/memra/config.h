@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -127,6 +128,11 @@ struct ModelConfig {
 };
 
 bool operator==(const ModelConfig& a, const ModelConfig& b);
+// The fields in which a and b differ, "n_ff 128 vs 0, rms_eps ..." (empty when a == b): what a
+// test or a "these two files disagree" error prints instead of two opaque structs.
+std::string config_difference(const ModelConfig& a, const ModelConfig& b);
+// GoogleTest's printer for a ModelConfig (its one-line summary, not a byte dump).
+void PrintTo(const ModelConfig& c, std::ostream* os);
 
 // MetaKeys over a MemorySource's metadata (either style).
 std::unique_ptr<MetaKeys> memory_meta_keys(const MemorySource& src);

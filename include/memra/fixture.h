@@ -59,6 +59,10 @@ struct FixtureSpec {
   uint64_t seed = 0;     // 0: the preset's default seed for this family (fixture_seed)
   int64_t n_layer = 0;   // 0: the preset's; else overrides (hybrids keep the [L,L,L,F] pattern)
   int64_t n_vocab = 0;   // 0: the preset's
+  // Routed experts in every layer: Qwen3-Next's dense layer among MoE layers (mlp_only_layers)
+  // goes. Real Qwen3-Next checkpoints have none, and llama.cpp's converter cannot map one
+  // (test/fixtures/llamacpp_convert.py). Meaningless for a family without experts.
+  bool moe_every_layer = false;
 };
 
 // The seed actually used: spec.seed, or a fixed per-family default (documented).

@@ -4,6 +4,7 @@
 #include "memra/config.h"
 
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 #include "memra/error.h"
@@ -111,17 +112,64 @@ std::string ModelConfig::summary() const {
   return os.str();
 }
 
-bool operator==(const ModelConfig& a, const ModelConfig& b) {
-  return a.family == b.family && a.n_vocab == b.n_vocab && a.n_embd == b.n_embd &&
-         a.n_layer == b.n_layer && a.n_ctx_train == b.n_ctx_train && a.rms_eps == b.rms_eps &&
-         a.tied_embeddings == b.tied_embeddings && a.n_head == b.n_head &&
-         a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim && a.n_rot == b.n_rot &&
-         a.rope_theta == b.rope_theta && a.layer_kind == b.layer_kind && a.ffn_kind == b.ffn_kind &&
-         a.n_ff == b.n_ff && a.ssm_n_k_heads == b.ssm_n_k_heads && a.ssm_n_v_heads == b.ssm_n_v_heads &&
-         a.ssm_d_k == b.ssm_d_k && a.ssm_d_v == b.ssm_d_v && a.ssm_conv_kernel == b.ssm_conv_kernel &&
-         a.n_expert == b.n_expert && a.n_expert_used == b.n_expert_used && a.n_ff_exp == b.n_ff_exp &&
-         a.n_ff_shexp == b.n_ff_shexp && a.norm_topk == b.norm_topk && a.n_mtp == b.n_mtp;
+namespace {
+
+std::string show(int64_t v) { return std::to_string(v); }
+std::string show(bool v) { return v ? "true" : "false"; }
+std::string show(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  return os.str();
 }
+std::string show(Family f) { return std::string(family_arch(f)); }
+template <class E>
+std::string show(const std::vector<E>& v) {
+  std::string s;
+  for (E e : v) s += static_cast<char>('0' + static_cast<int>(e));
+  return s;
+}
+
+}  // namespace
+
+// One list of fields for both == and the explanation, so they cannot drift apart.
+std::string config_difference(const ModelConfig& a, const ModelConfig& b) {
+  std::string out;
+  auto field = [&](const char* name, const auto& x, const auto& y) {
+    if (x == y) return;
+    out += (out.empty() ? "" : ", ") + std::string(name) + " " + show(x) + " vs " + show(y);
+  };
+  field("family", a.family, b.family);
+  field("n_vocab", a.n_vocab, b.n_vocab);
+  field("n_embd", a.n_embd, b.n_embd);
+  field("n_layer", a.n_layer, b.n_layer);
+  field("n_ctx_train", a.n_ctx_train, b.n_ctx_train);
+  field("rms_eps", a.rms_eps, b.rms_eps);
+  field("tied_embeddings", a.tied_embeddings, b.tied_embeddings);
+  field("n_head", a.n_head, b.n_head);
+  field("n_head_kv", a.n_head_kv, b.n_head_kv);
+  field("head_dim", a.head_dim, b.head_dim);
+  field("n_rot", a.n_rot, b.n_rot);
+  field("rope_theta", a.rope_theta, b.rope_theta);
+  field("layer_kind", a.layer_kind, b.layer_kind);
+  field("ffn_kind", a.ffn_kind, b.ffn_kind);
+  field("n_ff", a.n_ff, b.n_ff);
+  field("ssm_n_k_heads", a.ssm_n_k_heads, b.ssm_n_k_heads);
+  field("ssm_n_v_heads", a.ssm_n_v_heads, b.ssm_n_v_heads);
+  field("ssm_d_k", a.ssm_d_k, b.ssm_d_k);
+  field("ssm_d_v", a.ssm_d_v, b.ssm_d_v);
+  field("ssm_conv_kernel", a.ssm_conv_kernel, b.ssm_conv_kernel);
+  field("n_expert", a.n_expert, b.n_expert);
+  field("n_expert_used", a.n_expert_used, b.n_expert_used);
+  field("n_ff_exp", a.n_ff_exp, b.n_ff_exp);
+  field("n_ff_shexp", a.n_ff_shexp, b.n_ff_shexp);
+  field("norm_topk", a.norm_topk, b.norm_topk);
+  field("n_mtp", a.n_mtp, b.n_mtp);
+  return out;
+}
+
+bool operator==(const ModelConfig& a, const ModelConfig& b) { return config_difference(a, b).empty(); }
+
+void PrintTo(const ModelConfig& c, std::ostream* os) { *os << c.summary(); }
 
 // --- GGUF keys (llama.cpp) --------------------------------------------------------------------
 

@@ -71,6 +71,12 @@ void complete_from_tensors(ModelConfig& c, const WeightSource& src, bool gguf_na
       for (int64_t i = 0; i < c.n_layer; ++i)
         if (!src.find(names::gguf_blk(i, "ffn_gate_inp.weight")) && src.find(names::gguf_blk(i, "ffn_gate.weight")))
           c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
+    // feed_forward_length sizes the dense FFN only; a file whose every layer has experts (real
+    // Qwen3-Next GGUFs carry one anyway) describes the same model as its config.json, where
+    // the HF reader leaves n_ff at 0 for the same reason.
+    bool any_dense = false;
+    for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
+    if (!any_dense) c.n_ff = 0;
   } else {
     // save_pretrained drops mtp.* (transformers does not implement it): present iff saved.
     if (c.n_mtp > 0 && !src.find("mtp.fc.weight")) c.n_mtp = 0;

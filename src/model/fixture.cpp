@@ -219,6 +219,11 @@ ModelConfig fixture_config(const FixtureSpec& s) {
       if (dense_among_moe) c.ffn_kind[2] = FfnKind::Dense;
     }
   }
+  if (s.moe_every_layer) {
+    if (c.n_expert == 0) fail("fixture: moe_every_layer on a ", family_arch(c.family), " model, which has no experts");
+    c.ffn_kind.assign(static_cast<size_t>(c.n_layer), FfnKind::Moe);
+    c.n_ff = 0;  // no dense FFN is left to size (what a loader reads back from such a model)
+  }
   c.validate();
   return c;
 }

@@ -308,5 +308,25 @@ TEST(ConfigHfJson, TextConfigNestingAndRopeParameters) {
   EXPECT_NO_THROW(c.validate());
 }
 
+// == and its explanation come from one field list: every difference is named with both values,
+// and equal configs explain nothing (a test failing on == prints this instead of two structs).
+TEST(ConfigDifference, NamesEachDifferingFieldWithBothValues) {
+  ModelConfig a;
+  a.family = Family::Qwen35;
+  a.n_ff = 128;
+  a.rms_eps = 1e-6;
+  a.ffn_kind = {FfnKind::Dense, FfnKind::Moe};
+  ModelConfig b = a;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(config_difference(a, b), "");
+  b.n_ff = 0;
+  b.rms_eps = static_cast<float>(1e-6);
+  b.ffn_kind[0] = FfnKind::Moe;
+  EXPECT_NE(a, b);
+  EXPECT_EQ(config_difference(a, b),
+            "rms_eps 9.9999999999999995e-07 vs 9.9999999747524271e-07, ffn_kind 01 vs 11, n_ff 128 vs 0");
+  EXPECT_EQ(::testing::PrintToString(a), a.summary());
+}
+
 }  // namespace
 }  // namespace memra
