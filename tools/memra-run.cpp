@@ -156,6 +156,10 @@ int main(int argc, char** argv) {
     if (static_cast<int64_t>(ids.size()) > max_ctx)
       fail("the prompt has ", ids.size(), " tokens, over the context of ", max_ctx);
     const int64_t n = std::min<int64_t>(n_gen, max_ctx - static_cast<int64_t>(ids.size()));
+    if (n < n_gen)  // said up front: a run that stops early must not look like an EOS
+      std::fprintf(stderr, "memra-run: -n %lld but only %lld tokens fit after the %zu-token prompt in a context of %lld\n",
+                   static_cast<long long>(n_gen), static_cast<long long>(n), ids.size(),
+                   static_cast<long long>(max_ctx));
 
     std::optional<int32_t> stop;
     if (have_chat) stop = tok.find_token("<|im_end|>");
@@ -181,8 +185,11 @@ int main(int argc, char** argv) {
     std::string pending;
     int64_t generated = 0;
     int32_t t = -1;
+    // The first token comes from the prompt's logits; decode speed counts decode steps only,
+    // timed from that first token on.
+    auto t_first = t1;
     for (int64_t s = 0; s < n; ++s) {
-      if (s == 0) t = pick(prompt_logits);
+      if (s == 0) t = pick(prompt_logits), t_first = clock::now();
       else if (greedy) t = seq->decode_greedy(t);  // == sample_token at temperature 0 (lowest-index ties)
       else t = pick(seq->decode(t));
       ++generated;
@@ -195,10 +202,14 @@ int main(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);  // the text ends before the stderr summary when both go to one file
     const double pre = std::chrono::duration<double>(t1 - t0).count();
-    const double dec = std::chrono::duration<double>(t2 - t1).count();
-    std::fprintf(stderr, "memra-run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s (%.1f tokens/s)\n",
+    const double dec = std::chrono::duration<double>(t2 - t_first).count();
+    const int64_t steps = std::max<int64_t>(generated - 1, 0);
+    std::fprintf(stderr,
+                 "memra-run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens, "
+                 "%lld decode steps in %.3f s (%.1f tokens/s)\n",
                  ids.size(), pre, pre > 0 ? static_cast<double>(ids.size()) / pre : 0.0,
-                 static_cast<long long>(generated), dec, dec > 0 ? static_cast<double>(generated) / dec : 0.0);
+                 static_cast<long long>(generated), static_cast<long long>(steps), dec,
+                 dec > 0 ? static_cast<double>(steps) / dec : 0.0);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::cerr << "memra-run: " << e.what() << "\n";

@@ -3,12 +3,17 @@
 // NaN/Inf named with the layer where it first appeared, wrong architecture, missing and
 // misshaped tensors, a cache from another model, MTP on a model without one.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "memra/error.h"
+#include "memra/gguf.h"
 #include "memra/oracle.h"
 #include "memra/weights.h"
 #include "unit/oracle_fixtures.h"
@@ -112,6 +117,35 @@ TEST(OracleErrors, MissingAndMisshapedTensorsThroughLoad) {
   EXPECT_THAT([&] { Model::load(h); },
               ThrowsMessage<Error>(AllOf(HasSubstr("model.layers.1.mlp.gate.weight"), HasSubstr("{64, 5}"),
                                          HasSubstr("expected {64, 4}"))));
+}
+
+// The same two errors from real files: a GGUF that another tool wrote (llama.cpp's converter,
+// test/fixtures/converted/), patched in place — the architecture value renamed, a tensor name
+// changed — must fail to load with the file and the thing named.
+std::string patched_copy(const std::string& what, const std::string& from, const std::string& to) {
+  const std::string src = std::string(MEMRA_SOURCE_DIR) + "/test/fixtures/converted/bank_qwen35.gguf";
+  std::ifstream in(src, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(from);
+  if (at == std::string::npos || from.size() != to.size()) throw std::runtime_error("cannot patch " + src);
+  bytes.replace(at, from.size(), to);
+  const auto path = std::filesystem::temp_directory_path() / ("memra-oracle-errors-" + what + ".gguf");
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path.string();
+}
+
+TEST(OracleErrors, WrongArchitectureAndMissingTensorInAFile) {
+  // The architecture value follows its key, the type (u32) and the length (u64).
+  const std::string key = "general.architecture";
+  const std::string arch_file = patched_copy("arch", key + std::string("\x08\0\0\0\x06\0\0\0\0\0\0\0qwen35", 18),
+                                             key + std::string("\x08\0\0\0\x06\0\0\0\0\0\0\0qwen99", 18));
+  EXPECT_THAT([&] { Model::load(*GgufFile::open(arch_file)); },
+              ThrowsMessage<Error>(AllOf(HasSubstr(arch_file), HasSubstr("unsupported architecture 'qwen99'"))));
+  const std::string tensor_file = patched_copy("tensor", "output_norm.weight", "output_norX.weight");
+  EXPECT_THAT([&] { Model::load(*GgufFile::open(tensor_file)); },
+              ThrowsMessage<Error>(AllOf(HasSubstr(tensor_file), HasSubstr("'output_norm.weight' missing"))));
+  std::filesystem::remove(arch_file);
+  std::filesystem::remove(tensor_file);
 }
 
 TEST(OracleErrors, InconsistentWeightsAndForeignCache) {
