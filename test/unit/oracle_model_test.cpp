@@ -7,10 +7,13 @@
 //     chunked one (a different summation of the same recurrence);
 //   - forward_all(p)[i] == forward_last(p[:i+1]) bitwise (a position's outputs never depend on
 //     later tokens, also inside a GDN chunk);
-//   - chunked vs recurrent GDN prefill <= 1e-5 relative for prompts of 1, 63, 64, 65, 130;
+//   - chunked vs recurrent GDN prefill <= 1e-5 relative for prompts of 1, 63, 64, 65, 130 (every
+//     hybrid family);
 //   - results do not depend on the thread count.
 #include <chrono>
 #include <cmath>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -170,16 +173,19 @@ TEST(OracleBatch, BadInputNamesTheSequenceAndWritesNothing) {
   expect_error({1, 2}, {&a, &b}, "sequence 1: prompt of 1 tokens at position 1 exceeds the cache's max_ctx 1");
 }
 
-class OracleGdnPrefill : public ::testing::TestWithParam<int> {};
+// Every hybrid family (Qwen3-Next; Qwen3.5 with its tiled V heads and d_k != d_v; the MoE one)
+// at lengths around the 64-token chunk.
+class OracleGdnPrefill : public ::testing::TestWithParam<std::tuple<Family, int>> {};
 
 TEST_P(OracleGdnPrefill, ChunkedAndRecurrentAgree) {
-  Model mc = tiny_model(Family::Qwen3Next, GdnForm::Chunked);
-  Model mr = tiny_model(Family::Qwen3Next, GdnForm::Recurrent);
-  auto p = prompt(GetParam(), mc.config().n_vocab, 9);
+  const auto [family, n] = GetParam();
+  Model mc = tiny_model(family, GdnForm::Chunked);
+  Model mr = tiny_model(family, GdnForm::Recurrent);
+  auto p = prompt(n, mc.config().n_vocab, 9);
   std::vector<float> lc = mc.forward_last(p), lr = mr.forward_last(p);
   EXPECT_LE(rel_err(lc, lr), 1e-5);
   // and the GDN state left in the cache agrees too
-  Cache cc = mc.new_cache(GetParam()), cr = mr.new_cache(GetParam());
+  Cache cc = mc.new_cache(n), cr = mr.new_cache(n);
   mc.prime(p, cc);
   mr.prime(p, cr);
   for (size_t i = 0; i < cc.gdn[0].state.size(); ++i)
@@ -189,7 +195,13 @@ TEST_P(OracleGdnPrefill, ChunkedAndRecurrentAgree) {
   EXPECT_GT(mx, 1e-3);  // the state was actually written
 }
 
-INSTANTIATE_TEST_SUITE_P(Lengths, OracleGdnPrefill, ::testing::Values(1, 63, 64, 65, 130));
+INSTANTIATE_TEST_SUITE_P(Lengths, OracleGdnPrefill,
+                         ::testing::Combine(::testing::Values(Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe),
+                                            ::testing::Values(1, 63, 64, 65, 130)),
+                         [](const auto& info) {
+                           return std::string(family_arch(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(OracleMoeLayers, DenseLayerAmongMoeLayersRunsTheDenseFfn) {
   // Qwen3-Next fixture: layer 2 is dense (mlp_only_layers). Zeroing its dense FFN must change
