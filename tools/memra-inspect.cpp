@@ -6,7 +6,10 @@
 // prints the file, for GGUF its version, alignment, data offset, general.architecture and the
 // "<arch>.*" hyper-parameters, all metadata (arrays as "[type x count] first few...", long
 // strings shortened; --all prints arrays and strings whole), and the tensor table (name, type,
-// shape in ggml ne order, bytes) with the total. --json prints the same as one JSON object.
+// shape in ggml ne order, bytes) with the total. For a safetensors model (file or directory with
+// config.json) the architecture is config.json's architectures[0] and the hyper-parameters are
+// config.json's values, nested objects as dotted paths. --json prints the same as one JSON
+// object.
 // Errors go to stderr with exit code 1.
 #include <algorithm>
 #include <cstdint>
@@ -94,6 +97,40 @@ json value_json(const memra::GgufValue& v, size_t max_elems) {
               {"count", v.count()},
               {"values", a},
               {"truncated", v.count() > max_elems}};
+}
+
+// A config.json value on one line: scalars as JSON, arrays as JSON up to `max_elems` values
+// ("[a, b, ...] (N values)" beyond), strings cut at `max_chars` as GGUF strings are (--all
+// prints both whole).
+std::string config_display(const json& v, size_t max_elems, size_t max_chars) {
+  // Not UTF-8 (or cut inside a character): replaced, never a throw.
+  auto text = [](const json& x) { return x.dump(-1, ' ', false, json::error_handler_t::replace); };
+  auto scalar = [&](const json& x) {
+    if (!x.is_string()) return text(x);
+    const std::string& s = x.get_ref<const std::string&>();
+    if (s.size() <= max_chars) return text(x);
+    return text(json(s.substr(0, max_chars))) + "... (" + std::to_string(s.size()) + " bytes)";
+  };
+  if (!v.is_array()) return scalar(v);
+  std::string out = "[";
+  for (size_t i = 0; i < v.size() && i < max_elems; ++i)
+    out += (i ? ", " : "") + (v[i].is_structured() ? text(v[i]) : scalar(v[i]));
+  if (v.size() > max_elems) out += ", ...] (" + std::to_string(v.size()) + " values)";
+  else out += "]";
+  return out;
+}
+
+// config.json's hyper-parameters as "path = value" lines, nested objects (text_config,
+// rope_parameters, ...) flattened to dotted paths: the HF counterpart of GGUF's "<arch>.*" keys.
+void print_config(const json& j, const std::string& prefix, size_t max_elems, size_t max_chars) {
+  for (const auto& item : j.items()) {
+    const std::string path = prefix.empty() ? item.key() : prefix + "." + item.key();
+    if (item.value().is_object() && !item.value().empty())
+      print_config(item.value(), path, max_elems, max_chars);
+    else
+      std::cout << "  " << path << " = " << config_display(item.value(), max_elems, max_chars)
+                << "\n";
+  }
 }
 
 bool is_hparam(const std::string& key, const std::string& arch) {
@@ -200,7 +237,22 @@ int inspect(const Options& o) {
     std::cout << "\nmetadata (" << st->metadata().size() << " keys):\n";
     for (const auto& [k, v] : st->metadata()) std::cout << "  " << k << " = " << v << "\n";
   }
-  if (src->hf_config_json()) std::cout << "config.json:  present\n";
+  if (!g && src->hf_config_json()) {
+    // An HF model: what GGUF keeps under "<arch>.*" is in config.json.
+    const json cfg = json::parse(*src->hf_config_json());
+    std::string arch = "(none)";
+    if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
+        !cfg["architectures"].empty() && cfg["architectures"][0].is_string())
+      arch = cfg["architectures"][0].get<std::string>();
+    std::cout << "architecture: " << arch << "\n";
+    std::cout << "\nhyper-parameters (config.json):\n";
+    if (cfg.is_object() && !cfg.empty())
+      print_config(cfg, "", max_elems, max_chars);
+    else
+      std::cout << "  (none)\n";
+  } else if (src->hf_config_json()) {
+    std::cout << "config.json:  present\n";
+  }
   const Detected d = detect_model(*src);
   std::cout << "\nmodel:        " << (d.ok ? d.text : "not runnable: " + d.text) << "\n";
 

@@ -11,7 +11,7 @@
 // full list of checks are in docs/gguf.md.
 //
 // The writer produces files llama.cpp accepts (version 3, tensors contiguous in info order, each
-// padded to the alignment, general.quantization_version added for quantized tensors).
+// padded to the alignment, general.quantization_version always present: u32 2 unless set).
 //
 // Multi-byte values are little-endian on disk; memra only builds on little-endian hosts.
 //

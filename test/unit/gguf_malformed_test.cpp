@@ -213,7 +213,16 @@ std::vector<Case> cases() {
          return Bytes{}.header(3, 2, 0).tensor_info("a", {2}, 0, 0).tensor_info("b", {2}, 0, 0)
              .pad(32).zeros(40).b;
        },
-       "tensor 'b' has offset 0, expected 32"},
+       "tensor 'b' at offset 0 (8 bytes) overlaps tensor 'a' at offset 0 (8 bytes); expected "
+       "offset 32"},
+      {"OverlapsAnEarlierTensor",
+       [] {
+         // c starts inside a (not b, the tensor just before it): the message names a.
+         return Bytes{}.header(3, 3, 0).tensor_info("a", {16}, 0, 0).tensor_info("b", {2}, 0, 64)
+             .tensor_info("c", {2}, 0, 8).pad(32).zeros(128).b;
+       },
+       "tensor 'c' at offset 8 (8 bytes) overlaps tensor 'a' at offset 0 (64 bytes); expected "
+       "offset 96"},
       {"UnpaddedOffset",
        [] {
          return Bytes{}.header(3, 2, 0).tensor_info("a", {2}, 0, 0).tensor_info("b", {2}, 0, 8)

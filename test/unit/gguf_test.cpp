@@ -70,25 +70,31 @@ using memra::testing::error_message;
 //   magic, u32 version, i64 n_tensors, i64 n_kv, kv (u64 len, key, u32 type, value),
 //   tensor info (u64 len, name, u32 n_dims, i64 ne[], u32 type, u64 offset),
 //   zero padding to 32, tensor data padded with zeros to 32.
+// The writer appends general.quantization_version = 2 (u32) after the user's keys even though
+// no tensor is quantized (llama.cpp's converter writes it into every file).
 TEST(GgufWriterBytes, MatchesHandLaidSpecLayout) {
   const std::vector<std::byte> expected = bytes_of({
       'G', 'G', 'U', 'F',                              // 0: magic
       3, 0, 0, 0,                                      // 4: version 3
       1, 0, 0, 0, 0, 0, 0, 0,                          // 8: n_tensors 1
-      1, 0, 0, 0, 0, 0, 0, 0,                          // 16: n_kv 1
+      2, 0, 0, 0, 0, 0, 0, 0,                          // 16: n_kv 2 (1 + quantization_version)
       3, 0, 0, 0, 0, 0, 0, 0, 'a', '.', 'b',           // 24: key "a.b"
       4, 0, 0, 0,                                      // 35: type u32
       7, 0, 0, 0,                                      // 39: value 7
-      1, 0, 0, 0, 0, 0, 0, 0, 'w',                     // 43: name "w"
-      1, 0, 0, 0,                                      // 52: n_dims 1
-      2, 0, 0, 0, 0, 0, 0, 0,                          // 56: ne[0] 2
-      0, 0, 0, 0,                                      // 64: type f32
-      0, 0, 0, 0, 0, 0, 0, 0,                          // 68: offset 0
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  // 76: pad to 96
-      0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0,  // 96: 1.0f, -2.0f
-      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  // 104: pad to 128
+      28, 0, 0, 0, 0, 0, 0, 0,                         // 43
+      'g', 'e', 'n', 'e', 'r', 'a', 'l', '.', 'q', 'u', 'a', 'n', 't', 'i', 'z', 'a', 't', 'i',
+      'o', 'n', '_', 'v', 'e', 'r', 's', 'i', 'o', 'n',
+      4, 0, 0, 0, 2, 0, 0, 0,                          // 79: u32 2
+      1, 0, 0, 0, 0, 0, 0, 0, 'w',                     // 87: name "w"
+      1, 0, 0, 0,                                      // 96: n_dims 1
+      2, 0, 0, 0, 0, 0, 0, 0,                          // 100: ne[0] 2
+      0, 0, 0, 0,                                      // 108: type f32
+      0, 0, 0, 0, 0, 0, 0, 0,                          // 112: offset 0
+      0, 0, 0, 0, 0, 0, 0, 0,                          // 120: pad to 128
+      0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0,  // 128: 1.0f, -2.0f
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,  // 136: pad to 160
       0, 0, 0, 0, 0, 0, 0, 0});
-  ASSERT_EQ(expected.size(), 128u);
+  ASSERT_EQ(expected.size(), 160u);
 
   GgufWriter w;
   w.set_u32("a.b", 7);
@@ -99,14 +105,15 @@ TEST(GgufWriterBytes, MatchesHandLaidSpecLayout) {
   auto f = GgufFile::from_bytes(expected, "hand.gguf");
   EXPECT_EQ(f->version(), 3u);
   EXPECT_EQ(f->alignment(), 32u);
-  EXPECT_EQ(f->data_offset(), 96u);
+  EXPECT_EQ(f->data_offset(), 128u);
   EXPECT_EQ(f->get_int("a.b"), 7);
+  EXPECT_EQ(f->get_int("general.quantization_version"), 2);
   const TensorView& t = f->tensor("w");
   EXPECT_EQ(t.type, DType::F32);
   EXPECT_THAT(t.ne, ElementsAre(2));
   ASSERT_EQ(t.data.size(), 8u);
   EXPECT_EQ(f->tensor_offset("w"), 0u);
-  EXPECT_EQ(std::memcmp(t.data.data(), expected.data() + 96, 8), 0);
+  EXPECT_EQ(std::memcmp(t.data.data(), expected.data() + 128, 8), 0);
 }
 
 // A Q8_0 tensor (quantized) with a string array and a custom alignment of 16: the writer must
@@ -174,7 +181,8 @@ TEST(GgufRoundTrip, EveryScalarType) {
   auto f = GgufFile::from_bytes(w.to_bytes(), "scalars.gguf");
 
   EXPECT_THAT(f->keys(), ElementsAre("u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32",
-                                     "f64", "t", "f", "s", "empty"));
+                                     "f64", "t", "f", "s", "empty",
+                                     "general.quantization_version"));
   const std::pair<const char*, GgufType> types[] = {
       {"u8", GgufType::U8},   {"i8", GgufType::I8},   {"u16", GgufType::U16},
       {"i16", GgufType::I16}, {"u32", GgufType::U32}, {"i32", GgufType::I32},
@@ -357,8 +365,8 @@ TEST(GgufRoundTrip, CustomAlignment64) {
   // Padding bytes are zeros.
   for (size_t i = f->data_offset() + 12; i < f->data_offset() + 64; ++i)
     ASSERT_EQ(bytes[i], std::byte{0}) << i;
-  // No quantized tensor: no quantization version added.
-  EXPECT_FALSE(f->has("general.quantization_version"));
+  // No quantized tensor, and still a quantization version (llama.cpp's converter writes it too).
+  EXPECT_EQ(f->get_int("general.quantization_version"), 2);
 }
 
 TEST(GgufRoundTrip, Version2IsRead) {
