@@ -94,6 +94,28 @@ Cache primed(Model& m, const std::vector<int32_t>& p) {
   return c;
 }
 
+// Sequences 0..B-1 as one batch: each cache primed with its seq_prompt but the last token, which
+// is the sequence's first fed token. Movable, not copyable: `ptrs` point into `caches` (a
+// vector's move keeps its elements where they are, a copy would not).
+struct PrimedBatch {
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;   // what decode_step_batch takes
+  std::vector<int32_t> toks;  // the tokens the next step feeds
+  PrimedBatch() = default;
+  PrimedBatch(PrimedBatch&&) = default;
+  PrimedBatch(const PrimedBatch&) = delete;
+};
+PrimedBatch primed_batch(Loaded& m, int B) {
+  PrimedBatch b;
+  for (int i = 0; i < B; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    b.caches.push_back(primed(*m.gpu, p));
+    b.toks.push_back(p.back());
+  }
+  for (Cache& c : b.caches) b.ptrs.push_back(&c);
+  return b;
+}
+
 Arms with_b1_fast_off(Arms a) {
   a.b1_fast = false;
   return a;
@@ -203,19 +225,12 @@ std::vector<Stream> isolated_streams(Loaded& m) {
 // sequences 0 and 1 are swapped (the canary's plumbing bug). Returns how many (sequence, step)
 // rows differ; the first goes to `entry` and through BitIdentical's explanation.
 int gate2_batch(Loaded& m, const std::vector<Stream>& ref, int B, int swap_at, nlohmann::json& entry) {
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < B; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, B);
+  std::vector<int32_t>& toks = b.toks;
   int bad = 0;
   for (int k = 0; k < kSteps; ++k) {
     if (k == swap_at) std::swap(toks[0], toks[1]);
-    const std::vector<std::vector<float>> rows = m.gpu->decode_step_batch(toks, ptrs);
+    const std::vector<std::vector<float>> rows = m.gpu->decode_step_batch(toks, b.ptrs);
     for (int i = 0; i < B; ++i) {
       const std::vector<float>& want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
       if (!same_bits(rows[static_cast<size_t>(i)], want)) {
@@ -269,19 +284,12 @@ constexpr int kSampledB = 5;
 // row, every row, every step (B = kSampledB, full logits back).
 void gate3a(Loaded& m) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < kSampledB; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, kSampledB);
+  std::vector<int32_t>& toks = b.toks;
   const Specs greedy(kSampledB, SampleSpec{});
   int bad = 0;
   for (int k = 0; k < kSteps; ++k) {
-    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, greedy, false);
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, b.ptrs, greedy, false);
     for (int i = 0; i < kSampledB; ++i) {
       const int32_t host = argmax_lowest(o.logits[static_cast<size_t>(i)]);
       if (o.tokens[static_cast<size_t>(i)] != host && bad++ == 0)
@@ -317,22 +325,15 @@ void gate3b(Loaded& m, bool shift_counter) {
       ref[static_cast<size_t>(i)].push_back(t = o.tokens[0]);
     }
   }
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < kSampledB; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, kSampledB);
+  std::vector<int32_t>& toks = b.toks;
   int bad = 0, distinct = 0;
   for (int k = 0; k < kSteps; ++k) {
     Specs sp;
     for (int i = 0; i < kSampledB; ++i) sp.push_back(spec_of(i, k));
     if (shift_counter)
       for (auto& spec : sp) spec->counter += 1;
-    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, sp, true);
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, b.ptrs, sp, true);
     for (int i = 0; i < kSampledB; ++i) {
       const int32_t want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
       if (o.tokens[static_cast<size_t>(i)] != want && bad++ == 0)
@@ -341,7 +342,7 @@ void gate3b(Loaded& m, bool shift_counter) {
       toks[static_cast<size_t>(i)] = o.tokens[static_cast<size_t>(i)];
     }
     for (int i = 0; i < kSampledB; ++i)  // the draws are not just greedy ones
-      distinct += o.tokens[static_cast<size_t>(i)] != argmax_lowest(caches[static_cast<size_t>(i)].last_logits());
+      distinct += o.tokens[static_cast<size_t>(i)] != argmax_lowest(b.caches[static_cast<size_t>(i)].last_logits());
   }
   std::printf("[gate3b] %s: %d of %d batched draws differ from the isolated ones; %d device draws differ from the host "
               "contract; %d of them off the row's argmax\n",
@@ -357,24 +358,15 @@ void gate3b(Loaded& m, bool shift_counter) {
 void gate3c(Loaded& m) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   constexpr int B = 4;
-  std::vector<Cache> full_c, lean_c;
-  std::vector<Cache*> full_p, lean_p;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < B; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    full_c.push_back(primed(*m.gpu, p));
-    lean_c.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (int i = 0; i < B; ++i) {
-    full_p.push_back(&full_c[static_cast<size_t>(i)]);
-    lean_p.push_back(&lean_c[static_cast<size_t>(i)]);
-  }
+  PrimedBatch full = primed_batch(m, B), lean = primed_batch(m, B);
+  std::vector<Cache>& full_c = full.caches;
+  std::vector<Cache>& lean_c = lean.caches;
+  std::vector<int32_t>& toks = full.toks;  // both batches feed these
   for (int k = 0; k < kSteps; ++k) {
     const Specs sp = {SampleSpec{0.7f, 5, static_cast<uint64_t>(k)}, SampleSpec{}, std::nullopt,
                       SampleSpec{1.3f, 9, static_cast<uint64_t>(k)}};
-    const Sampled f = m.gpu->decode_step_batch_sampled(toks, full_p, sp, false);
-    const Sampled l = m.gpu->decode_step_batch_sampled(toks, lean_p, sp, true);
+    const Sampled f = m.gpu->decode_step_batch_sampled(toks, full.ptrs, sp, false);
+    const Sampled l = m.gpu->decode_step_batch_sampled(toks, lean.ptrs, sp, true);
     EXPECT_EQ(l.tokens, f.tokens) << m.fx.id << " step " << k;
     for (int i = 0; i < B; ++i) {
       const size_t b = static_cast<size_t>(i);
