@@ -21,6 +21,20 @@ std::string sanitize_test_name(std::string_view s) {
   return out.empty() ? "unnamed" : out;
 }
 
+std::string GateCase::name() const {
+  std::string joined = model;
+  for (const std::string* part : {&arms, &prompt})
+    if (!part->empty()) joined += "_" + *part;
+  return sanitize_test_name(joined);
+}
+
+void PrintTo(const GateCase& c, std::ostream* os) {
+  *os << "{model=" << c.model;
+  if (!c.arms.empty()) *os << ", arms=" << c.arms;
+  if (!c.prompt.empty()) *os << ", prompt=" << c.prompt;
+  *os << "}";
+}
+
 std::vector<GateCase> gate_cases(const std::vector<std::string>& models,
                                  const std::vector<std::string>& arms,
                                  const std::vector<std::string>& prompts) {
@@ -54,11 +68,19 @@ CanaryOutcome expect_gate_fails(std::string_view broken, const std::function<voi
                                 Report* report) {
   const CanaryOutcome out = run_intercepted(gate_body);
   if (report) {
-    (*report)["canary"] = {{"broken", std::string(broken)},
-                           {"gate_failures", out.failures},
-                           {"gate_skipped", out.skipped},
-                           {"first_message", out.messages.empty() ? "" : out.messages.front()}};
-    report->figure("canary_gate_verdict", std::string(out.failures > 0 ? "FAIL" : "PASS"));
+    // The canary's observation: what the gate concluded against the broken arm. A verdict the
+    // body set on the report is the gate's, not this case's: it moves into this section.
+    const std::string observed = out.skipped ? "SKIP" : out.failures > 0 ? "FAIL" : "PASS";
+    nlohmann::json c = {{"broken", std::string(broken)},
+                        {"expected_verdict", "FAIL"},
+                        {"observed_verdict", observed},
+                        {"caught", observed == "FAIL"},
+                        {"gate_failures", out.failures},
+                        {"gate_skipped", out.skipped},
+                        {"first_message", out.messages.empty() ? "" : out.messages.front()}};
+    if (auto v = report->take_verdict()) c["gate_report_verdict"] = *v;
+    (*report)["canary"] = std::move(c);
+    report->figure("canary_gate_verdict", observed);
   }
   if (out.skipped)
     ADD_FAILURE() << "canary (" << broken << "): the gate body skipped; a canary must run its gate";

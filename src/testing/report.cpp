@@ -29,6 +29,8 @@ std::string utc_now() {
   return buf;
 }
 
+constexpr size_t kMaxMessages = 8;
+
 bool in_test() { return ::testing::UnitTest::GetInstance()->current_test_info() != nullptr; }
 
 }  // namespace
@@ -80,6 +82,19 @@ void Report::set_verdict(bool pass, std::string why) {
   verdict_set_ = true;
 }
 
+std::optional<nlohmann::json> Report::take_verdict() {
+  if (!verdict_set_) return std::nullopt;
+  nlohmann::json v = {{"verdict", json_["verdict"]}, {"why", json_.value("why", "")}};
+  json_.erase("verdict");
+  json_.erase("why");
+  verdict_set_ = false;
+  return v;
+}
+
+void ReportPart::set_arms(const std::string& role, const Arms& arms) {
+  (*this)["arms"][role] = to_json(arms);
+}
+
 void Report::set_arms(const std::string& role, const Arms& arms) { json_["arms"][role] = to_json(arms); }
 
 std::filesystem::path Report::path() const {
@@ -91,6 +106,21 @@ std::filesystem::path Report::write() {
     const bool failed = in_test() && ::testing::Test::HasFailure();
     const bool skipped = in_test() && ::testing::Test::IsSkipped();
     json_["verdict"] = failed ? "FAIL" : skipped ? "SKIP" : "PASS";
+    if (failed || skipped) {
+      // Why, in GTest's words: the failed assertions (or the skip), where they are.
+      nlohmann::json msgs = nlohmann::json::array();
+      const ::testing::TestResult& r = *::testing::UnitTest::GetInstance()->current_test_info()->result();
+      for (int i = 0; i < r.total_part_count() && msgs.size() < kMaxMessages; ++i) {
+        const ::testing::TestPartResult& part = r.GetTestPartResult(i);
+        if (!part.failed() && !part.skipped()) continue;
+        std::string where = part.file_name() ? std::string(part.file_name()) + ":" + std::to_string(part.line_number()) : "";
+        msgs.push_back({{"where", where}, {"message", std::string(part.message())}});
+      }
+      if (!msgs.empty()) {
+        json_["why"] = msgs.front()["message"];
+        json_["messages"] = msgs;
+      }
+    }
   }
   json_["time"] = utc_now();
   const char* commit = std::getenv("MEMRA_COMMIT");

@@ -14,7 +14,9 @@
 //                 every sequence's logits BitIdentical at every step (law 2: batch-mates, row
 //                 and B change no bit).
 // Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
-// whose batched body never ran fails). Each case writes its JSON report.
+// whose batched body never ran fails). Cases are GateCases named by fixture model id
+// (Tiny/DecodeBatch.Gate2BatchMatesChangeNoBit/qwen35_nvfp4_gguf), one load per suite, and every
+// case writes its JSON report (memra/testing/gate.h).
 //   gate3a        the device's greedy token == the host argmax of the same returned row.
 //   gate3b        sampled draws (temperature 0.7, seed = sequence, counter = step) at B = N ==
 //                 the same specs' draws at B = 1, and == memra/sampling.h's host draw on the row.
@@ -28,7 +30,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -65,16 +66,12 @@ struct Loaded {
   std::unique_ptr<Model> gpu;
 };
 
-Loaded& loaded(Family f, DType t) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  FixtureModel fx = gpu_test::make_fixture(f, t, false);
-  auto& slot = cache[fx.id];
-  if (!slot) {
-    slot = std::make_unique<Loaded>();
-    slot->gpu = std::make_unique<Model>(Model::load(engine(), *fx.source));
-    slot->fx = std::move(fx);
-  }
-  return *slot;
+// Fixture model `id` on the GPU (the gate fixtures' ModelCache holds it: one load per suite).
+std::unique_ptr<Loaded> load_fixture(const std::string& id) {
+  auto m = std::make_unique<Loaded>();
+  m->fx = gpu_test::make_fixture(id);
+  m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
+  return m;
 }
 
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
@@ -92,6 +89,28 @@ Cache primed(Model& m, const std::vector<int32_t>& p) {
   Cache c = m.new_cache(static_cast<int64_t>(p.size()) + kSteps + 1);
   m.prime_cache(std::span<const int32_t>(p).first(p.size() - 1), c);
   return c;
+}
+
+// Sequences 0..B-1 as one batch: each cache primed with its seq_prompt but the last token, which
+// is the sequence's first fed token. Movable, not copyable: `ptrs` point into `caches` (a
+// vector's move keeps its elements where they are, a copy would not).
+struct PrimedBatch {
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;   // what decode_step_batch takes
+  std::vector<int32_t> toks;  // the tokens the next step feeds
+  PrimedBatch() = default;
+  PrimedBatch(PrimedBatch&&) = default;
+  PrimedBatch(const PrimedBatch&) = delete;
+};
+PrimedBatch primed_batch(Loaded& m, int B) {
+  PrimedBatch b;
+  for (int i = 0; i < B; ++i) {
+    const std::vector<int32_t> p = seq_prompt(m, i);
+    b.caches.push_back(primed(*m.gpu, p));
+    b.toks.push_back(p.back());
+  }
+  for (Cache& c : b.caches) b.ptrs.push_back(&c);
+  return b;
 }
 
 Arms with_b1_fast_off(Arms a) {
@@ -131,21 +150,18 @@ Gate1Draw gate1_draw(Loaded& m, uint32_t draw, bool wrong_token) {
 }
 
 // Strict: one draw, logits bit-identical at every step, under `arms` with b1_fast off.
-void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name) {
+void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(arms));
   const int64_t before = m.gpu->counters().batch_steps;
   const Gate1Draw d = gate1_draw(m, 0, false);
   const int64_t ran = m.gpu->counters().batch_steps - before;
-  testing::Report rep = testing::Report::for_current_test();
   rep["fixture"] = m.fx.id;
   rep["mode"] = std::string("strict, ") + arms_name;
   rep.set_arms("batched", m.gpu->arms());
   rep.figure("bit_diff_steps", d.bit_diffs);
   rep.figure("first_bit_diff", d.first_bit_diff);
+  rep.figure("diverged_at", d.diverged_at);
   rep.figure("batched_calls", ran);
-  rep.set_verdict(d.bit_diffs == 0 && d.diverged_at < 0 && ran == kSteps,
-                  d.bit_diffs ? "logits differ from decode_step at step " + std::to_string(d.first_bit_diff) : "");
-  rep.write();
   EXPECT_EQ(ran, kSteps) << m.fx.id << " (" << arms_name << "): the batched body did not serve every step";
   EXPECT_EQ(d.bit_diffs, 0) << m.fx.id << " (" << arms_name << "): B=1 batched logits differ from decode_step, first at step "
                             << d.first_bit_diff;
@@ -153,7 +169,7 @@ void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name) {
 }
 
 // Config: kDraws draws under the default arms (b1_fast off, so the batched body is what runs).
-void gate1_config(Loaded& m, bool wrong_token) {
+void gate1_config(Loaded& m, bool wrong_token, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   const testing::FractionRule rule;
   std::vector<std::optional<size_t>> diverged;
@@ -166,14 +182,14 @@ void gate1_config(Loaded& m, bool wrong_token) {
   const testing::FractionVerdict v = testing::apply_fraction_rule(diverged, rule);
   const std::string why = std::to_string(v.early) + " of " + std::to_string(v.draws) + " draws diverge before step " +
                           std::to_string(rule.early_step);
-  testing::Report rep = testing::Report::for_current_test();
   rep["fixture"] = m.fx.id;
   rep["mode"] = "config";
   rep["draws"] = draws;
+  rep["fraction_rule"] = testing::to_json(v);
+  rep["fraction_rule"]["early_step"] = rule.early_step;
+  rep["fraction_rule"]["says"] = why;
   rep.set_arms("batched", m.gpu->arms());
   rep.figure("early_draws", v.early);
-  rep.set_verdict(!v.fail, why);
-  if (!wrong_token) rep.write();
   std::printf("[gate1 config] %s: %s\n", m.fx.id.c_str(), why.c_str());
   EXPECT_FALSE(v.fail) << m.fx.id << ": " << why << " (the plumbing class)";
 }
@@ -203,19 +219,12 @@ std::vector<Stream> isolated_streams(Loaded& m) {
 // sequences 0 and 1 are swapped (the canary's plumbing bug). Returns how many (sequence, step)
 // rows differ; the first goes to `entry` and through BitIdentical's explanation.
 int gate2_batch(Loaded& m, const std::vector<Stream>& ref, int B, int swap_at, nlohmann::json& entry) {
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < B; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, B);
+  std::vector<int32_t>& toks = b.toks;
   int bad = 0;
   for (int k = 0; k < kSteps; ++k) {
     if (k == swap_at) std::swap(toks[0], toks[1]);
-    const std::vector<std::vector<float>> rows = m.gpu->decode_step_batch(toks, ptrs);
+    const std::vector<std::vector<float>> rows = m.gpu->decode_step_batch(toks, b.ptrs);
     for (int i = 0; i < B; ++i) {
       const std::vector<float>& want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
       if (!same_bits(rows[static_cast<size_t>(i)], want)) {
@@ -231,11 +240,10 @@ int gate2_batch(Loaded& m, const std::vector<Stream>& ref, int B, int swap_at, n
   return bad;
 }
 
-void gate2(Loaded& m, bool swap_tokens) {
+void gate2(Loaded& m, bool swap_tokens, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   const std::vector<Stream> ref = isolated_streams(m);
   const int64_t before = m.gpu->counters().batch_steps;
-  testing::Report rep = testing::Report::for_current_test();
   rep["fixture"] = m.fx.id;
   nlohmann::json per_b = nlohmann::json::array();
   int bad = 0, calls = 0;
@@ -252,8 +260,6 @@ void gate2(Loaded& m, bool swap_tokens) {
   rep.set_arms("batched", m.gpu->arms());
   rep.figure("mismatching_rows", bad);
   rep.figure("batched_calls", ran);
-  rep.set_verdict(bad == 0 && ran == calls, std::to_string(bad) + " (sequence, step) rows differ from the isolated runs");
-  if (!swap_tokens) rep.write();
   std::printf("[gate2] %s: %d batched calls over B in {2..8, 15, 16, 17}, %d rows differ\n", m.fx.id.c_str(),
               static_cast<int>(ran), bad);
   EXPECT_EQ(ran, calls) << m.fx.id << ": the batched body did not serve every call";
@@ -267,21 +273,14 @@ constexpr int kSampledB = 5;
 
 // gate3a: the device's greedy token is the host argmax (lowest index on ties) of the same returned
 // row, every row, every step (B = kSampledB, full logits back).
-void gate3a(Loaded& m) {
+void gate3a(Loaded& m, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < kSampledB; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, kSampledB);
+  std::vector<int32_t>& toks = b.toks;
   const Specs greedy(kSampledB, SampleSpec{});
   int bad = 0;
   for (int k = 0; k < kSteps; ++k) {
-    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, greedy, false);
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, b.ptrs, greedy, false);
     for (int i = 0; i < kSampledB; ++i) {
       const int32_t host = argmax_lowest(o.logits[static_cast<size_t>(i)]);
       if (o.tokens[static_cast<size_t>(i)] != host && bad++ == 0)
@@ -290,6 +289,10 @@ void gate3a(Loaded& m) {
       toks[static_cast<size_t>(i)] = o.tokens[static_cast<size_t>(i)];
     }
   }
+  rep["fixture"] = m.fx.id;
+  rep.set_arms("batched", m.gpu->arms());
+  rep.figure("rows", kSampledB * kSteps);
+  rep.figure("device_vs_host_mismatches", bad);
   EXPECT_EQ(bad, 0);
 }
 
@@ -300,7 +303,7 @@ SampleSpec spec_of(int i, int k) { return SampleSpec{0.7f, static_cast<uint64_t>
 // draws; the B = 1 reference also checks the device draw against the host contract
 // (memra/sampling.h sample_token) on the returned row. `shift_counter`: the batched run draws
 // with counter + 1 (the canary's plumbing bug).
-void gate3b(Loaded& m, bool shift_counter) {
+void gate3b(Loaded& m, bool shift_counter, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   std::vector<std::vector<int32_t>> ref(kSampledB);
   int host_mismatch = 0;
@@ -317,22 +320,15 @@ void gate3b(Loaded& m, bool shift_counter) {
       ref[static_cast<size_t>(i)].push_back(t = o.tokens[0]);
     }
   }
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < kSampledB; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    caches.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
+  PrimedBatch b = primed_batch(m, kSampledB);
+  std::vector<int32_t>& toks = b.toks;
   int bad = 0, distinct = 0;
   for (int k = 0; k < kSteps; ++k) {
     Specs sp;
     for (int i = 0; i < kSampledB; ++i) sp.push_back(spec_of(i, k));
     if (shift_counter)
       for (auto& spec : sp) spec->counter += 1;
-    const Sampled o = m.gpu->decode_step_batch_sampled(toks, ptrs, sp, true);
+    const Sampled o = m.gpu->decode_step_batch_sampled(toks, b.ptrs, sp, true);
     for (int i = 0; i < kSampledB; ++i) {
       const int32_t want = ref[static_cast<size_t>(i)][static_cast<size_t>(k)];
       if (o.tokens[static_cast<size_t>(i)] != want && bad++ == 0)
@@ -341,8 +337,15 @@ void gate3b(Loaded& m, bool shift_counter) {
       toks[static_cast<size_t>(i)] = o.tokens[static_cast<size_t>(i)];
     }
     for (int i = 0; i < kSampledB; ++i)  // the draws are not just greedy ones
-      distinct += o.tokens[static_cast<size_t>(i)] != argmax_lowest(caches[static_cast<size_t>(i)].last_logits());
+      distinct += o.tokens[static_cast<size_t>(i)] != argmax_lowest(b.caches[static_cast<size_t>(i)].last_logits());
   }
+  rep["fixture"] = m.fx.id;
+  rep.set_arms("batched", m.gpu->arms());
+  rep["sampling"] = {{"temperature", spec_of(0, 0).temperature}, {"counter_shift", shift_counter ? 1 : 0}};
+  rep.figure("draws", kSampledB * kSteps);
+  rep.figure("batch_vs_isolated_mismatches", bad);
+  rep.figure("device_vs_host_mismatches", host_mismatch);
+  rep.figure("draws_off_argmax", distinct);
   std::printf("[gate3b] %s: %d of %d batched draws differ from the isolated ones; %d device draws differ from the host "
               "contract; %d of them off the row's argmax\n",
               m.fx.id.c_str(), bad, kSampledB * kSteps, host_mismatch, distinct);
@@ -354,35 +357,31 @@ void gate3b(Loaded& m, bool shift_counter) {
 // gate3c: a lean step gives the same tokens as the full step; a sampled row's parked device logits
 // are bit-identical to the full step's host row; a row without a spec comes back in full, the
 // same. Mixed specs: sampled, greedy, none, sampled hotter.
-void gate3c(Loaded& m) {
+void gate3c(Loaded& m, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   constexpr int B = 4;
-  std::vector<Cache> full_c, lean_c;
-  std::vector<Cache*> full_p, lean_p;
-  std::vector<int32_t> toks;
-  for (int i = 0; i < B; ++i) {
-    const std::vector<int32_t> p = seq_prompt(m, i);
-    full_c.push_back(primed(*m.gpu, p));
-    lean_c.push_back(primed(*m.gpu, p));
-    toks.push_back(p.back());
-  }
-  for (int i = 0; i < B; ++i) {
-    full_p.push_back(&full_c[static_cast<size_t>(i)]);
-    lean_p.push_back(&lean_c[static_cast<size_t>(i)]);
-  }
+  PrimedBatch full = primed_batch(m, B), lean = primed_batch(m, B);
+  std::vector<Cache>& full_c = full.caches;
+  std::vector<Cache>& lean_c = lean.caches;
+  std::vector<int32_t>& toks = full.toks;  // both batches feed these
+  int token_steps = 0, row_diffs = 0;  // for the report; the EXPECTs below are the verdict
   for (int k = 0; k < kSteps; ++k) {
     const Specs sp = {SampleSpec{0.7f, 5, static_cast<uint64_t>(k)}, SampleSpec{}, std::nullopt,
                       SampleSpec{1.3f, 9, static_cast<uint64_t>(k)}};
-    const Sampled f = m.gpu->decode_step_batch_sampled(toks, full_p, sp, false);
-    const Sampled l = m.gpu->decode_step_batch_sampled(toks, lean_p, sp, true);
+    const Sampled f = m.gpu->decode_step_batch_sampled(toks, full.ptrs, sp, false);
+    const Sampled l = m.gpu->decode_step_batch_sampled(toks, lean.ptrs, sp, true);
+    token_steps += l.tokens != f.tokens;
     EXPECT_EQ(l.tokens, f.tokens) << m.fx.id << " step " << k;
     for (int i = 0; i < B; ++i) {
       const size_t b = static_cast<size_t>(i);
       if (sp[b]) {
+        const std::vector<float> parked = lean_c[b].last_logits();
+        row_diffs += !same_bits(parked, f.logits[b]);
         EXPECT_TRUE(l.logits[b].empty()) << "a lean sampled row came back to the host";
-        EXPECT_THAT(lean_c[b].last_logits(), testing::BitIdentical(f.logits[b])) << m.fx.id << " row " << i << " step " << k;
+        EXPECT_THAT(parked, testing::BitIdentical(f.logits[b])) << m.fx.id << " row " << i << " step " << k;
         EXPECT_TRUE(full_c[b].last_logits().empty()) << "a full step left logits parked";
       } else {
+        row_diffs += !same_bits(l.logits[b], f.logits[b]);
         EXPECT_EQ(l.tokens[b], -1);
         EXPECT_THAT(l.logits[b], testing::BitIdentical(f.logits[b])) << m.fx.id << " row " << i << " step " << k;
       }
@@ -391,6 +390,11 @@ void gate3c(Loaded& m) {
       toks[static_cast<size_t>(i)] = sp[static_cast<size_t>(i)] ? f.tokens[static_cast<size_t>(i)]
                                                                  : argmax_lowest(f.logits[static_cast<size_t>(i)]);
   }
+  rep["fixture"] = m.fx.id;
+  rep.set_arms("batched", m.gpu->arms());
+  rep["specs"] = "row 0 sampled (0.7), row 1 greedy, row 2 none, row 3 sampled (1.3)";
+  rep.figure("token_mismatch_steps", token_steps);
+  rep.figure("lean_row_mismatches", row_diffs);
   // any other step of the cache drops the parked row
   m.gpu->decode_step(toks[0], lean_c[0]);
   EXPECT_TRUE(lean_c[0].last_logits().empty());
@@ -398,40 +402,39 @@ void gate3c(Loaded& m) {
 
 // --- cases ---------------------------------------------------------------------------------------
 
-struct Case {
-  Family family;
-  DType type;
-  std::string name() const { return std::string(family_arch(family)) + "_" + std::string(dtype_name(type)); }
-};
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
-struct CaseName {
-  std::string operator()(const ::testing::TestParamInfo<Case>& i) const { return i.param.name(); }
-};
 // Every family, attention-only / GDN hybrids / MoE, the quantised and a float lm_head.
-const Case kCases[] = {{Family::Qwen3, DType::Q8_0}, {Family::Qwen3Next, DType::BF16},
-                       {Family::Qwen35, DType::NVFP4}, {Family::Qwen35Moe, DType::NVFP4}, {Family::Qwen35, DType::F32}};
+const std::vector<std::string> kFixtures = {
+    gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false), gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
+    gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false), gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+    gpu_test::fixture_id(Family::Qwen35, DType::F32, false)};
 
-class DecodeBatch : public ::testing::TestWithParam<Case> {
+// One fixture model per case (GateCase::model is its id).
+class DecodeBatch : public testing::GpuGateTest<Loaded> {
  protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-  Loaded& model() { return loaded(GetParam().family, GetParam().type); }
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+};
+
+// The API's cases, on fixture models they name.
+class DecodeBatchApi : public testing::GpuGateFixture<Loaded> {
+ protected:
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+  Loaded& loaded(Family f, DType t) { return model(gpu_test::fixture_id(f, t, false)); }
 };
 
 #ifndef MEMRA_GPU_CANARY
 
-TEST_P(DecodeBatch, Gate1StrictEqualisedArms) { gate1_strict(model(), Arms::equalised(), "equalised arms"); }
-TEST_P(DecodeBatch, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms"); }
-TEST_P(DecodeBatch, Gate1Config) { gate1_config(model(), false); }
-TEST_P(DecodeBatch, Gate2BatchMatesChangeNoBit) { gate2(model(), false); }
-TEST_P(DecodeBatch, Gate3aDeviceGreedyIsHostArgmax) { gate3a(model()); }
-TEST_P(DecodeBatch, Gate3bSampledDrawsIgnoreBatchMates) { gate3b(model(), false); }
-TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model()); }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(kCases), CaseName());
+TEST_P(DecodeBatch, Gate1StrictEqualisedArms) { gate1_strict(model(), Arms::equalised(), "equalised arms", report()); }
+TEST_P(DecodeBatch, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms", report()); }
+TEST_P(DecodeBatch, Gate1Config) { gate1_config(model(), false, report()); }
+TEST_P(DecodeBatch, Gate2BatchMatesChangeNoBit) { gate2(model(), false, report()); }
+TEST_P(DecodeBatch, Gate3aDeviceGreedyIsHostArgmax) { gate3a(model(), report()); }
+TEST_P(DecodeBatch, Gate3bSampledDrawsIgnoreBatchMates) { gate3b(model(), false, report()); }
+TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model(), report()); }
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(testing::gate_cases(kFixtures)), testing::CaseName());
 
 // With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
 // body does not run.
-TEST(DecodeBatchApi, B1FastRoutesToDecodeStep) {
-  MEMRA_REQUIRE_TEST_GPU(1);
+TEST_F(DecodeBatchApi, B1FastRoutesToDecodeStep) {
   Loaded& m = loaded(Family::Qwen35, DType::NVFP4);
   const std::vector<int32_t> p = seq_prompt(m, 1);
   Cache a = primed(*m.gpu, p), b = primed(*m.gpu, p);
@@ -439,14 +442,14 @@ TEST(DecodeBatchApi, B1FastRoutesToDecodeStep) {
   int32_t t = p.back();
   Cache* one[1] = {&b};
   const std::vector<float> fast = m.gpu->decode_step_batch(std::span<const int32_t>(&t, 1), one).at(0);
+  report().figure("batched_body_calls", m.gpu->counters().batch_steps - before);
   EXPECT_EQ(m.gpu->counters().batch_steps, before) << "b1_fast on: the batched body must not run at B = 1";
   EXPECT_THAT(fast, testing::BitIdentical(m.gpu->decode_step(t, a).logits));
   EXPECT_EQ(a.pos(), b.pos());
 }
 
 // Bad input: an error naming the sequence, and no cache advanced.
-TEST(DecodeBatchApi, BadInputNamesTheSequence) {
-  MEMRA_REQUIRE_TEST_GPU(1);
+TEST_F(DecodeBatchApi, BadInputNamesTheSequence) {
   Loaded& m = loaded(Family::Qwen3, DType::Q8_0);
   Loaded& other = loaded(Family::Qwen35, DType::NVFP4);
   const int32_t V = static_cast<int32_t>(m.fx.config.n_vocab);
@@ -481,18 +484,19 @@ TEST(DecodeBatchApi, BadInputNamesTheSequence) {
 #else  // the canary target
 
 TEST_P(DecodeBatch, Gate1ConfigWrongTokenFails) {
-  testing::expect_gate_fails("the batched lane fed token - 1 at step 1 (plumbing)", [&] { gate1_config(model(), true); });
+  expect_gate_fails("the batched lane fed token - 1 at step 1 (plumbing)", [&] { gate1_config(model(), true, report()); });
 }
 TEST_P(DecodeBatch, Gate3bShiftedCounterFails) {
-  testing::expect_gate_fails("the batch drawn with counter + 1", [&] { gate3b(model(), true); });
+  expect_gate_fails("the batch drawn with counter + 1", [&] { gate3b(model(), true, report()); });
 }
 TEST_P(DecodeBatch, Gate2SwappedTokensFail) {
-  testing::expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
-                             [&] { gate2(model(), true); });
+  expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
+                    [&] { gate2(model(), true, report()); });
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch,
-                         ::testing::Values(Case{Family::Qwen3, DType::Q8_0}, Case{Family::Qwen35Moe, DType::NVFP4}),
-                         CaseName());
+                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+                         testing::CaseName());
 
 #endif
 

@@ -9,11 +9,13 @@
 // the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
 #pragma once
 
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "memra/config.h"
+#include "memra/error.h"
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/weights.h"
@@ -54,19 +56,37 @@ struct FixtureModel {
   std::string id;
   ModelConfig config;
   std::unique_ptr<MemorySource> source;
+  DType type = DType::F32;  // the matrices' weight type
+  bool hf = false;          // HF names (else llama.cpp's)
 };
 
-// id "<family>-<type>-<gguf|hf>", e.g. "qwen35moe-nvfp4-gguf".
+// A fixture's id "<family>-<type>-<gguf|hf>", e.g. "qwen35moe-nvfp4-gguf": the model id of the
+// gates' cases (memra/testing/gate.h GateCase::model).
+inline std::string fixture_id(Family f, DType type, bool hf) {
+  std::string t(dtype_name(type));
+  for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return std::string(family_arch(f)) + "-" + t + (hf ? "-hf" : "-gguf");
+}
+
 inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 7) {
   FixtureModel m;
   m.config = testing_fixtures::tiny_config(f);
   const ModelWeights w = random_weights(m.config, seed + static_cast<uint64_t>(f));
   m.source = std::make_unique<MemorySource>(hf ? to_hf_source(m.config, w) : to_gguf_source(m.config, w));
   convert_matrices(*m.source, type);
-  std::string t(dtype_name(type));
-  for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  m.id = std::string(family_arch(f)) + "-" + t + (hf ? "-hf" : "-gguf");
+  m.id = fixture_id(f, type, hf);
+  m.type = type;
+  m.hf = hf;
   return m;
+}
+
+// The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
+inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4})
+      for (bool hf : {false, true})
+        if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);
+  fail("gpu fixture: no fixture model '", id, "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf)");
 }
 
 }  // namespace memra::gpu_test

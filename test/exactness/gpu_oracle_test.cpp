@@ -10,6 +10,11 @@
 //   GPU's pick must be <= 2 noise_i (a swap that logit noise of that size can explain).
 // Canary (gate_gpu_oracle_canary): the same gate fed a wrong token must fail; the launch-overlap
 // gate with a broken overlap arm must fail.
+//
+// Fixtures (memra/testing/gate.h): the parameterised gates' cases are GateCases named by fixture
+// model id (gpu_fixture.h fixture_id) and, where the gate has them, the arm under test and the
+// prompt (Tiny/ArmForkGate.*/qwen35_nvfp4_gguf_w4a4_gdn_sentence); the GpuModel cases walk several
+// fixtures by id. One load per suite (the fixtures' ModelCache); every case writes its JSON report.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -66,21 +71,30 @@ struct Loaded {
   DType type;
 };
 
-Loaded& loaded(Family f, DType t, bool hf) {
-  static std::map<std::string, std::unique_ptr<Loaded>> cache;
-  FixtureModel fx = gpu_test::make_fixture(f, t, hf);
-  auto& slot = cache[fx.id];
-  if (!slot) {
-    slot = std::make_unique<Loaded>();
-    oracle::Options o;
-    o.gdn_prefill = oracle::GdnForm::Recurrent;
-    slot->oracle = std::make_unique<oracle::Model>(oracle::Model::load(*fx.source, o));
-    slot->gpu = std::make_unique<Model>(Model::load(engine(), *fx.source));
-    slot->type = t;
-    slot->fx = std::move(fx);
-  }
-  return *slot;
+// Fixture model `id` on both engines (the gate fixtures' ModelCache holds it: one load per suite).
+std::unique_ptr<Loaded> load_fixture(const std::string& id) {
+  auto m = std::make_unique<Loaded>();
+  m->fx = gpu_test::make_fixture(id);
+  oracle::Options o;
+  o.gdn_prefill = oracle::GdnForm::Recurrent;
+  m->oracle = std::make_unique<oracle::Model>(oracle::Model::load(*m->fx.source, o));
+  m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
+  m->type = m->fx.type;
+  return m;
 }
+
+// The parameterised gates: one fixture model per case (GateCase::model is its id).
+class GpuGate : public testing::GpuGateTest<Loaded> {
+ protected:
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+};
+
+// The cases that walk several fixture models, each asked for by family, type and form.
+class GpuModel : public testing::GpuGateFixture<Loaded> {
+ protected:
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+  Loaded& loaded(Family f, DType t, bool hf = false) { return model(gpu_test::fixture_id(f, t, hf)); }
+};
 
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
 
@@ -154,55 +168,33 @@ TfResult teacher_forced(Loaded& m, bool wrong_token) {
   return r;
 }
 
-struct Case {
-  Family family;
-  DType type;
-  bool hf;
-  std::string name() const {
-    std::string t(dtype_name(type));
-    return std::string(family_arch(family)) + "_" + t + (hf ? "_hf" : "_gguf");
-  }
-};
-
-std::vector<Case> all_cases() {
-  std::vector<Case> v;
+// Each family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one: fixture model ids.
+std::vector<std::string> fixture_ids(std::initializer_list<DType> types, bool with_hf) {
+  std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
-    for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back({f, t, false});
-    v.push_back({f, DType::BF16, true});
+    for (DType t : types) v.push_back(gpu_test::fixture_id(f, t, false));
+    if (with_hf) v.push_back(gpu_test::fixture_id(f, DType::BF16, true));
   }
   return v;
 }
 
-// GTest prints the parameter in failure lines and reports: the case name, not its bytes.
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
-
-struct CaseName {
-  std::string operator()(const ::testing::TestParamInfo<Case>& i) const { return i.param.name(); }
-};
-
-class GpuGate : public ::testing::TestWithParam<Case> {
- protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-};
-
-void gate_body(Loaded& m, bool wrong) {
+// The teacher-forced gate on one fixture. Its findings go to `out` (the case's report, or the
+// part of it for this fixture); its verdict is the EXPECTs'.
+void tf_gate(Loaded& m, bool wrong, testing::ReportPart out) {
   const TfResult r = teacher_forced(m, wrong);
-  // The case's JSON report (<results>/<suite>.<case>.json) and its key figures as properties.
-  testing::Report rep = testing::Report::for_current_test();
-  rep["fixture"] = m.fx.id;
-  rep["noise_ceiling_rel"] = noise_ceiling(m.fx.config.family, m.type);
-  rep["summary"] = testing::to_json(testing::summarize(r.rows));
+  out["fixture"] = m.fx.id;
+  out["noise_ceiling_rel"] = noise_ceiling(m.fx.config.family, m.type);
+  out["summary"] = testing::to_json(testing::summarize(r.rows));
   nlohmann::json rows = nlohmann::json::array();
   for (const testing::TfRow& row : r.rows) rows.push_back(testing::to_json(row));
-  rep["rows"] = rows;
-  rep.set_arms("gpu", m.gpu->arms());
-  rep.figure("max_rel_noise", r.max_rel_noise);
-  rep.figure("disagreements", r.disagreements);
-  rep.figure("outside_band", r.outside_band);
-  rep.figure("over_ceiling", r.over_ceiling);
-  if (r.first_bad >= 0) rep["first_failure"] = {{"position", r.first_bad}, {"why", r.first_bad_why}};
-  rep.set_verdict(r.over_ceiling + r.outside_band == 0 && r.positions == kSteps + 1, r.first_bad_why);
-  rep.write();
+  out["rows"] = rows;
+  out.set_arms("gpu", m.gpu->arms());
+  out.figure("positions", r.positions);
+  out.figure("max_rel_noise", r.max_rel_noise);
+  out.figure("disagreements", r.disagreements);
+  out.figure("outside_band", r.outside_band);
+  out.figure("over_ceiling", r.over_ceiling);
+  if (r.first_bad >= 0) out["first_failure"] = {{"position", r.first_bad}, {"why", r.first_bad_why}};
   std::printf("[tf] %s: positions %d, disagreements %d (outside band %d), max rel noise %.3e, max abs noise %.3e\n",
               m.fx.id.c_str(), r.positions, r.disagreements, r.outside_band, r.max_rel_noise, r.max_abs_noise);
   EXPECT_EQ(r.positions, kSteps + 1);
@@ -225,11 +217,6 @@ std::string logits_stream_sha(Model& m, const std::vector<int32_t>& prompt, int 
   return h.finish_hex();
 }
 
-class GpuModel : public ::testing::Test {
- protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-};
-
 // A logits stream under the given arms (restored afterwards).
 std::string stream_with_arms(Loaded& m, const Arms& a, int steps) {
   testing::ScopedArms<Model> arm(*m.gpu, a);
@@ -246,7 +233,7 @@ std::string stream_with_arms(Loaded& m, const Arms& a, int steps) {
 // leaves — so the body must fail.
 // The canary runs it on f32 weights: on a quantised fixture the q8_1 re-rounding of every
 // activation absorbed a difference that small (measured: the NVFP4 streams stayed identical).
-void launch_overlap_body(Loaded& m, bool broken) {
+void launch_overlap_body(Loaded& m, bool broken, testing::ReportPart out) {
   Arms serial = m.gpu->arms();
   serial.launch_overlap = false;
   serial.decode_graph = false;
@@ -258,8 +245,13 @@ void launch_overlap_body(Loaded& m, bool broken) {
     overlap.decode_matvec = overlap_graph.decode_matvec = DecodeMatvec::dp4a;
   }
   const std::string s = stream_with_arms(m, serial, 12);
-  EXPECT_EQ(s, stream_with_arms(m, overlap, 12)) << m.fx.id << ": launch_overlap changed eager decode";
-  EXPECT_EQ(s, stream_with_arms(m, overlap_graph, 12)) << m.fx.id << ": launch_overlap changed graph decode";
+  const std::string so = stream_with_arms(m, overlap, 12);
+  EXPECT_EQ(s, so) << m.fx.id << ": launch_overlap changed eager decode";
+  const std::string sg = stream_with_arms(m, overlap_graph, 12);
+  EXPECT_EQ(s, sg) << m.fx.id << ": launch_overlap changed graph decode";
+  out["fixture"] = m.fx.id;
+  out["sha256"] = {{"serial", s}, {"overlap", so}, {"overlap_graph", sg}};
+  out.figure("streams_differing", static_cast<int>(so != s) + static_cast<int>(sg != s));
 }
 
 // ---- ArmFork (GATES.md 1): the W4A4 prefill arm against the W4A8 reference ------------------
@@ -271,11 +263,22 @@ void launch_overlap_body(Loaded& m, bool broken) {
 // stream). Verdict: the two serving streams agree, or at their first fork the reference arm's
 // margin is within its own entry-point noise there (|batched - tokenwise| at both candidate
 // ids) — a coin flip no arm can resolve. The prompt is text as byte tokens (the tiny fixtures'
-// 512-token vocabulary holds every byte). `broken` (the canary's stand-in for a broken arm):
-// the test arm decodes a prompt whose last token differs, a fork that is not noise.
-constexpr const char* kArmForkText =
-    "The Gated DeltaNet layer keeps a matrix-valued state per head and updates it with a delta rule.";
+// 512-token vocabulary holds every byte), named by the case's prompt id. `broken` (the canary's
+// stand-in for a broken arm): the test arm decodes a prompt whose last token differs, a fork that
+// is not noise.
 constexpr int kArmForkGen = 24;
+
+// ArmFork's prompt `id` (GateCase::prompt) as byte tokens.
+std::vector<int32_t> arm_fork_prompt(const std::string& id) {
+  static const std::map<std::string, std::string> texts = {
+      {"gdn_sentence", "The Gated DeltaNet layer keeps a matrix-valued state per head and updates it with a delta rule."},
+  };
+  const auto it = texts.find(id);
+  if (it == texts.end()) fail("ArmFork: no prompt '", id, "'");
+  std::vector<int32_t> prompt;
+  for (char ch : it->second) prompt.push_back(static_cast<unsigned char>(ch));
+  return prompt;
+}
 
 struct ArmStreams {
   std::vector<float> prefill_row, tokenwise_row;
@@ -308,11 +311,10 @@ ArmStreams arm_streams(Loaded& m, const Arms& a, const std::vector<int32_t>& pro
   return r;
 }
 
-// One ArmFork pass: both arms' streams, the report, the non-verdict checks (the test arm engaged,
-// the reference never did, the tokenwise control row is the same bits); returns the fork.
-testing::Divergence arm_fork_run(Loaded& m, bool broken) {
-  std::vector<int32_t> prompt;
-  for (const char* p = kArmForkText; *p; ++p) prompt.push_back(static_cast<unsigned char>(*p));
+// One ArmFork pass: both arms' streams, the case's report (with the gate's verdict), the
+// non-verdict checks (the test arm engaged, the reference never did, the tokenwise control row is
+// the same bits); returns the fork.
+testing::Divergence arm_fork_run(Loaded& m, const std::vector<int32_t>& prompt, bool broken, testing::Report& rep) {
   Arms ref_arms = m.gpu->arms();
   ref_arms.prefill_act = PrefillAct::w4a8;
   ref_arms.prefill_matmul = PrefillMatmul::mmvq;
@@ -324,7 +326,6 @@ testing::Divergence arm_fork_run(Loaded& m, bool broken) {
   const ArmStreams test = arm_streams(m, test_arms, test_prompt);
   const testing::Divergence d = testing::first_divergence(ref.serving, test.serving, ref.noise);
 
-  testing::Report rep = testing::Report::for_current_test();
   rep["fixture"] = m.fx.id;
   rep.set_arms("reference", ref_arms);
   rep.set_arms("test", test_arms);
@@ -343,7 +344,6 @@ testing::Divergence arm_fork_run(Loaded& m, bool broken) {
   rep.figure("w4a4_launches", test.w4a4_launches);
   const bool engaged = test.w4a4_launches > 0 && ref.w4a4_launches == 0;
   rep.set_verdict(engaged && d.within_entry_noise(), engaged ? "fork outside the reference's entry-point noise" : "vacuous");
-  rep.write();
   std::printf("[armfork] %s: w4a4 launches %lld, floors ref %lld / test %lld, first divergence %lld\n", m.fx.id.c_str(),
               static_cast<long long>(test.w4a4_launches), static_cast<long long>(floor_of(ref)),
               static_cast<long long>(floor_of(test)), d.position ? static_cast<long long>(*d.position) : -1LL);
@@ -356,22 +356,24 @@ testing::Divergence arm_fork_run(Loaded& m, bool broken) {
 }
 
 // The gate's verdict.
-void arm_fork_body(Loaded& m, bool broken) { EXPECT_THAT(arm_fork_run(m, broken), testing::WithinEntryNoise()) << m.fx.id; }
+void arm_fork_body(Loaded& m, const std::vector<int32_t>& prompt, bool broken, testing::Report& rep) {
+  EXPECT_THAT(arm_fork_run(m, prompt, broken, rep), testing::WithinEntryNoise()) << m.fx.id;
+}
 
-class ArmForkGate : public GpuGate {};
+// Cases: the NVFP4 fixtures x the W4A4 test arm (against W4A8) x a prompt id.
+class ArmForkGate : public GpuGate {
+ protected:
+  std::vector<int32_t> prompt() const { return arm_fork_prompt(GetParam().prompt); }
+};
 
 #ifndef MEMRA_GPU_CANARY
 
-TEST_P(GpuGate, TeacherForcedAgreesWithOracle) {
-  const Case& c = GetParam();
-  gate_body(loaded(c.family, c.type, c.hf), false);
-}
+TEST_P(GpuGate, TeacherForcedAgreesWithOracle) { tf_gate(model(), false, report()); }
 
 // prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise: every kernel computes a token's
 // values by the same operations whatever the number of tokens in the call.
 TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
-  const Case& c = GetParam();
-  Loaded& m = loaded(c.family, c.type, c.hf);
+  Loaded& m = model();
   Arms a = m.gpu->arms();  // the law's arms (model.h), whatever the model's defaults
   a.gdn_prefill = GdnPrefill::recurrent;
   a.prefill_matmul = PrefillMatmul::mmvq;
@@ -382,6 +384,11 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
   m.gpu->prime_cache(std::span(p).first(kPrompt - 1), cache);
   const Step s = m.gpu->decode_step(p.back(), cache);
   ASSERT_EQ(full.size(), s.logits.size());
+  int differing = 0;
+  for (size_t j = 0; j < full.size(); ++j)
+    differing += std::bit_cast<uint32_t>(full[j]) != std::bit_cast<uint32_t>(s.logits[j]);
+  report().set_arms("law", a);
+  report().figure("differing_logits", differing);
   EXPECT_EQ(std::memcmp(full.data(), s.logits.data(), full.size() * sizeof(float)), 0)
       << "forward_last and prime+decode differ in bits";
   EXPECT_EQ(cache.pos(), kPrompt);
@@ -390,11 +397,10 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
 // The tensor-core GEMM path (arm prefill_matmul = mma, every call of >= 1 token so that prompt and
 // decode steps all take it) against the oracle, same band. Instantiated over the fixtures whose
 // matrices the GEMM serves (Q8_0 / NVFP4 int8 arm, BF16 split-bf16 arm; no skipped cases); it
-// must have engaged.
+// must have engaged. Cases: those fixtures x the arm "mma".
 class GpuGemmGate : public GpuGate {};
 TEST_P(GpuGemmGate, GemmPathTeacherForcedAgreesWithOracle) {
-  const Case& c = GetParam();
-  Loaded& m = loaded(c.family, c.type, c.hf);
+  Loaded& m = model();
   const int64_t before = m.gpu->counters().gemm_launches, before_routed = m.gpu->counters().gemm_routed_launches;
   Arms a = m.gpu->arms();
   a.prefill_matmul = PrefillMatmul::mma;
@@ -404,26 +410,30 @@ TEST_P(GpuGemmGate, GemmPathTeacherForcedAgreesWithOracle) {
     ~Restore() { m.set_gemm_min_tokens(32); }
   } restore{*m.gpu};
   testing::ScopedArms<Model> arm(*m.gpu, a);
-  gate_body(m, false);
-  EXPECT_GT(m.gpu->counters().gemm_launches - before, 0) << "the GEMM never engaged";
+  tf_gate(m, false, report());
+  const int64_t gemm = m.gpu->counters().gemm_launches - before;
+  const int64_t routed = m.gpu->counters().gemm_routed_launches - before_routed;
+  report().figure("gemm_launches", gemm);
+  report().figure("gemm_routed_launches", routed);
+  EXPECT_GT(gemm, 0) << "the GEMM never engaged";
   // int8 expert matrices take the routed GEMM (grouped by expert) on this arm, gate / up / down
   // each on its own (model.cu expert_swiglu); the fixtures quantise a matrix whose rows are whole
   // blocks (gpu_fixture.h convert_matrices), as the tiny configs' 64-wide experts are
   const ModelConfig& cf = m.fx.config;
-  const int64_t bs = type_traits(c.type).block_elems;
-  if (cf.n_expert > 0 && c.type != DType::BF16 && (cf.n_embd % bs == 0 || cf.n_ff_exp % bs == 0))
-    EXPECT_GT(m.gpu->counters().gemm_routed_launches - before_routed, 0) << "the routed expert GEMM never engaged";
+  const int64_t bs = type_traits(m.type).block_elems;
+  if (cf.n_expert > 0 && m.type != DType::BF16 && (cf.n_embd % bs == 0 || cf.n_ff_exp % bs == 0))
+    EXPECT_GT(routed, 0) << "the routed expert GEMM never engaged";
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate, ::testing::ValuesIn(all_cases()), CaseName());
-
-std::vector<Case> gemm_cases() {
-  std::vector<Case> v;
-  for (const Case& c : all_cases())
-    if (c.type == DType::Q8_0 || c.type == DType::NVFP4 || c.type == DType::BF16) v.push_back(c);
-  return v;
-}
-INSTANTIATE_TEST_SUITE_P(Tiny, GpuGemmGate, ::testing::ValuesIn(gemm_cases()), CaseName());
+// Every tiny fixture: 4 families x F32/BF16/Q8_0/NVFP4 GGUF + BF16 HF.
+INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate,
+                         ::testing::ValuesIn(testing::gate_cases(
+                             fixture_ids({DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}, true))),
+                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(Tiny, GpuGemmGate,
+                         ::testing::ValuesIn(testing::gate_cases(fixture_ids({DType::BF16, DType::Q8_0, DType::NVFP4}, true),
+                                                                 {"mma"})),
+                         testing::CaseName());
 
 TEST_F(GpuModel, RunToRunDeterminismSha256) {
   for (Family f : {Family::Qwen3, Family::Qwen35Moe, Family::Qwen3Next}) {
@@ -431,7 +441,7 @@ TEST_F(GpuModel, RunToRunDeterminismSha256) {
     const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 9);
     const std::string a = logits_stream_sha(*m.gpu, p, 16), b = logits_stream_sha(*m.gpu, p, 16);
     EXPECT_EQ(a, b) << m.fx.id;
-    RecordProperty(m.fx.id + "_sha256", a);
+    report().figure(m.fx.id + "_sha256", a);
   }
 }
 
@@ -461,6 +471,7 @@ TEST_F(GpuModel, DeviceGreedyMatchesHostArgmax) {
         host.push_back(ta = argmax(m.gpu->decode_step(ta, a).logits));
         chained.push_back(tb = m.gpu->decode_greedy(tb, b));
       }
+      report()[m.fx.id][graph ? "graph" : "eager"] = {{"host_argmax", host}, {"decode_greedy", chained}};
       EXPECT_EQ(chained, host);
       EXPECT_EQ(m.gpu->decode_greedy_n(first, kN, c), host);
       EXPECT_EQ(c.pos(), b.pos());
@@ -494,6 +505,7 @@ TEST_F(GpuModel, GreedyNonFiniteLogitIsAnError) {
       std::memcpy(bytes.data() + row * rb, &nan, 4);
     }
     fx.source->add(name, t, w.ne, std::move(bytes));
+    report()["poisoned"].push_back({{"fixture", fx.id}, {"tensor", name}, {"row", row}});
     Model m = Model::load(engine(), *fx.source);
     for (bool graph : {false, true}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + (graph ? " graph" : " eager"));
@@ -523,7 +535,10 @@ TEST_F(GpuModel, FusedNormQuantBitIdentical) {
   Arms a = m.gpu->arms();
   a.fuse_norm_quant = false;
   testing::ScopedArms<Model> arm(*m.gpu, a);
-  EXPECT_EQ(logits_stream_sha(*m.gpu, p, 6), fused);
+  const std::string unfused = logits_stream_sha(*m.gpu, p, 6);
+  report().figure("fused_sha256", fused);
+  report().figure("unfused_sha256", unfused);
+  EXPECT_EQ(unfused, fused);
 }
 
 // The dp4a family (block reduce) is a different summation order: in band, not bitwise.
@@ -533,7 +548,7 @@ TEST_F(GpuModel, Dp4aArmInBand) {
     Arms a = m.gpu->arms();
     a.decode_matvec = DecodeMatvec::dp4a;
     testing::ScopedArms<Model> arm(*m.gpu, a);
-    gate_body(m, false);
+    tf_gate(m, false, testing::ReportPart(report(), m.fx.id));
   }
 }
 
@@ -550,6 +565,10 @@ TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
     const Counters before = m.gpu->counters();
     const std::string e = stream_with_arms(m, eager, 12), g = stream_with_arms(m, graph, 12);
     const Counters after = m.gpu->counters();
+    testing::ReportPart out(report(), m.fx.id);
+    out["sha256"] = {{"eager", e}, {"graph", g}};
+    out.figure("replays", after.replays - before.replays);
+    out.figure("captures", after.captures - before.captures);
     EXPECT_EQ(e, g) << m.fx.id << ": graph and eager decode differ";
     EXPECT_GE(after.replays - before.replays, 12) << m.fx.id << ": the graph arm never engaged";
     EXPECT_GE(after.captures - before.captures, 1);
@@ -558,8 +577,10 @@ TEST_F(GpuModel, GraphDecodeBitIdenticalToEager) {
 
 TEST_F(GpuModel, LaunchOverlapBitIdentical) {
   for (auto [f, t] : {std::pair{Family::Qwen3, DType::Q8_0}, std::pair{Family::Qwen35Moe, DType::NVFP4},
-                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}})
-    launch_overlap_body(loaded(f, t, false), false);
+                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}}) {
+    Loaded& m = loaded(f, t, false);
+    launch_overlap_body(m, false, testing::ReportPart(report(), m.fx.id));
+  }
 }
 
 // A scratch reallocation (a longer prompt on the same model) invalidates a captured graph:
@@ -590,6 +611,9 @@ TEST_F(GpuModel, GraphInvalidationRecapturesOrLatches) {
     m.gpu->prime_cache(p, r);
     const std::vector<float> r1 = m.gpu->decode_step(p[0], r).logits;
     const std::vector<float> r2 = m.gpu->decode_step(p[1], r).logits;
+    testing::ReportPart out(report(), recapture ? "recapture" : "latch");
+    out.figure("captures", s1.captures - s0.captures);
+    out.figure("latched", s1.latched - s0.latched);
     EXPECT_EQ(std::memcmp(l1.data(), r1.data(), l1.size() * 4), 0) << "recapture=" << recapture;
     EXPECT_EQ(std::memcmp(l2.data(), r2.data(), l2.size() * 4), 0) << "recapture=" << recapture;
     if (recapture) EXPECT_EQ(s1.captures - s0.captures, 2) << "expected a capture, then a re-capture";
@@ -610,13 +634,17 @@ TEST_F(GpuModel, ChunkedGdnPrefillMatchesRecurrent) {
     testing::ScopedArms<Model> arm(*m.gpu, a);
     const int64_t before = m.gpu->counters().gdn_chunked_launches;
     const std::vector<float> chk = m.gpu->forward_last(p);
-    EXPECT_GT(m.gpu->counters().gdn_chunked_launches, before) << m.fx.id << ": chunked form never engaged";
+    const int64_t chunked = m.gpu->counters().gdn_chunked_launches - before;
+    EXPECT_GT(chunked, 0) << m.fx.id << ": chunked form never engaged";
     double num = 0, den = 0;
     for (size_t j = 0; j < rec.size(); ++j) {
       num = std::max(num, std::abs(double(chk[j]) - rec[j]));
       den = std::max(den, std::abs(double(rec[j])));
     }
     std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+    testing::ReportPart out(report(), m.fx.id);
+    out.figure("chunked_launches", chunked);
+    out.figure("rel_maxdiff", num / den);
     EXPECT_LT(num / den, 1e-4) << m.fx.id;
   }
 }
@@ -681,8 +709,10 @@ TEST_F(GpuModel, W4A4PrefillArm) {
     EXPECT_TRUE(finite) << m.fx.id;
     EXPECT_TRUE(differs) << m.fx.id << ": w4a4 logits bit-identical to w4a8: the activations were not fp4";
     const bool same_top1 = argmax(l4) == argmax(l8);
-    ::testing::Test::RecordProperty(std::string(family_arch(f)) + "_rel_maxdiff", std::to_string(num / den));
-    ::testing::Test::RecordProperty(std::string(family_arch(f)) + "_same_top1", same_top1 ? "1" : "0");
+    testing::ReportPart out(report(), std::string(family_arch(f)));
+    out.figure("w4a4_launches", c1 - c0);
+    out.figure("rel_maxdiff", num / den);
+    out.figure("same_top1", same_top1 ? 1 : 0);
     std::printf("[w4a4] %s: launches %lld, max |w4a4 - w4a8| / max|logit| = %.3e, top-1 %s\n", m.fx.id.c_str(),
                 static_cast<long long>(c1 - c0), num / den, same_top1 ? "same" : "differs");
   }
@@ -730,46 +760,43 @@ TEST_F(GpuModel, BadInputIsAnError) {
 // verdict, with the fork in the case's report: this case fails the day W4A4 stops forking
 // outside the noise — then make it assert arm_fork_body's PASS and W4A4 a servable arm.
 TEST_P(ArmForkGate, W4A4ForksOutsideEntryNoise) {
-  const Case& c = GetParam();
-  Loaded& m = loaded(c.family, c.type, c.hf);
-  const testing::Divergence d = arm_fork_run(m, false);
+  Loaded& m = model();
+  const testing::Divergence d = arm_fork_run(m, prompt(), false, report());
   EXPECT_TRUE(d.diverged()) << m.fx.id << ": the W4A4 serving stream no longer forks: promote ArmFork (see above)";
   EXPECT_THAT(d, ::testing::Not(testing::WithinEntryNoise()))
       << m.fx.id << ": the W4A4 fork is now within the entry-point noise: promote ArmFork (see above)";
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
-                         ::testing::Values(Case{Family::Qwen3, DType::NVFP4, false}, Case{Family::Qwen3Next, DType::NVFP4, false},
-                                           Case{Family::Qwen35, DType::NVFP4, false},
-                                           Case{Family::Qwen35Moe, DType::NVFP4, false}),
-                         CaseName());
+                         ::testing::ValuesIn(testing::gate_cases(fixture_ids({DType::NVFP4}, false), {"w4a4"}, {"gdn_sentence"})),
+                         testing::CaseName());
 
 #else  // the canary target
 
 class GpuGateCanary : public GpuGate {};
 TEST_P(GpuGateCanary, WrongTokenFails) {
-  const Case& c = GetParam();
-  Loaded& m = loaded(c.family, c.type, c.hf);
-  testing::expect_gate_fails("GPU fed token+1 instead of the oracle's token", [&] { gate_body(m, true); });
+  Loaded& m = model();
+  expect_gate_fails("GPU fed token+1 instead of the oracle's token", [&] { tf_gate(m, true, report()); });
 }
 TEST_F(GpuModel, LaunchOverlapCanaryFails) {
-  testing::expect_gate_fails("overlap arms on other f32 roundings (chunked GDN prefill, dp4a mat-vec): a stand-in for a race",
-                             [&] { launch_overlap_body(loaded(Family::Qwen35, DType::F32, false), true); });
+  expect_gate_fails("overlap arms on other f32 roundings (chunked GDN prefill, dp4a mat-vec): a stand-in for a race",
+                    [&] { launch_overlap_body(loaded(Family::Qwen35, DType::F32, false), true, report()); });
 }
 
 TEST_P(ArmForkGate, TestArmOnAnotherPromptFails) {
-  const Case& c = GetParam();
-  testing::expect_gate_fails("the test arm decodes a prompt whose last token differs: a fork that is not noise",
-                             [&] { arm_fork_body(loaded(c.family, c.type, c.hf), true); });
+  expect_gate_fails("the test arm decodes a prompt whose last token differs: a fork that is not noise",
+                    [&] { arm_fork_body(model(), prompt(), true, report()); });
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
-                         ::testing::Values(Case{Family::Qwen3, DType::NVFP4, false}, Case{Family::Qwen35, DType::NVFP4, false}),
-                         CaseName());
+                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::NVFP4, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false)},
+                                                                 {"w4a4"}, {"gdn_sentence"})),
+                         testing::CaseName());
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GpuGateCanary,
-                         ::testing::Values(Case{Family::Qwen3, DType::BF16, false},
-                                           Case{Family::Qwen35, DType::F32, false},
-                                           Case{Family::Qwen35Moe, DType::NVFP4, false}),
-                         CaseName());
+                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::BF16, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35, DType::F32, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+                         testing::CaseName());
 
 #endif
 

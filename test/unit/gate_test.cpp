@@ -48,6 +48,17 @@ TEST(GateCases, ProductInOrderWithReadableNames) {
   EXPECT_EQ(::testing::PrintToString(cs[1]), "{model=tiny-q8, arms=w4a4, prompt=code}");
 }
 
+TEST(GateCases, EmptyDimensionsAreLeftOut) {
+  // A gate whose arms and prompt are the test's own: the case is its fixture model.
+  const auto cs = mt::gate_cases({"qwen3-q8_0-gguf", "qwen35-nvfp4-hf"});
+  ASSERT_EQ(cs.size(), 2u);
+  EXPECT_EQ(cs[0].name(), "qwen3_q8_0_gguf");
+  EXPECT_EQ(::testing::PrintToString(cs[1]), "{model=qwen35-nvfp4-hf}");
+  const auto arm_only = mt::gate_cases({"qwen3-q8_0-gguf"}, {"mma"});
+  EXPECT_EQ(arm_only[0].name(), "qwen3_q8_0_gguf_mma");
+  EXPECT_EQ(::testing::PrintToString(arm_only[0]), "{model=qwen3-q8_0-gguf, arms=mma}");
+}
+
 TEST(ScopedArms, SetsAndRestoresEvenOnEarlyReturn) {
   ToyModel m;
   const memra::Arms before = m.arms();
@@ -112,23 +123,88 @@ TEST_P(ToyGate, ArmsAgreeBitwise) {
   // Both cases of this suite name the same fixture model: it is loaded once for the suite.
   EXPECT_EQ(loads_seen, 1);
   EXPECT_EQ(cache().size(), 1u);
+  // The report names the case's dimensions and the models it used.
+  EXPECT_EQ(report().json()["gate_case"]["model"], "toy");
+  EXPECT_EQ(report().json()["gate_case"]["arms"], "equalised");
+  EXPECT_EQ(report().json()["models"], nlohmann::json::array({"toy"}));
 }
 
 TEST_P(ToyGate, CanaryBrokenModelMakesTheGateFail) {
   ToyModel& m = model();
   m.broken = true;
-  const auto out = mt::expect_gate_fails("dp4a arm: logit 1 perturbed by 2^-20 at step 1",
-                                         [&] { toy_gate_body(m); }, &report());
+  // The fixture's expect_gate_fails records the canary in the case's report.
+  const auto out = expect_gate_fails("dp4a arm: logit 1 perturbed by 2^-20 at step 1", [&] {
+    report().set_verdict(false, "the gate's own verdict");
+    toy_gate_body(m);
+  });
   m.broken = false;
   ASSERT_EQ(out.failures, 1);
   // The intercepted verdict names the first bad element: step 1, id 1 -> flat index 4.
   EXPECT_THAT(out.messages[0], HasSubstr("first at [4]"));
-  EXPECT_EQ(report().json()["canary"]["gate_failures"], 1);
+  const nlohmann::json& c = report().json()["canary"];
+  EXPECT_EQ(c["broken"], "dp4a arm: logit 1 perturbed by 2^-20 at step 1");
+  EXPECT_EQ(c["expected_verdict"], "FAIL");
+  EXPECT_EQ(c["observed_verdict"], "FAIL");
+  EXPECT_EQ(c["caught"], true);
+  EXPECT_EQ(c["gate_failures"], 1);
+  EXPECT_THAT(c["first_message"].get<std::string>(), HasSubstr("first at [4]"));
+  // The verdict the body set is the gate's, not the canary case's: it moved into the section.
+  EXPECT_EQ(c["gate_report_verdict"]["verdict"], "FAIL");
+  EXPECT_EQ(c["gate_report_verdict"]["why"], "the gate's own verdict");
+  EXPECT_FALSE(report().json().contains("verdict"));
+  EXPECT_EQ(report().json()["figures"]["canary_gate_verdict"], "FAIL");
 }
 
 INSTANTIATE_TEST_SUITE_P(Toy, ToyGate,
                          ::testing::ValuesIn(mt::gate_cases({"toy"}, {"equalised"}, {"p1", "p2"})),
                          mt::CaseName());
+
+// A case that walks several fixture models by id: the same cache, report and canary helper.
+class ToyFixture : public mt::GateFixture<ToyModel> {
+ protected:
+  std::unique_ptr<ToyModel> load_model(const std::string& id) override {
+    loaded_ids.push_back(id);
+    return std::make_unique<ToyModel>();
+  }
+  static inline std::vector<std::string> loaded_ids;
+};
+
+TEST_F(ToyFixture, ModelsByIdLoadOnceAndAreReported) {
+  ToyModel& a = model("a");
+  model("b");
+  EXPECT_EQ(&model("a"), &a);
+  EXPECT_EQ(loaded_ids, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(report().json()["models"], nlohmann::json::array({"a", "b"}));
+  EXPECT_FALSE(report().json().contains("gate_case"));  // not a parameterised case
+}
+
+TEST(ReportPart, NamedPartNestsSectionsAndPrefixesFigures) {
+  mt::Report r("Suite", "case");
+  mt::ReportPart top(r), fx(r, "qwen3-q8_0-gguf");
+  top["fixture"] = "all";
+  top.figure("n", 2);
+  fx["rows"] = 3;
+  fx.figure("max_rel_noise", 0.5);
+  fx.set_arms("gpu", memra::Arms::equalised());
+  EXPECT_EQ(r.json()["fixture"], "all");
+  EXPECT_EQ(r.json()["figures"]["n"], 2);
+  EXPECT_EQ(r.json()["qwen3-q8_0-gguf"]["rows"], 3);
+  EXPECT_EQ(r.json()["figures"]["qwen3-q8_0-gguf_max_rel_noise"], 0.5);
+  EXPECT_EQ(r.json()["qwen3-q8_0-gguf"]["arms"]["gpu"], mt::to_json(memra::Arms::equalised()));
+}
+
+TEST(Report, TakeVerdictHandsBackTheExplicitOne) {
+  mt::Report r("Suite", "case");
+  EXPECT_EQ(r.take_verdict(), std::nullopt);
+  r.set_verdict(false, "fork outside the noise");
+  const auto v = r.take_verdict();
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ((*v)["verdict"], "FAIL");
+  EXPECT_EQ((*v)["why"], "fork outside the noise");
+  EXPECT_FALSE(r.json().contains("verdict"));
+  EXPECT_FALSE(r.json().contains("why"));
+  EXPECT_EQ(r.take_verdict(), std::nullopt);
+}
 
 TEST(Canary, AGateThatPassesAgainstTheBrokenArmIsReported) {
   ToyModel healthy;  // not broken: the gate passes, so the canary must complain
