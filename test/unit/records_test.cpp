@@ -53,6 +53,8 @@ TEST(FirstDivergence, QuotesBothRowsAtBothIdsAndEntryNoise) {
   EXPECT_EQ(d.ref_margin, 0.5f);
   EXPECT_EQ(d.test_margin, 0.75f);
   EXPECT_EQ(d.row_maxdiff, 1.0f);       // |4 - 3| at id 1
+  EXPECT_EQ(d.noise_logit_ref_id, 3.75f);   // the tokenwise row the noise is measured from
+  EXPECT_EQ(d.noise_logit_test_id, 3.25f);
   EXPECT_EQ(d.entry_noise, 0.5f);       // |4 - 3.75| + |3.5 - 3.25|
   EXPECT_TRUE(d.noise_measurable);
   EXPECT_FALSE(d.noise_floor.has_value());
