@@ -219,6 +219,11 @@ FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first
 std::string logits_stream_sha256(std::span<const std::vector<float>> rows) {
   Sha256 h;
   for (const auto& row : rows) {
+    // The row's length first, so the row boundaries are hashed too: without it [[a, b], [c]]
+    // and [[a], [b, c]] hash alike.
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(row.size()) >> (8 * i));
+    h.update(len, sizeof len);
     if constexpr (std::endian::native == std::endian::little) {
       h.update(row.data(), row.size() * sizeof(float));
     } else {

@@ -184,8 +184,9 @@ FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first
 
 // ---- determinism --------------------------------------------------------------------------
 
-// sha256 over the rows in order, each float as its 4 little-endian bytes (the bank's format:
-// equal hashes mean bit-identical streams on any host).
+// sha256 over the rows in order: each row as its length (8 little-endian bytes), then each
+// float as its 4 little-endian bytes (the bank's format). Equal hashes mean bit-identical
+// streams, row boundaries included, on any host.
 std::string logits_stream_sha256(std::span<const std::vector<float>> rows);
 
 // ---- printing (gtest finds these by ADL) --------------------------------------------------
