@@ -11,6 +11,12 @@
 #   b200         sm_100 (and sm_103)  B200, B300
 #   rtx5090      sm_120               RTX 5090 (GB20x)
 include(GoogleTest)
+#
+# CTest names equal GTest names (`Suite.Case` / `Inst/Suite.Case/param_name`): every
+# gtest_discover_tests call passes NO_PRETTY_VALUES. Without it CMake keeps the listing's
+# "  # GetParam() = ..." suffix on value-parameterised cases whose name comes from a name
+# generator (it only rewrites numeric indices), so the JUnit names no longer match the GTest XML
+# and gate reports that ctest/summary.py joins them with, and --gtest_filter cannot take them.
 
 set(MEMRA_ARCH_LABELS h100 b200 rtx5090)
 set(MEMRA_KIND_LABELS unit op gate canary bench slow)
@@ -60,6 +66,7 @@ function(memra_add_test target)
     MEMRA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MEMRA_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${target}
     DISCOVERY_MODE PRE_TEST
+    NO_PRETTY_VALUES
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
     TEST_LIST memra_${target}_TESTS
     PROPERTIES TIMEOUT ${T_TIMEOUT} ${T_PROPERTIES})
@@ -134,6 +141,7 @@ function(memra_add_gate target)
     MEMRA_TEST_ARCHS="${archs_csv}" MEMRA_TEST_GPUS=${G_GPUS})
   gtest_discover_tests(${target}
     DISCOVERY_MODE PRE_TEST
+    NO_PRETTY_VALUES
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
     TEST_LIST memra_${target}_TESTS
     # One GTest XML per case (RecordProperty's key figures live there); gpu-ci.sh collects them.

@@ -9,12 +9,15 @@
 #        9.x -> h100 / 90a      10.x -> b200 / 100a      12.x -> rtx5090 / 120a
 #      (no GPU, or a family without a label: exit 2 with the reason — a CI box that cannot run
 #      its suite must not report green).
-#   2. configure (Release, MEMRA_CUDA=ON, MEMRA_CUDA_ARCHS=<arch>) and build.
+#   2. configure (Release, MEMRA_CUDA=ON, MEMRA_CUDA_ARCHS=<arch>, MEMRA_GPU_COUNT=<GPUs>) every
+#      run, also over an existing build directory (a cached arch or GPU count from another box or
+#      another CUDA_VISIBLE_DEVICES must not survive; configuring is cheap and idempotent), build.
 #   3. ctest -L '^<label>$' --no-tests=error with MEMRA_REQUIRE_GPU=1 (a skipped GPU test is a
 #      failure), the resource spec of this machine's GPUs, -j <number of GPUs>, JUnit output.
 #   4. collect: <results>/junit.xml, <results>/gtest/*.xml (per case, RecordProperty figures),
-#      <results>/reports/*.json (gate reports), <results>/summary.txt; print the summary.
-#   Exit status: ctest's.
+#      <results>/reports/*.json (gate reports), <results>/summary.txt; print the summary. The
+#      previous run's files are removed before the tests start, so only this run's are collected.
+#   Exit status: ctest's, or the build's when the build failed and ctest passed.
 #
 # Environment (all optional):
 #   MEMRA_CI_BUILD     build directory            (default: build-gpu-ci)
@@ -57,44 +60,43 @@ build=${MEMRA_CI_BUILD:-$root/build-gpu-ci}
 results=${MEMRA_CI_RESULTS:-$build/test-results}
 jobs=${MEMRA_CI_JOBS:-$(nproc)}
 generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMEMRA_CUDA=ON \
-        -DMEMRA_CUDA_ARCHS="$cuda_arch" -DMEMRA_GPU_COUNT="$n_gpus" -DMEMRA_BUILD_BENCH=OFF
-fi
+# A generator can only be chosen for a new build directory (CMake refuses a change).
+[ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMEMRA_CUDA=ON \
+      -DMEMRA_CUDA_ARCHS="$cuda_arch" -DMEMRA_GPU_COUNT="$n_gpus" -DMEMRA_BUILD_BENCH=OFF
 targets=()
 # shellcheck disable=SC2206
 [ -n "${MEMRA_CI_TARGETS:-}" ] && targets=(--target $MEMRA_CI_TARGETS)
 keep=()
 if [ "${MEMRA_CI_KEEP_GOING:-0}" = 1 ]; then
   # Build what builds: a broken target shows up as a NOT_BUILT test, the rest still runs.
-  if [ ${#generator[@]} -gt 0 ]; then keep=(-- -k 0); else keep=(-- -k); fi
+  if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja' "$build/CMakeCache.txt"; then keep=(-- -k 0); else keep=(-- -k); fi
 fi
-set +e
-cmake --build "$build" -j "$jobs" "${targets[@]}" "${keep[@]}"
-build_rc=$?
-set -e
+build_rc=0
+cmake --build "$build" -j "$jobs" "${targets[@]}" "${keep[@]}" || build_rc=$?
 if [ $build_rc -ne 0 ]; then
   say "build failed (exit $build_rc)"
   [ "${MEMRA_CI_KEEP_GOING:-0}" = 1 ] || exit $build_rc
 fi
 
 # --- 3. run -------------------------------------------------------------------------------------
-rm -rf "$results"
+# Only this run's results: the GTest XML that the tests write into the build tree (gtest_discover_
+# tests XML_OUTPUT_DIR) and everything collected last time. Named files only: MEMRA_CI_RESULTS may
+# point at a directory that holds other things.
+rm -rf "$build/test-results/gtest" "$results/gtest" "$results/reports"
+rm -f "$results/junit.xml" "$results/summary.txt" "$results/gpu-resources.json"
 mkdir -p "$results/reports"
 spec=$results/gpu-resources.json
 "$root/ctest/resource-spec.sh" "$spec" >/dev/null
 commit=${MEMRA_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 git -C "$root" diff --quiet 2>/dev/null || commit="$commit+dirty"
 say "ctest -L '^$label\$' (strict: MEMRA_REQUIRE_GPU=1), results in $results"
-set +e
+rc=0
 # shellcheck disable=SC2086
 MEMRA_REQUIRE_GPU=1 MEMRA_TEST_RESULTS="$results/reports" MEMRA_COMMIT="$commit" \
   ctest --test-dir "$build" -L "^${label}\$" --no-tests=error \
         --resource-spec-file "$spec" -j "$n_gpus" --output-on-failure \
-        --output-junit "$results/junit.xml" ${MEMRA_CI_CTEST_ARGS:-}
-rc=$?
-set -e
+        --output-junit "$results/junit.xml" ${MEMRA_CI_CTEST_ARGS:-} || rc=$?
 
 # --- 4. collect and summarise -------------------------------------------------------------------
 if [ -d "$build/test-results/gtest" ] && [ "$build/test-results" != "$results" ]; then
@@ -108,7 +110,11 @@ fi
     echo "(python3 missing: counts only)"
     grep -o 'tests="[0-9]*" failures="[0-9]*"[^>]*' "$results/junit.xml" || true
   fi
-  echo "ctest exit status: $rc${build_rc:+, build exit status: $build_rc}"
+  if [ "$build_rc" -ne 0 ]; then
+    echo "ctest exit status: $rc; build FAILED (exit status $build_rc): tests of the targets that did not build are missing"
+  else
+    echo "ctest exit status: $rc; build exit status: 0"
+  fi
 } | tee "$results/summary.txt"
-[ "$build_rc" -ne 0 ] && [ $rc -eq 0 ] && rc=$build_rc
-exit $rc
+if [ "$build_rc" -ne 0 ] && [ "$rc" -eq 0 ]; then rc=$build_rc; fi
+exit "$rc"

@@ -9,11 +9,22 @@ exits 0 (the verdict is ctest's exit status, not this script's).
 import glob
 import json
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
 # Properties that are not figures.
 SKIP_PROPS = {"report", "vars"}
+
+# gtest_discover_tests without NO_PRETTY_VALUES (or a CMake that treats it differently) names a
+# value-parameterised case "Inst/Suite.Case/name  # GetParam() = value" (typed ones
+# "...  # TypeParam = T"); the GTest XML and the gate reports know it as "Inst/Suite.Case/name".
+# Every name is joined in the GTest form, so the suffix never costs a case its figures.
+_PARAM_SUFFIX = re.compile(r"\s+#\s*(GetParam\(\)|TypeParam)\s*=.*$", re.S)
+
+
+def gtest_name(name):
+    return _PARAM_SUFFIX.sub("", name or "")
 
 
 def junit_cases(path):
@@ -21,7 +32,7 @@ def junit_cases(path):
     if not os.path.exists(path):
         return cases
     for tc in ET.parse(path).getroot().iter("testcase"):
-        name = tc.get("name")
+        name = gtest_name(tc.get("name"))
         status = tc.get("status", "")
         if tc.find("failure") is not None or status == "fail":
             verdict = "FAIL"
@@ -41,7 +52,7 @@ def gtest_figures(results):
         except ET.ParseError:
             continue
         for tc in root.iter("testcase"):
-            full = f"{tc.get('classname')}.{tc.get('name')}"
+            full = gtest_name(f"{tc.get('classname')}.{tc.get('name')}")
             props = {}
             for p in tc.iter("property"):
                 if p.get("name") not in SKIP_PROPS:
@@ -64,7 +75,7 @@ def report_figures(results):
                 j = json.load(f)
         except (OSError, ValueError):
             continue
-        full = f"{j.get('suite')}.{j.get('case')}"
+        full = gtest_name(f"{j.get('suite')}.{j.get('case')}")
         entry = dict(j.get("figures", {}))
         entry["_verdict"] = j.get("verdict")
         figs[full] = entry

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <sstream>
 
@@ -86,18 +88,85 @@ bool strict_gpu_mode() {
   fail("environment MEMRA_REQUIRE_GPU='", v, "' is not 0 or 1");
 }
 
-int test_device() {
-  // CTest's resource allocation: "id:<id>,slots:<n>" (one entry per GPU of group 0).
-  const char* v = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
-  if (v == nullptr) return 0;
-  const std::string_view s(v);
-  const size_t p = s.find("id:");
-  if (p == s.npos) fail("CTEST_RESOURCE_GROUP_0_GPUS='", s, "' has no id:");
-  return std::atoi(std::string(s.substr(p + 3)).c_str());
+namespace {
+
+// A non-negative decimal integer, or an error naming the variable that held it.
+int parse_index(std::string_view var, std::string_view value, std::string_view text) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
+    fail("environment ", var, "='", value, "': '", text, "' is not a device index");
+  return v;
 }
 
-std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int device,
-                                           std::string_view archs, int min_devices) {
+// The ids of one CTEST_RESOURCE_GROUP_<i>_GPUS value: "id:<id>,slots:<n>" entries joined by ';'.
+void append_group_ids(std::string_view var, std::string_view value, std::vector<int>& out) {
+  size_t i = 0;
+  while (i <= value.size()) {
+    const size_t j = std::min(value.find(';', i), value.size());
+    const std::string_view entry = value.substr(i, j - i);
+    if (!entry.empty()) {
+      std::optional<int> id;
+      size_t k = 0;
+      while (k <= entry.size()) {
+        const size_t c = std::min(entry.find(',', k), entry.size());
+        const std::string_view field = entry.substr(k, c - k);
+        if (field.starts_with("id:")) id = parse_index(var, value, field.substr(3));
+        k = c + 1;
+      }
+      if (!id) fail("environment ", var, "='", value, "': entry '", entry, "' has no id:");
+      out.push_back(*id);
+    }
+    i = j + 1;
+  }
+}
+
+std::string device_list(const std::vector<int>& devices) {
+  std::ostringstream os;
+  for (size_t i = 0; i < devices.size(); ++i) os << (i ? ", " : "") << devices[i];
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<int> test_devices(int n, const EnvLookup& env) {
+  std::vector<int> out;
+  const auto group_var = [](int g) { return "CTEST_RESOURCE_GROUP_" + std::to_string(g) + "_GPUS"; };
+  const char* count = env("CTEST_RESOURCE_GROUP_COUNT");
+  if (count != nullptr && *count != '\0') {
+    const int groups = parse_index("CTEST_RESOURCE_GROUP_COUNT", count, count);
+    for (int g = 0; g < groups; ++g) {
+      const std::string var = group_var(g);
+      // A group of another resource type has no _GPUS variable.
+      if (const char* v = env(var.c_str())) append_group_ids(var, v, out);
+    }
+    return out;
+  }
+  // CTest always sets the count with an allocation; groups without it (set by hand) are read
+  // up to the first one missing.
+  for (int g = 0;; ++g) {
+    const std::string var = group_var(g);
+    const char* v = env(var.c_str());
+    if (v == nullptr) break;
+    append_group_ids(var, v, out);
+  }
+  if (out.empty())
+    for (int i = 0; i < n; ++i) out.push_back(i);
+  return out;
+}
+
+std::vector<int> test_devices(int n) {
+  return test_devices(n, [](const char* name) -> const char* { return std::getenv(name); });
+}
+
+int test_device() {
+  const auto d = test_devices(1);
+  return d.empty() ? 0 : d.front();
+}
+
+std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus,
+                                           const std::vector<int>& devices, std::string_view archs,
+                                           int min_devices) {
   const auto wanted = split_archs(archs);
   std::ostringstream why;
   const auto list = [&] {
@@ -107,25 +176,46 @@ std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int
   };
   if (wanted.empty()) return "test declares no GPU arch";
   if (gpus.empty()) {
-    why << "needs a GPU (" << list() << "), none found";
+    if (min_devices > 1) why << "needs " << min_devices << " GPUs (" << list() << "), none found";
+    else why << "needs a GPU (" << list() << "), none found";
     return why.str();
   }
-  if (device < 0 || device + min_devices > int(gpus.size())) {
-    why << "needs " << min_devices << " GPU(s) from device " << device << ", have "
-        << gpus.size();
+  if (int(devices.size()) < min_devices) {
+    why << "needs " << min_devices << " GPU(s), was given " << devices.size() << " (device"
+        << (devices.size() == 1 ? " " : "s ") << device_list(devices) << ")";
     return why.str();
   }
-  const GpuInfo& g = gpus[size_t(device)];
-  const std::string_view have = arch_label(g.cc_major);
-  for (auto a : wanted)
-    if (a == have) return std::nullopt;
-  why << "needs " << list() << ", device " << device << " is " << g.name << " (" << g.sm()
-      << (have.empty() ? "" : ", " + std::string(have)) << ")";
-  return why.str();
+  for (const int d : devices) {
+    if (d >= 0 && d < int(gpus.size())) continue;
+    // Contiguous from the first (the hand-run default) reads as a range; CTest's ids as a list.
+    bool contiguous = true;
+    for (size_t i = 1; i < devices.size(); ++i) contiguous &= devices[i] == devices[0] + int(i);
+    why << "needs " << min_devices << " GPU(s) ";
+    if (contiguous) why << "from device " << devices.front();
+    else why << "(devices " << device_list(devices) << ")";
+    why << ", have " << gpus.size();
+    return why.str();
+  }
+  for (const int d : devices) {
+    const GpuInfo& g = gpus[size_t(d)];
+    const std::string_view have = arch_label(g.cc_major);
+    if (std::find(wanted.begin(), wanted.end(), have) != wanted.end()) continue;
+    why << "needs " << list() << ", device " << d << " is " << g.name << " (" << g.sm()
+        << (have.empty() ? "" : ", " + std::string(have)) << ")";
+    return why.str();
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int device,
+                                           std::string_view archs, int min_devices) {
+  std::vector<int> devices;
+  for (int i = 0; i < std::max(min_devices, 1); ++i) devices.push_back(device + i);
+  return gpu_unavailable(gpus, devices, archs, min_devices);
 }
 
 std::optional<std::string> gpu_unavailable(std::string_view archs, int min_devices) {
-  return gpu_unavailable(query_gpus(), test_device(), archs, min_devices);
+  return gpu_unavailable(query_gpus(), test_devices(min_devices), archs, min_devices);
 }
 
 }  // namespace memra::testing

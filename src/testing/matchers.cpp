@@ -126,14 +126,25 @@ BitIdenticalMatcher BitIdentical(std::span<const uint32_t> ref) {
   return {detail::BitsKind::token, to_bits(ref)};
 }
 
+namespace {
+
+// "1 float16 value", "3 float32 values", "1 token", "5 tokens".
+std::string count_of(detail::BitsKind k, size_t n) {
+  std::ostringstream os;
+  os << n << " " << detail::kind_name(k);
+  if (k != detail::BitsKind::token) os << " value";
+  if (n != 1) os << "s";
+  return os.str();
+}
+
+}  // namespace
+
 void BitIdenticalMatcher::DescribeTo(std::ostream* os) const {
-  *os << "is bit-identical to the reference (" << ref_.size() << " " << detail::kind_name(kind_)
-      << (kind_ == detail::BitsKind::token ? "s)" : " values)");
+  *os << "is bit-identical to the reference (" << count_of(kind_, ref_.size()) << ")";
 }
 
 void BitIdenticalMatcher::DescribeNegationTo(std::ostream* os) const {
-  *os << "differs in at least one bit from the reference (" << ref_.size() << " "
-      << detail::kind_name(kind_) << (kind_ == detail::BitsKind::token ? "s)" : " values)");
+  *os << "differs in at least one bit from the reference (" << count_of(kind_, ref_.size()) << ")";
 }
 
 // ---- WithinEntryNoise -----------------------------------------------------------------------
@@ -148,7 +159,11 @@ std::string describe_divergence(const Divergence& d) {
   os << "position " << *d.position << ": reference token " << r << " vs test token " << t
      << "; reference row [" << r << "]=" << d.ref_logit_ref_id << " [" << t
      << "]=" << d.ref_logit_test_id << ", test row [" << r << "]=" << d.test_logit_ref_id << " ["
-     << t << "]=" << d.test_logit_test_id << "; reference margin " << d.ref_margin;
+     << t << "]=" << d.test_logit_test_id;
+  // The noise stream's row only speaks for this decision while it decided the same prefix.
+  if (d.noise_measurable)
+    os << ", noise row [" << r << "]=" << d.noise_logit_ref_id << " [" << t << "]=" << d.noise_logit_test_id;
+  os << "; reference margin " << d.ref_margin;
   if (!d.noise_measurable) {
     os << ", entry noise not measurable (the reference arm's own streams separate at position "
        << (d.noise_floor ? std::to_string(*d.noise_floor) : std::string("?")) << ", before the fork)";

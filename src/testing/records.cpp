@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <sstream>
 
 #include "memra/error.h"
@@ -101,8 +102,10 @@ Divergence first_divergence(const GreedyStream& ref, const GreedyStream& test,
     const auto& nr = ref_noise.rows[p];
     MEMRA_CHECK(nr.size() == rr.size(), "first_divergence: noise row at position ", p,
                 " has width ", nr.size(), ", reference ", rr.size());
-    d.entry_noise = std::fabs(d.ref_logit_ref_id - row_at("reference noise", nr, d.ref_token, p)) +
-                    std::fabs(d.ref_logit_test_id - row_at("reference noise", nr, d.test_token, p));
+    d.noise_logit_ref_id = row_at("reference noise", nr, d.ref_token, p);
+    d.noise_logit_test_id = row_at("reference noise", nr, d.test_token, p);
+    d.entry_noise = std::fabs(d.ref_logit_ref_id - d.noise_logit_ref_id) +
+                    std::fabs(d.ref_logit_test_id - d.noise_logit_test_id);
   }
   return d;
 }
@@ -216,6 +219,11 @@ FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first
 std::string logits_stream_sha256(std::span<const std::vector<float>> rows) {
   Sha256 h;
   for (const auto& row : rows) {
+    // The row's length first, so the row boundaries are hashed too: without it [[a, b], [c]]
+    // and [[a], [b, c]] hash alike.
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(row.size()) >> (8 * i));
+    h.update(len, sizeof len);
     if constexpr (std::endian::native == std::endian::little) {
       h.update(row.data(), row.size() * sizeof(float));
     } else {
@@ -227,6 +235,35 @@ std::string logits_stream_sha256(std::span<const std::vector<float>> rows) {
     }
   }
   return h.finish_hex();
+}
+
+void PrintTo(const Divergence& d, std::ostream* os) {
+  if (!d.diverged()) {
+    *os << "Divergence{none over " << d.compared << " tokens}";
+    return;
+  }
+  *os << "Divergence{position " << *d.position << ", reference token " << d.ref_token
+      << ", test token " << d.test_token << ", reference margin " << d.ref_margin << ", entry noise ";
+  if (d.noise_measurable) *os << d.entry_noise;
+  else *os << "not measurable";
+  *os << "}";
+}
+
+void PrintTo(const BankRow& r, std::ostream* os) {
+  *os << "BankRow{token " << r.token << ", top-" << r.top_ids.size();
+  if (!r.top_logits.empty()) *os << " from logit " << r.top_logits.front() << " to " << r.top_logits.back();
+  *os << "}";
+}
+
+void PrintTo(const TfStep& s, std::ostream* os) {
+  *os << "TfStep{step " << s.step << ", pick " << s.pick << ", ";
+  PrintTo(s.bank, os);
+  *os << "}";
+}
+
+void PrintTo(const TfRow& r, std::ostream* os) {
+  *os << "TfRow{step " << r.step << ", pick " << r.pick << ", banked " << r.banked << ", "
+      << to_string(r.cls) << "}";
 }
 
 }  // namespace memra::testing

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "memra/error.h"
@@ -27,6 +30,22 @@ TEST(OpHarness, VarsIsTheReadableParamName) {
   EXPECT_EQ(c.vars(), "type=q8_0,n=4096");
   ::testing::TestParamInfo<ToyCase> info(c, 0);
   EXPECT_EQ(mo::OpCaseName()(info), "type_q8_0_n_4096");
+}
+
+// A failing op test must be replayable from its XML alone: the case's seed and the run seed
+// (MEMRA_SEED) are both recorded as properties, not only printed.
+TEST(OpHarness, SeedOfTheCurrentTestIsRecordedForReplay) {
+  const uint64_t s = mo::seed_current_test("type=q8_0,n=32");
+  EXPECT_EQ(s, mo::case_seed("type=q8_0,n=32"));
+  EXPECT_EQ(mo::seed_current_test(), mo::case_seed("OpHarness.SeedOfTheCurrentTestIsRecordedForReplay"));
+  const ::testing::TestResult& r = *::testing::UnitTest::GetInstance()->current_test_info()->result();
+  std::map<std::string, std::string> props;
+  for (int i = 0; i < r.test_property_count(); ++i)
+    props[r.GetTestProperty(i).key()] = r.GetTestProperty(i).value();
+  char run[32];
+  std::snprintf(run, sizeof run, "0x%llx", static_cast<unsigned long long>(mo::run_seed()));
+  EXPECT_EQ(props["run_seed"], run);
+  EXPECT_THAT(props["seed"], ::testing::StartsWith("0x"));
 }
 
 TEST(OpHarness, Fnv1aPublishedVectorsAndSeedParsing) {

@@ -26,6 +26,10 @@ struct RowCase : OpCase {
     const char* names[] = {"rmsnorm", "rmsnorm_gated", "swiglu", "identity"};
     return Vars()("op", names[static_cast<int>(op)])("rows", rows)("n", n).str();
   }
+  // The f32 output against the f64 formula (the q8_1 output is bitwise, always). sm_90's bound;
+  // the row ops are plain f32 code with a fixed reduction order on every arch, so the others
+  // share it until a measurement says otherwise.
+  Tolerance tolerance(std::string_view /*arch*/) const override { return Tolerance::nmse(1e-12); }
 };
 
 std::vector<RowCase> cases() {
@@ -82,7 +86,7 @@ TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
       ref[static_cast<size_t>(r * c.n + i)] = static_cast<float>(v);
     }
   }
-  EXPECT_TRUE(compare_to_contract(y, ref, Tolerance::nmse(1e-12)));
+  EXPECT_TRUE(compare_to_contract(y, ref, tolerance()));
   std::vector<BlockQ8_1> want(q.size());
   for (int64_t r = 0; r < c.rows; ++r) quantize_row_q8_1(y.data() + r * c.n, want.data() + r * c.n / 32, c.n);
   ASSERT_EQ(q.size(), want.size());

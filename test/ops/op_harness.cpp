@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 #include "memra/error.h"
 #include "memra/testing/matchers.h"
@@ -35,6 +36,38 @@ uint64_t run_seed() {
     return s;
   }();
   return seed;
+}
+
+namespace {
+
+std::string hex(uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+}  // namespace
+
+uint64_t seed_current_test(std::string_view key) {
+  const uint64_t seed = case_seed(key);
+  ::testing::Test::RecordProperty("seed", hex(seed));
+  ::testing::Test::RecordProperty("run_seed", hex(run_seed()));
+  std::cout << "[ seed     ] " << key << " -> " << hex(seed) << " (MEMRA_SEED=" << hex(run_seed())
+            << ")\n";
+  return seed;
+}
+
+uint64_t seed_current_test() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  MEMRA_CHECK(t != nullptr, "seed_current_test: called outside a test");
+  return seed_current_test(std::string(t->test_suite_name()) + "." + t->name());
+}
+
+std::string test_arch() {
+  const auto& g = memra::testing::query_gpus();
+  const int d = memra::testing::test_device();
+  return d >= 0 && d < int(g.size()) ? std::string(memra::testing::arch_label(g[size_t(d)].cc_major))
+                                     : "";
 }
 
 uint64_t fnv1a64(std::string_view s) {

@@ -3,14 +3,16 @@
 // An op test is a list of declarative cases. A case's vars() ("type=q8_0,n=4096,src=bits") is
 // its GTest parameter name (sanitised), the key for --gtest_filter, and the seed of its inputs:
 //   seed = fnv1a64(vars()) XOR run seed
-// The run seed is fresh each process (new random inputs every run) and printed once; set
-// MEMRA_SEED=<that value> to replay a failing run exactly. Outputs are poisoned (every byte
+// The run seed is fresh each process (new random inputs every run), printed once and recorded
+// in every test's XML (property run_seed); set MEMRA_SEED=<that value> to replay a failing run
+// exactly. Tests that are not parameterised by a case (TEST_F over a fixed list of shapes) seed
+// from their own name the same way (seed_current_test). Outputs are poisoned (every byte
 // 0xFF: NaN for f32, NaN scales and -1 quants for blocks) before the launch, so an element the
 // kernel never wrote cannot match. The comparison is bitwise or NMSE (Σ(g-r)²/Σr²), chosen per
 // op and per arch by the case's tolerance().
 //
-// provides: Tolerance, OpCase, Vars, run_seed, case_seed, nmse, compare_to_contract,
-//           OpCaseName, OpTest
+// provides: Tolerance, OpCase, Vars, run_seed, case_seed, seed_current_test, test_arch, nmse,
+//           compare_to_contract, OpCaseName, OpTest
 #pragma once
 
 #include <gtest/gtest.h>
@@ -68,6 +70,16 @@ uint64_t parse_seed(std::string_view text);
 uint64_t fnv1a64(std::string_view s);
 inline uint64_t case_seed(std::string_view vars) { return fnv1a64(vars) ^ run_seed(); }
 
+// case_seed(key) for the running test, logged so the inputs can be replayed: printed
+// ("[ seed     ] <key> -> 0x..."), and recorded as the GTest properties "seed" and "run_seed"
+// (MEMRA_SEED=<run_seed> replays the run from its XML alone). Without a key: the test's full
+// name (Suite.Name).
+uint64_t seed_current_test(std::string_view key);
+uint64_t seed_current_test();
+
+// The arch label ("h100", ...) of the device the test runs on (test_device()); "" without one.
+std::string test_arch();
+
 // Σ(g-r)² / Σr² in double. Both empty: 0. Σr² == 0: 0 if got is all zero too, else +inf.
 double nmse(std::span<const float> got, std::span<const float> ref);
 
@@ -85,7 +97,7 @@ struct OpCaseName {
 };
 
 // Fixture base: requires a GPU of the target's arch labels (skip, or FAIL in strict mode),
-// logs the case's seed (stdout and a GTest property), and hands out the arch label.
+// logs the case's seed (stdout and GTest properties), and hands out the arch label.
 template <class Case>
 class OpTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -93,19 +105,11 @@ class OpTest : public ::testing::TestWithParam<Case> {
 #ifdef MEMRA_TEST_ARCHS
     MEMRA_REQUIRE_TEST_GPU();
 #endif
-    seed_ = case_seed(this->GetParam().vars());
-    std::ostringstream hex;
-    hex << "0x" << std::hex << seed_;
-    ::testing::Test::RecordProperty("seed", hex.str());
+    seed_ = seed_current_test(this->GetParam().vars());
     ::testing::Test::RecordProperty("vars", this->GetParam().vars());
-    std::cout << "[ seed     ] " << this->GetParam().vars() << " -> " << hex.str() << "\n";
   }
   uint64_t seed() const { return seed_; }
-  std::string arch() const {
-    const auto& g = memra::testing::query_gpus();
-    const int d = memra::testing::test_device();
-    return d < int(g.size()) ? std::string(memra::testing::arch_label(g[size_t(d)].cc_major)) : "";
-  }
+  std::string arch() const { return test_arch(); }
   Tolerance tolerance() const { return this->GetParam().tolerance(arch()); }
 
  private:

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,9 @@ TEST(BitIdentical, Bf16AndF16InterpretTheSameBitsDifferently) {
             "which differs in 1 of 1 element; first at [0]: 0x3c01 vs 0x3c00 (1.00097656 vs 1); "
             "max 1 ulp, max |diff| 0.0009765625");
   EXPECT_EQ(describe<std::vector<uint16_t>>(BitIdentical(h_ref, Half16::f16)),
-            "is bit-identical to the reference (1 float16 values)");
+            "is bit-identical to the reference (1 float16 value)");
+  EXPECT_EQ(describe<std::vector<int32_t>>(BitIdentical(std::vector<int32_t>{4})),
+            "is bit-identical to the reference (1 token)");
 }
 
 TEST(BitIdentical, TokenStreams) {
@@ -146,10 +149,13 @@ TEST(WithinEntryNoise, StructuralForkFailsWithBothArmsLogits) {
   const Fork f = make_fork(3.5f, 3.25f, 3.46875f, 3.28125f);
   const auto d = memra::testing::first_divergence(f.ref, f.test, f.noise);
   EXPECT_THAT(d, Not(WithinEntryNoise()));
+  // The noise stream's row at both ids, which entry_noise sums the distances to.
+  EXPECT_EQ(d.noise_logit_ref_id, 3.46875f);
+  EXPECT_EQ(d.noise_logit_test_id, 3.28125f);
   EXPECT_EQ(explain(WithinEntryNoise(), d),
             "which diverges at position 2: reference token 2 vs test token 3; reference row "
-            "[2]=3.5 [3]=3.25, test row [2]=3.2 [3]=3.4; reference margin 0.25 > entry noise "
-            "0.0625: a structural fork, not a near tie");
+            "[2]=3.5 [3]=3.25, test row [2]=3.2 [3]=3.4, noise row [2]=3.46875 [3]=3.28125; "
+            "reference margin 0.25 > entry noise 0.0625: a structural fork, not a near tie");
 }
 
 TEST(WithinEntryNoise, NearTieWithinNoisePasses) {
@@ -159,8 +165,9 @@ TEST(WithinEntryNoise, NearTieWithinNoisePasses) {
   EXPECT_THAT(d, WithinEntryNoise());
   EXPECT_EQ(explain(WithinEntryNoise(), d),
             "which diverges at position 2: reference token 2 vs test token 3; reference row "
-            "[2]=3.5 [3]=3.46875, test row [2]=3.2 [3]=3.4; reference margin 0.03125 <= entry "
-            "noise 0.0625: a near tie the engine cannot resolve in any arm");
+            "[2]=3.5 [3]=3.46875, test row [2]=3.2 [3]=3.4, noise row [2]=3.46875 [3]=3.5; "
+            "reference margin 0.03125 <= entry noise 0.0625: a near tie the engine cannot resolve "
+            "in any arm");
 }
 
 TEST(WithinEntryNoise, NoiseFromAnEarlierSeparatedStreamCannotExcuseAFork) {
@@ -247,6 +254,73 @@ TEST(InBand, AllRowsCountsClassesAndListsFailures) {
             "top-k) -> out of band");
   const std::vector<memra::testing::TfStep> good = {step(0, 7), step(1, 9)};
   EXPECT_THAT(good, InBand(rule));
+}
+
+// ---- the whole failure text ------------------------------------------------------------------
+
+// What a person reads when EXPECT_THAT fails, from "Value of:" to the end. gtest prints the value
+// before the explanation; a record or a span without a printer prints there as a byte dump
+// ("40-byte object <00-00 ...>", uninitialised padding included), which hides the explanation.
+
+TEST(FailureText, BitIdenticalOnASpanListsItsElements) {
+  const std::vector<float> ref = {1.0f, 2.0f, 3.0f, 4.0f};
+  const std::vector<float> v = {1.0f, 2.0f, from_bits(0x40400001), 4.0f};
+  const std::span<const float> got(v);
+  EXPECT_NONFATAL_FAILURE(EXPECT_THAT(got, BitIdentical(ref)),
+                          "Value of: got\n"
+                          "Expected: is bit-identical to the reference (4 float32 values)\n"
+                          "  Actual: { 1, 2, 3.00000024, 4 }, which differs in 1 of 4 elements; "
+                          "first at [2]: 0x40400001 vs 0x40400000 (3.00000024 vs 3); max 1 ulp, max "
+                          "|diff| 2.38418579e-07");
+}
+
+TEST(FailureText, WithinEntryNoiseSummarisesTheDivergence) {
+  const Fork f = make_fork(3.5f, 3.25f, 3.46875f, 3.28125f);
+  const auto d = memra::testing::first_divergence(f.ref, f.test, f.noise);
+  EXPECT_NONFATAL_FAILURE(
+      EXPECT_THAT(d, WithinEntryNoise()),
+      "Value of: d\n"
+      "Expected: does not diverge, or diverges where the reference margin is within the reference "
+      "arm's entry-point noise\n"
+      "  Actual: Divergence{position 2, reference token 2, test token 3, reference margin 0.25, "
+      "entry noise 0.0625} (of type memra::testing::Divergence), which diverges at position 2: "
+      "reference token 2 vs test token 3; reference row [2]=3.5 [3]=3.25, test row [2]=3.2 "
+      "[3]=3.4, noise row [2]=3.46875 [3]=3.28125; reference margin 0.25 > entry noise 0.0625: a "
+      "structural fork, not a near tie");
+}
+
+TEST(FailureText, InBandSummarisesTheSteps) {
+  const std::vector<memra::testing::TfStep> rows = {step(0, 7), step(1, 4)};
+  EXPECT_NONFATAL_FAILURE(
+      EXPECT_THAT(rows, InBand(memra::testing::absolute_band(0.5))),
+      "Value of: rows\n"
+      "Expected: agrees with the banked token, or picks one within the band (0.5) of the oracle "
+      "top-1\n"
+      "  Actual: { TfStep{step 0, pick 7, BankRow{token 7, top-3 from logit 10 to 8}}, TfStep{step "
+      "1, pick 4, BankRow{token 7, top-3 from logit 10 to 8}} }, which has 1 of 2 rows failing "
+      "(agree 1, in band 0, out of band 1, unresolved 0); step 1: GPU pick 4 vs banked 7; oracle "
+      "margin 2 > band 0.5 -> out of band");
+}
+
+TEST(FailureText, SpansOfHalfBitsAndTokensPrintTheirElements) {
+  const std::vector<uint16_t> h = {0x3f80, 0x4000};
+  EXPECT_EQ(::testing::PrintToString(std::span<const uint16_t>(h)), "{ 0x3f80, 0x4000 }");
+  const std::vector<int32_t> t = {5, -1};
+  EXPECT_EQ(::testing::PrintToString(std::span<const int32_t>(t)), "{ 5, -1 }");
+  const std::vector<float> many(40, 0.5f);
+  EXPECT_THAT(::testing::PrintToString(std::span<const float>(many)), ::testing::EndsWith("0.5, ... }"));
+  EXPECT_EQ(::testing::PrintToString(std::span<const float>()), "{}");
+}
+
+TEST(FailureText, RecordsPrintOneLine) {
+  const Fork f = make_fork(3.5f, 3.46875f, -100.0f, 100.0f, {0, 3, 2});
+  EXPECT_EQ(::testing::PrintToString(memra::testing::first_divergence(f.ref, f.test, f.noise)),
+            "Divergence{position 2, reference token 2, test token 3, reference margin 0.03125, "
+            "entry noise not measurable}");
+  EXPECT_EQ(::testing::PrintToString(memra::testing::first_divergence(f.ref, f.ref, f.ref)),
+            "Divergence{none over 3 tokens}");
+  const auto row = memra::testing::classify_tf_row(3, 9, step(3, 9).bank, memra::testing::absolute_band(1));
+  EXPECT_EQ(::testing::PrintToString(row), "TfRow{step 3, pick 9, banked 7, in band}");
 }
 
 }  // namespace

@@ -53,6 +53,8 @@ TEST(FirstDivergence, QuotesBothRowsAtBothIdsAndEntryNoise) {
   EXPECT_EQ(d.ref_margin, 0.5f);
   EXPECT_EQ(d.test_margin, 0.75f);
   EXPECT_EQ(d.row_maxdiff, 1.0f);       // |4 - 3| at id 1
+  EXPECT_EQ(d.noise_logit_ref_id, 3.75f);   // the tokenwise row the noise is measured from
+  EXPECT_EQ(d.noise_logit_test_id, 3.25f);
   EXPECT_EQ(d.entry_noise, 0.5f);       // |4 - 3.75| + |3.5 - 3.25|
   EXPECT_TRUE(d.noise_measurable);
   EXPECT_FALSE(d.noise_floor.has_value());
@@ -154,16 +156,28 @@ TEST(FractionRule, ARuleThatCannotFailIsAnError) {
   EXPECT_THAT(error_message([&] { mt::apply_fraction_rule(three, {0, 3}); }), HasSubstr("k must be >= 1"));
 }
 
-TEST(LogitsStreamSha256, MatchesAnIndependentHashOfLittleEndianFloats) {
-  // python3: hashlib.sha256(struct.pack('<3f', 1.0, -2.5, 0.0)).hexdigest()
-  const char* expected = "738e86d615200bd3391d7ae379779a8e4644bade56d93d0634aa07004fa697f3";
+TEST(LogitsStreamSha256, MatchesAnIndependentHashOfLengthFramedLittleEndianFloats) {
+  // python3: hashlib.sha256(struct.pack('<Q2fQf', 2, 1.0, -2.5, 1, 0.0)).hexdigest()
+  const char* expected = "305315ae86c04659e2dfde3178fec2b13d5be51d0ba1e5cd021358d650e45d09";
   const std::vector<std::vector<float>> rows = {{1.0f, -2.5f}, {0.0f}};
-  const std::vector<std::vector<float>> one_row = {{1.0f, -2.5f, 0.0f}};
   EXPECT_EQ(mt::logits_stream_sha256(rows), expected);
-  // Row boundaries do not enter the hash; one flipped bit does.
-  EXPECT_EQ(mt::logits_stream_sha256(rows), mt::logits_stream_sha256(one_row));
-  const std::vector<std::vector<float>> flipped = {{1.0f, -2.5f, -0.0f}};
-  EXPECT_NE(mt::logits_stream_sha256(flipped), mt::logits_stream_sha256(one_row));
+  // One flipped bit changes the hash.
+  const std::vector<std::vector<float>> flipped = {{1.0f, -2.5f}, {-0.0f}};
+  EXPECT_NE(mt::logits_stream_sha256(flipped), expected);
+}
+
+TEST(LogitsStreamSha256, RowBoundariesAreHashed) {
+  // The same floats split into rows differently are different streams: a step that returned
+  // one logit too many and the next one too few must not hash like the right pair.
+  const std::vector<std::vector<float>> ab_c = {{1.0f, -2.5f}, {0.0f}};
+  const std::vector<std::vector<float>> a_bc = {{1.0f}, {-2.5f, 0.0f}};
+  const std::vector<std::vector<float>> abc = {{1.0f, -2.5f, 0.0f}};
+  EXPECT_NE(mt::logits_stream_sha256(ab_c), mt::logits_stream_sha256(a_bc));
+  EXPECT_NE(mt::logits_stream_sha256(ab_c), mt::logits_stream_sha256(abc));
+  EXPECT_NE(mt::logits_stream_sha256(a_bc), mt::logits_stream_sha256(abc));
+  // An empty row is a row: [] and [[]] differ.
+  EXPECT_NE(mt::logits_stream_sha256(std::vector<std::vector<float>>{}),
+            mt::logits_stream_sha256(std::vector<std::vector<float>>{{}}));
 }
 
 }  // namespace

@@ -15,13 +15,15 @@
 // in any build, with or without the CUDA layer, and returns no GPUs (never crashes) on a
 // machine without a driver.
 //
-// provides: GpuInfo, query_gpus, arch_label, strict_gpu_mode, test_device, gpu_unavailable,
-//           MEMRA_REQUIRE_GPU_ARCH, MEMRA_REQUIRE_TEST_GPU
+// provides: GpuInfo, query_gpus, arch_label, strict_gpu_mode, EnvLookup, test_devices,
+//           test_device, gpu_unavailable, test_gpus_needed, MEMRA_REQUIRE_GPU_ARCH,
+//           MEMRA_TEST_GPUS_NEEDED, MEMRA_REQUIRE_TEST_GPU
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,17 +51,42 @@ std::string_view arch_label(int cc_major);
 // unset, "", "0" or "1" is an error (a typo must not silently turn strict mode off).
 bool strict_gpu_mode();
 
-// The device this test process should use: the first GPU CTest assigned it through
-// RESOURCE_GROUPS (CTEST_RESOURCE_GROUP_0_GPUS="id:N,slots:S"), else 0.
+// An environment lookup (nullptr: unset): std::getenv in a test process, a map in the unit tests.
+using EnvLookup = std::function<const char*(const char*)>;
+
+// The devices this test process should use, in order. Under `ctest --resource-spec-file`:
+// every GPU CTest allocated through RESOURCE_GROUPS, i.e. the ids of CTEST_RESOURCE_GROUP_<i>_GPUS
+// ("id:<id>,slots:<n>", several joined by ';') for i < CTEST_RESOURCE_GROUP_COUNT. A test
+// registered with GPUS 2 ("2,gpus:100") gets one id per group, in group order, and they need not
+// be ascending or contiguous (group 0 may hold card 1 and group 1 card 0). Without
+// CTEST_RESOURCE_GROUP_COUNT (run by hand, or ctest without a spec): devices 0..n-1.
+// A malformed variable is an error that names it.
+std::vector<int> test_devices(int n = 1);
+std::vector<int> test_devices(int n, const EnvLookup& env);
+
+// The first of test_devices(): the card a one-GPU test opens.
 int test_device();
 
 // Why a test labelled for `archs` (a ';'- or ','-separated list of arch labels, e.g.
-// "h100;b200") cannot run here, or nullopt if it can: needs `min_devices` GPUs starting at
-// device `device`, and the first one in one of the families. The pure overload is what the
-// unit tests drive.
+// "h100;b200") cannot run here, or nullopt if it can: it needs `min_devices` GPUs, every device
+// it was given must exist, and each must be of one of the families. The overloads over `gpus`
+// are pure (the unit tests drive them): `devices` as test_devices() lists them, or the
+// contiguous devices `device`..`device + min_devices - 1` (a braced `{0}` picks this one: pass
+// std::vector<int>{0} for a list of one).
 std::optional<std::string> gpu_unavailable(std::string_view archs, int min_devices = 1);
+std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus,
+                                           const std::vector<int>& devices, std::string_view archs,
+                                           int min_devices);
 std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int device,
                                            std::string_view archs, int min_devices);
+
+// The GPUs a test needs: as many as its target was registered with (memra_add_gate GPUS,
+// compiled in as MEMRA_TEST_GPUS: CTest hands it that many resource groups) or as the test asks
+// for, whichever is more. So a GPUS 2 target on a one-GPU machine skips (fails in strict mode)
+// with the reason, even where its SetUp asks for one.
+constexpr int test_gpus_needed(int registered, int asked = 1) {
+  return asked > registered ? asked : registered;
+}
 
 }  // namespace memra::testing
 
@@ -75,7 +102,14 @@ std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus, int
     }                                                                                      \
   } while (0)
 
-// The same for the arch labels the test target was registered with (memra_add_gate ARCHS).
+// The same for the arch labels and GPU count the test target was registered with
+// (memra_add_gate ARCHS and GPUS); an argument asks for more GPUs than registered, never fewer.
 #ifdef MEMRA_TEST_ARCHS
-#define MEMRA_REQUIRE_TEST_GPU(...) MEMRA_REQUIRE_GPU_ARCH(MEMRA_TEST_ARCHS __VA_OPT__(, ) __VA_ARGS__)
+#ifndef MEMRA_TEST_GPUS
+#define MEMRA_TEST_GPUS 1
+#endif
+#define MEMRA_TEST_GPUS_NEEDED(...) \
+  ::memra::testing::test_gpus_needed(MEMRA_TEST_GPUS __VA_OPT__(, ) __VA_ARGS__)
+#define MEMRA_REQUIRE_TEST_GPU(...) \
+  MEMRA_REQUIRE_GPU_ARCH(MEMRA_TEST_ARCHS, MEMRA_TEST_GPUS_NEEDED(__VA_ARGS__))
 #endif

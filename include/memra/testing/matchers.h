@@ -12,11 +12,18 @@
 // reference, so BitIdentical(run_reference()) on a temporary is safe. The expensive
 // explanation is only built when gtest wants it (a null stream means "not interested").
 //
-// provides: BitIdentical, Half16, WithinEntryNoise, InBand
+// What a failure prints before the explanation ("Actual: <value>") is gtest's print of the
+// argument: the records print a one-line summary (PrintTo in records.h), and std::span prints its
+// elements like a container (below) instead of gtest's byte dump of a pointer and a size.
+//
+// provides: BitIdentical, Half16, WithinEntryNoise, InBand, the gtest printer of std::span
 #pragma once
+
+#include <gtest/gtest-printers.h>
 
 #include <cstdint>
 #include <cstring>
+#include <iomanip>
 #include <iterator>
 #include <ostream>
 #include <span>
@@ -139,4 +146,54 @@ std::string describe_tf_row(const TfRow& r);
 // "position 7: reference token 11 vs test token 12; ..." (as WithinEntryNoise explains it).
 std::string describe_divergence(const Divergence& d);
 
+namespace detail {
+
+// A span the way gtest prints a container, "{ 1, 2.5, 3 }", the first 32 elements then "...".
+// Floats print with 9 significant digits, as the explanations do: gtest's 6 would show an
+// element one ulp off as its reference ("3" for 3.00000024). 16-bit elements are f16 or bf16
+// bits (the span cannot say which), so they print in hex.
+template <class T, size_t Extent>
+void print_span(std::span<T, Extent> s, std::ostream* os) {
+  constexpr size_t kMaxCount = 32;  // gtest's ContainerPrinter limit
+  *os << '{';
+  size_t count = 0;
+  for (const auto& v : s) {
+    if (count > 0) *os << ',';
+    if (count == kMaxCount) {
+      *os << " ...";
+      break;
+    }
+    *os << ' ';
+    if constexpr (std::is_same_v<std::remove_cv_t<T>, uint16_t>) {
+      *os << "0x" << std::hex << std::setw(4) << std::setfill('0') << v << std::dec
+          << std::setfill(' ');
+    } else if constexpr (std::is_same_v<std::remove_cv_t<T>, float>) {
+      const auto precision = os->precision(9);
+      *os << v;
+      os->precision(precision);
+    } else {
+      ::testing::internal::UniversalPrint(v, os);
+    }
+    ++count;
+  }
+  if (count > 0) *os << ' ';
+  *os << '}';
+}
+
+}  // namespace detail
 }  // namespace memra::testing
+
+// gtest 1.12 treats a type as a container only if it has a const_iterator, which std::span
+// lacks before C++23, so EXPECT_THAT(span, BitIdentical(...)) would print "16-byte object
+// <...>". ADL cannot reach a PrintTo for a std type without adding to namespace std, so the
+// span printer is a specialisation of gtest's UniversalPrinter, the class template it
+// dispatches every print through (and specialises itself for optional, variant and any).
+namespace testing::internal {
+template <class T, std::size_t Extent>
+class UniversalPrinter<std::span<T, Extent>> {
+ public:
+  static void Print(const std::span<T, Extent>& s, ::std::ostream* os) {
+    memra::testing::detail::print_span(s, os);
+  }
+};
+}  // namespace testing::internal

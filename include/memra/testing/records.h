@@ -14,12 +14,14 @@
 // provides: Top2, top2, argmax, GreedyStream, Divergence, first_divergence, floor_position,
 //           BankRow, check_bank_row, TfStep, TfClass, TfRow, BandRule, classify_tf_row, TfSummary,
 //           summarize, MarginStats, top2_margins, margin_stats, percentile_rank, FractionRule,
-//           FractionVerdict, apply_fraction_rule, logits_stream_sha256
+//           FractionVerdict, apply_fraction_rule, logits_stream_sha256, PrintTo (Divergence,
+//           BankRow, TfStep, TfRow)
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,6 +76,9 @@ struct Divergence {
   // streams still agree up to `position` (noise_floor is nullopt or > position); otherwise the
   // tokenwise row decided a different prefix and says nothing about this decision.
   float entry_noise = 0;
+  // The noise stream's (tokenwise) deciding row at `position`, at both candidate ids: the rows
+  // entry_noise is measured from, so a reader can check the sum. Set only when noise_measurable.
+  float noise_logit_ref_id = 0, noise_logit_test_id = 0;
   std::optional<size_t> noise_floor;  // where the reference's own two streams separate
   bool noise_measurable = false;
 
@@ -179,8 +184,19 @@ FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first
 
 // ---- determinism --------------------------------------------------------------------------
 
-// sha256 over the rows in order, each float as its 4 little-endian bytes (the bank's format:
-// equal hashes mean bit-identical streams on any host).
+// sha256 over the rows in order: each row as its length (8 little-endian bytes), then each
+// float as its 4 little-endian bytes (the bank's format). Equal hashes mean bit-identical
+// streams, row boundaries included, on any host.
 std::string logits_stream_sha256(std::span<const std::vector<float>> rows);
+
+// ---- printing (gtest finds these by ADL) --------------------------------------------------
+
+// A one-line summary of each record, so a failed EXPECT_THAT opens with "Actual: Divergence{...}"
+// instead of gtest's byte dump of the struct (padding bytes included); the matcher's
+// explanation that follows carries the detail.
+void PrintTo(const Divergence& d, std::ostream* os);
+void PrintTo(const BankRow& r, std::ostream* os);
+void PrintTo(const TfStep& s, std::ostream* os);
+void PrintTo(const TfRow& r, std::ostream* os);
 
 }  // namespace memra::testing
