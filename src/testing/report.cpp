@@ -169,6 +169,10 @@ nlohmann::json to_json(const Divergence& d) {
   j["row_maxdiff"] = d.row_maxdiff;
   j["entry_noise"] = d.entry_noise;
   j["noise_measurable"] = d.noise_measurable;
+  if (d.noise_measurable) {  // the noise row the entry noise is measured from, at both ids
+    j["noise_logit_ref_id"] = d.noise_logit_ref_id;
+    j["noise_logit_test_id"] = d.noise_logit_test_id;
+  }
   j["within_entry_noise"] = d.within_entry_noise();
   return j;
 }

@@ -88,6 +88,9 @@ TEST_F(ReportTest, RecordsToJsonOfArmsAndDivergence) {
   EXPECT_EQ(j["first_divergence"]["test_token"], 0);
   EXPECT_EQ(j["first_divergence"]["ref_margin"], 1.0);       // 1 - 0
   EXPECT_EQ(j["first_divergence"]["within_entry_noise"], false);  // noise 0 (same stream)
+  // the noise row (here the reference's own) at both ids: 1 at the reference's token 2, 0 at 0
+  EXPECT_EQ(j["first_divergence"]["noise_logit_ref_id"], 1.0);
+  EXPECT_EQ(j["first_divergence"]["noise_logit_test_id"], 0.0);
 }
 
 TEST(ReportDir, DefaultsToTestResultsInTheWorkingDirectory) {
