@@ -308,6 +308,17 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
   for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
 }
 
+// Shared memory past 48 KB on a fresh process: head_dim 256 with a 21-23 key context stages
+// 21-23 keys, 42-46 KB of dynamic shared memory beside ~5 KB of static arrays, past what a
+// kernel gets without opting in. The batched bench of session 13 found the one-launch decode
+// attention failing 'invalid argument' exactly here (an eager 9B decode at positions ~21-22)
+// when nothing earlier in the process had raised its limit; launch_kernel now raises it itself
+// (allow_dynamic_smem). CTest runs each case in its own process, so these launches are the
+// process's first of this kernel.
+TEST_F(Kernels, DecodeAttentionStagesPast48KBOfSharedMemoryInAFreshProcess) {
+  for (int64_t ctx : {21, 22, 23}) check_one_launch(8, 2, 256, 64, ctx - 1, ctx);
+}
+
 // The one-launch decode attention refuses what it cannot do, by name: more than one token, heads
 // or a position other than the attention's own, and no arrival counters.
 TEST_F(Kernels, DecodeAttentionInOneLaunchRefusesMismatchedPrep) {
