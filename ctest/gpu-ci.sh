@@ -89,7 +89,10 @@ mkdir -p "$results/reports"
 spec=$results/gpu-resources.json
 "$root/ctest/resource-spec.sh" "$spec" >/dev/null
 commit=${MEMRA_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-git -C "$root" diff --quiet 2>/dev/null || commit="$commit+dirty"
+# "+dirty" only where git can tell: a copy without .git (MEMRA_COMMIT given) is not dirty.
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1 && ! git -C "$root" diff --quiet; then
+  commit="$commit+dirty"
+fi
 say "ctest -L '^$label\$' (strict: MEMRA_REQUIRE_GPU=1), results in $results"
 rc=0
 # shellcheck disable=SC2086
