@@ -18,11 +18,12 @@
 //   heldout_*  models and prompts nobody tuned on: another seed, 6 layers, four other prompts
 //              (accents, Cyrillic, CJK, code, numbers, a 131-token text), rows at positions
 //              0, 63, 64 and the last as well;
-//   moe_*      Qwen3-Next with experts in every layer (the form llama.cpp's converter takes).
+//   moe_*      Qwen3-Next with experts in every layer (the form llama.cpp's converter takes);
+//   heldoutmoe_* the same for the held-out Qwen3-Next.
 // And GGUF files written by other tools than memra, read by memra and held to the same banks:
 //   - memra-mkfixture's GGUF with its header rewritten by Hugging Face's @huggingface/gguf
 //     (hf_gguf_rewrite.mjs, run through node here);
-//   - the bank fixtures converted by llama.cpp's own convert_hf_to_gguf.py
+//   - the bank and held-out fixtures converted by llama.cpp's own convert_hf_to_gguf.py
 //     (test/fixtures/converted/, made by test/fixtures/llamacpp_convert.py): the converter
 //     applies llama.cpp's conventions itself (1+w norms, ssm_a = -exp(A_log), the GDN
 //     projections' split and V-head order, stacked experts), so a convention memra's writer
@@ -279,12 +280,14 @@ TEST_P(LlamaCppConverted, OracleMatchesTransformers) {
 
 const char* const kBanks[] = {"bank_qwen3", "bank_qwen3next", "bank_qwen35", "bank_qwen35moe",
                               "heldout_qwen3", "heldout_qwen3next", "heldout_qwen35", "heldout_qwen35moe",
-                              "moe_qwen3next"};
+                              "moe_qwen3next", "heldoutmoe_qwen3next"};
 
 INSTANTIATE_TEST_SUITE_P(Banks, HfBank, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return std::string(info.param); });
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppConverted,
-                         ::testing::Values("bank_qwen3", "moe_qwen3next", "bank_qwen35", "bank_qwen35moe"),
+                         ::testing::Values("bank_qwen3", "moe_qwen3next", "bank_qwen35", "bank_qwen35moe",
+                                           "heldout_qwen3", "heldoutmoe_qwen3next", "heldout_qwen35",
+                                           "heldout_qwen35moe"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
