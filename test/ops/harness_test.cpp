@@ -1,5 +1,6 @@
 // The op-test harness on the host: names, seeds, NMSE and the contract comparison's verdicts.
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +95,19 @@ TEST(OpHarness, NmseThreshold) {
   const auto r = mo::compare_to_contract(got, ref, mo::Tolerance::nmse(0.03));
   EXPECT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("nmse 0.04 > 0.03"));
+}
+
+// A bound is looked up by the arch it was measured on; an arch without one fails by name (and
+// compares at NMSE 0) rather than borrowing another family's bound.
+TEST(OpHarness, NmseBoundsArePerMeasuredArch) {
+  const mo::Tolerance t = mo::measured_nmse("op=x", "h100", {{"h100", 1e-9}, {"b200", 1e-8}});
+  EXPECT_FALSE(t.bitwise);
+  EXPECT_EQ(t.max_nmse, 1e-9);
+  EXPECT_EQ(mo::measured_nmse("op=x", "b200", {{"h100", 1e-9}, {"b200", 1e-8}}).max_nmse, 1e-8);
+  mo::Tolerance unmeasured;
+  EXPECT_NONFATAL_FAILURE(unmeasured = mo::measured_nmse("op=gdn_chunked", "rtx5090", {{"h100", 1e-8}}),
+                          "op=gdn_chunked: no NMSE bound measured on 'rtx5090' (measured on: h100)");
+  EXPECT_EQ(unmeasured.max_nmse, 0.0);
 }
 
 }  // namespace

@@ -63,6 +63,18 @@ uint64_t seed_current_test() {
   return seed_current_test(std::string(t->test_suite_name()) + "." + t->name());
 }
 
+Tolerance measured_nmse(std::string_view op, std::string_view arch,
+                        std::initializer_list<std::pair<std::string_view, double>> bounds) {
+  std::string have;
+  for (const auto& [a, bound] : bounds) {
+    if (a == arch) return Tolerance::nmse(bound);
+    have += (have.empty() ? "" : ", ") + std::string(a);
+  }
+  ADD_FAILURE() << op << ": no NMSE bound measured on '" << arch << "' (measured on: " << have
+                << "); measure this op there and add its bound";
+  return Tolerance::nmse(0);
+}
+
 std::string test_arch() {
   const auto& g = memra::testing::query_gpus();
   const int d = memra::testing::test_device();

@@ -11,19 +11,21 @@
 // kernel never wrote cannot match. The comparison is bitwise or NMSE (Σ(g-r)²/Σr²), chosen per
 // op and per arch by the case's tolerance().
 //
-// provides: Tolerance, OpCase, Vars, run_seed, case_seed, seed_current_test, test_arch, nmse,
+// provides: Tolerance, measured_nmse, OpCase, Vars, run_seed, case_seed, seed_current_test, test_arch, nmse,
 //           compare_to_contract, OpCaseName, OpTest
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 #include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "memra/testing/gate.h"
 #include "memra/testing/gpu.h"
@@ -36,6 +38,13 @@ struct Tolerance {
   static Tolerance exact() { return {true, 0}; }
   static Tolerance nmse(double max) { return {false, max}; }
 };
+
+// An NMSE bound looked up by arch label in the bounds measured so far ({{"h100", 1e-12}}). An
+// arch with no measured bound is a test failure naming the op and the archs that have one, and
+// the comparison then runs at NMSE 0: a bound is measured on a family before it is trusted
+// there, never borrowed from another silently.
+Tolerance measured_nmse(std::string_view op, std::string_view arch,
+                        std::initializer_list<std::pair<std::string_view, double>> bounds);
 
 struct OpCase {
   virtual ~OpCase() = default;
