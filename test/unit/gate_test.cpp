@@ -225,14 +225,6 @@ TEST(Canary, FatalFailuresCountToo) {
 
 // ---- the GPU decision ----------------------------------------------------------------------
 
-mt::GpuInfo gpu(int major, int minor, const char* name) {
-  mt::GpuInfo g;
-  g.cc_major = major;
-  g.cc_minor = minor;
-  g.name = name;
-  return g;
-}
-
 TEST(GpuDecision, ArchLabelsPerFamily) {
   EXPECT_EQ(mt::arch_label(9), "h100");
   EXPECT_EQ(mt::arch_label(10), "b200");
@@ -241,12 +233,12 @@ TEST(GpuDecision, ArchLabelsPerFamily) {
 }
 
 TEST(GpuDecision, RunsOnlyOnALabelledArch) {
-  const std::vector<mt::GpuInfo> h200 = {gpu(9, 0, "NVIDIA H200")};
+  const std::vector<mt::GpuInfo> h200 = {{.name = "NVIDIA H200", .cc_major = 9}};
   EXPECT_EQ(mt::gpu_unavailable(h200, 0, "h100", 1), std::nullopt);
   EXPECT_EQ(mt::gpu_unavailable(h200, 0, "b200;h100", 1), std::nullopt);
   EXPECT_EQ(mt::gpu_unavailable(h200, 0, "b200", 1),
             std::optional<std::string>("needs b200, device 0 is NVIDIA H200 (sm_90, h100)"));
-  const std::vector<mt::GpuInfo> ada = {gpu(8, 9, "NVIDIA L4")};
+  const std::vector<mt::GpuInfo> ada = {{.name = "NVIDIA L4", .cc_major = 8, .cc_minor = 9}};
   EXPECT_EQ(mt::gpu_unavailable(ada, 0, "h100,rtx5090", 1),
             std::optional<std::string>("needs h100/rtx5090, device 0 is NVIDIA L4 (sm_89)"));
   EXPECT_EQ(mt::gpu_unavailable({}, 0, "h100", 1),

@@ -36,14 +36,6 @@ mt::EnvLookup env(std::map<std::string, std::string> vars) {
   };
 }
 
-mt::GpuInfo gpu(int major, int minor, const char* name) {
-  mt::GpuInfo g;
-  g.cc_major = major;
-  g.cc_minor = minor;
-  g.name = name;
-  return g;
-}
-
 TEST(TestDevices, OutsideCtestTheFirstN) {
   EXPECT_THAT(mt::test_devices(1, env({})), ElementsAre(0));
   EXPECT_THAT(mt::test_devices(2, env({})), ElementsAre(0, 1));
@@ -90,14 +82,16 @@ TEST(TestDevices, MalformedVariablesAreNamed) {
 }
 
 TEST(GpuNeeds, EveryListedDeviceMustExistAndBeOfTheArch) {
-  const std::vector<mt::GpuInfo> two = {gpu(9, 0, "NVIDIA H200"), gpu(9, 0, "NVIDIA H200")};
+  const std::vector<mt::GpuInfo> two = {{.name = "NVIDIA H200", .cc_major = 9},
+                                        {.name = "NVIDIA H200", .cc_major = 9}};
   EXPECT_EQ(mt::gpu_unavailable(two, {1, 0}, "h100", 2), std::nullopt);
-  const std::vector<mt::GpuInfo> one = {gpu(9, 0, "NVIDIA H200")};
+  const std::vector<mt::GpuInfo> one = {{.name = "NVIDIA H200", .cc_major = 9}};
   EXPECT_EQ(mt::gpu_unavailable(one, {1, 0}, "h100", 2),
             std::optional<std::string>("needs 2 GPU(s) (devices 1, 0), have 1"));
   EXPECT_EQ(mt::gpu_unavailable(one, std::vector<int>{0}, "h100", 2),
             std::optional<std::string>("needs 2 GPU(s), was given 1 (device 0)"));
-  const std::vector<mt::GpuInfo> mixed = {gpu(9, 0, "NVIDIA H200"), gpu(8, 9, "NVIDIA L4")};
+  const std::vector<mt::GpuInfo> mixed = {{.name = "NVIDIA H200", .cc_major = 9},
+                                          {.name = "NVIDIA L4", .cc_major = 8, .cc_minor = 9}};
   EXPECT_EQ(mt::gpu_unavailable(mixed, {0, 1}, "h100", 2),
             std::optional<std::string>("needs h100, device 1 is NVIDIA L4 (sm_89)"));
   EXPECT_EQ(mt::gpu_unavailable({}, {0, 1}, "h100", 2),
@@ -110,7 +104,7 @@ TEST(GpuNeeds, ARegisteredGpuCountIsTheMinimum) {
   EXPECT_EQ(MEMRA_TEST_GPUS_NEEDED(1), 2);
   EXPECT_EQ(MEMRA_TEST_GPUS_NEEDED(3), 3);
   // On a one-GPU machine, run by hand: devices 0 and 1, and the reason names the shortfall.
-  const std::vector<mt::GpuInfo> one = {gpu(9, 0, "NVIDIA H200")};
+  const std::vector<mt::GpuInfo> one = {{.name = "NVIDIA H200", .cc_major = 9}};
   EXPECT_EQ(mt::gpu_unavailable(one, mt::test_devices(MEMRA_TEST_GPUS_NEEDED(), env({})), "h100",
                                 MEMRA_TEST_GPUS_NEEDED()),
             std::optional<std::string>("needs 2 GPU(s) from device 0, have 1"));
