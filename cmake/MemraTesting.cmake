@@ -6,10 +6,8 @@
 # is meaningful on; `multi_gpu`; and kinds. `ctest -L` takes a regular expression, so select
 # with anchored forms: ctest -L '^h100$' --no-tests=error.
 #
-#   arch label   compute capability   parts
-#   h100         sm_90                H100, H200
-#   b200         sm_100 (and sm_103)  B200, B300
-#   rtx5090      sm_120               RTX 5090 (GB20x)
+# The arch labels, their compute capabilities and CUDA archs are the table cmake/archs.txt
+# (read by cmake/MemraArchs.cmake: MEMRA_ARCH_LABELS, memra_arch_labels()).
 include(GoogleTest)
 #
 # CTest names equal GTest names (`Suite.Case` / `Inst/Suite.Case/param_name`): every
@@ -18,7 +16,6 @@ include(GoogleTest)
 # generator (it only rewrites numeric indices), so the JUnit names no longer match the GTest XML
 # and gate reports that ctest/summary.py joins them with, and --gtest_filter cannot take them.
 
-set(MEMRA_ARCH_LABELS h100 b200 rtx5090)
 set(MEMRA_KIND_LABELS unit op gate canary bench slow)
 
 # Labels for the tests that gtest_discover_tests finds at ctest time. They cannot go through its
@@ -32,24 +29,6 @@ function(_memra_label_discovered target labels)
        "  set_tests_properties(\${memra_${target}_TESTS} PROPERTIES LABELS \"${labels}\")\n"
        "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
-endfunction()
-
-# memra_arch_labels(<out-var> "<cuda archs>"): the arch labels for a MEMRA_CUDA_ARCHS list,
-# "90a;120a" -> "h100;rtx5090". Archs outside the three families give no label.
-function(memra_arch_labels out archs)
-  set(labels)
-  foreach(a IN LISTS archs)
-    string(REGEX MATCH "^[0-9]+" num "${a}")
-    if(num MATCHES "^9[0-9]$")
-      list(APPEND labels h100)
-    elseif(num MATCHES "^10[0-9]$")
-      list(APPEND labels b200)
-    elseif(num MATCHES "^12[0-9]$")
-      list(APPEND labels rtx5090)
-    endif()
-  endforeach()
-  list(REMOVE_DUPLICATES labels)
-  set(${out} "${labels}" PARENT_SCOPE)
 endfunction()
 
 # memra_add_test(<target> SOURCES files... [LIBS targets...] [LABELS labels...] [TIMEOUT s])

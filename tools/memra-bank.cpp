@@ -4,7 +4,7 @@
 //
 // Runs the CPU oracle (never the GPU: the bank is the reference) greedily for STEPS tokens
 // (default 32) after the prompt and writes, per step, the picked token and the oracle's top-K
-// (default 8) ids and logits (memra/testing/bank.h has the format). Also recorded:
+// (default 8) ids and logits (memra/bank.h has the format). Also recorded:
 //   - model_sha256: sha256 of the model file. For an HF directory: of model.safetensors, or when
 //     the checkpoint is sharded, of model.safetensors.index.json (the index names every shard, but
 //     the shards' bytes are then NOT covered: a gate that needs them must hash them itself);
@@ -14,7 +14,7 @@
 //     says so; with GDN it is usually 0 as well: the oracle's GDN state is f64), and
 //     band_coeff = 3*sqrt(2)*max(C_ref, 2^-23), the relative band for an arm with no noise of its
 //     own; 2^-23 is the f32 resolution of the banked logits (a gate adds its arm's C_arm:
-//     band_coeff_for in memra/testing/bank.h).
+//     band_coeff_for in memra/bank.h).
 // stderr gets one summary line. Bad input (a missing model, a token id outside the vocabulary,
 // STEPS or K out of range) prints "memra-bank: <what>" and exits 1; bad usage exits 2.
 #include <cstdlib>
@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "cli.h"
+#include "memra/bank.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
 #include "memra/hash.h"
 #include "memra/oracle.h"
 #include "memra/source.h"
-#include "memra/testing/bank.h"
 #include "memra/tokenizer.h"
 
 namespace {
@@ -103,15 +103,15 @@ int main(int argc, char** argv) {
 
     // The bank is produced with the oracle's default (chunked) GDN prefill.
     oracle::Options opt = m.options();
-    opt.gdn_prefill = oracle::GdnForm::Chunked;
+    opt.gdn_prefill = GdnPrefill::chunked;
     m.set_options(opt);
-    testing::Bank b = testing::make_bank(m, ids, static_cast<int>(steps), static_cast<int>(k));
+    Bank b = make_bank(m, ids, static_cast<int>(steps), static_cast<int>(k));
     b.model_sha256 = file_sha256(identity_file(model));
     b.model_name = fs::path(model).filename().string();
     if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
     b.arm_tag = "cpu-oracle/f32/gdn-chunked";
     if (c.has_linear()) {
-      b.measured_noise_rel = testing::reference_noise_rel(m, b.prompt, b.tokens);
+      b.measured_noise_rel = reference_noise_rel(m, b.prompt, b.tokens);
       b.calibration_note =
           "C_ref = max over steps of max|chunked - recurrent GDN prefill logits| / |top1|, "
           "teacher-forced along the banked tokens";
@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
       b.calibration_note =
           "model has no GDN layers: chunked and recurrent prefill are the same computation, C_ref = 0";
     }
-    b.band_coeff = testing::band_coeff_for(b.measured_noise_rel);
-    testing::write_bank(b, out);
+    b.band_coeff = band_coeff_for(b.measured_noise_rel);
+    write_bank(b, out);
     std::cerr << "memra-bank: " << b.tokens.size() << " steps, top-" << k << ", model sha256 "
               << b.model_sha256.substr(0, 16) << "..., C_ref " << b.measured_noise_rel
               << ", band_coeff " << b.band_coeff << " -> " << out << "\n";
