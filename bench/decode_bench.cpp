@@ -189,13 +189,16 @@ void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
   st.counters["batch"] = B;
 }
 
-// arm "mmvq": the token-tiled mat-vec; "gemm": the int8 tensor-core GEMM (arm prefill_matmul = mma);
+// arm "mmvq": the default arms (token-tiled mat-vec, recurrent GDN: bit-identical to decode);
+// "gemm": the fast prefill arms (tensor-core GEMM prefill_matmul = mma, chunked GDN);
 // "mmvq_serial": mmvq with launch_overlap off
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
   Arms a = m.arms();
-  a.prefill_matmul = std::string(arm) == "gemm" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+  const bool fast = std::string(arm) == "gemm";
+  a.prefill_matmul = fast ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+  if (fast) a.gdn_prefill = GdnPrefill::chunked;
   a.launch_overlap = std::string(arm) != "mmvq_serial";
   m.set_arms(a);
   std::vector<int32_t> prompt(512);

@@ -3,8 +3,9 @@
 //   memra-logits --model FILE|DIR (--tokens 1,2,3 | --prompt TEXT) [--all-positions]
 //                [--backend auto|cpu|gpu] [--ctx N] --out FILE.json
 //
-// Output: {"model": path, "backend": "cpu"|"gpu", "tokens": [...], "positions": [...],
-//          "logits": [[...], ...]} with one row per position listed (the last one, or every one
+// Output: {"model": path, "backend": "cpu"|"gpu", "arms": {field: value, ...}, "tokens": [...],
+//          "positions": [...], "logits": [[...], ...]} (arms: what the backend ran with, every
+// field of memra/arms.h; the CPU oracle reads gdn_prefill) with one row per position listed (the last one, or every one
 // with --all-positions), each value printed with 9 significant digits (exact for f32).
 // --out - writes to stdout.
 //
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
     if (!fs::exists(model)) fail("model ", model, ": no such file or directory");
     const auto src = open_weights(model);
     BackendOptions opt;
-    opt.arms = Arms::from_env();  // the GPU model's arms from MEMRA_* variables; a bad value is an error
+    opt.arms = Arms::from_env();  // the model's arms from MEMRA_* variables; a bad value is an error
     const std::unique_ptr<Backend> m = open_backend(req, *src, opt);
     std::cerr << "memra-logits: backend: " << m->describe() << "\n";
     const ModelConfig& c = m->config();
@@ -118,7 +119,13 @@ int main(int argc, char** argv) {
 
     std::FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
     if (!f) fail(out, ": cannot open for writing");
-    std::string head = "{\"model\":" + json_string(model) + ",\"backend\":\"" + m->name() + "\",\"tokens\":[";
+    std::string head = "{\"model\":" + json_string(model) + ",\"backend\":\"" + m->name() + "\",\"arms\":{";
+    bool first = true;
+    for (const auto& [field, value] : opt.arms.fields()) {
+      head += (first ? "\"" : ",\"") + std::string(field) + "\":\"" + std::string(value) + "\"";
+      first = false;
+    }
+    head += "},\"tokens\":[";
     for (size_t i = 0; i < ids.size(); ++i) head += (i ? "," : "") + std::to_string(ids[i]);
     head += "],\"positions\":[";
     for (size_t i = 0; i < positions.size(); ++i) head += (i ? "," : "") + std::to_string(positions[i]);

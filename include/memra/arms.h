@@ -3,14 +3,22 @@
 // Every place where the engine can compute the same math two ways is an arm (DESIGN.md
 // "Arms"). Arms are plain values: a test switches them on a model with ScopedArms
 // (memra/testing/gate.h) between passes of one process, so the only difference between two
-// passes is the arm. Arms::from_env() is the one place that reads MEMRA_* arm variables (for
-// users and scripts); a bad value there is an error naming the variable and the accepted
-// values, never a silent default.
+// passes is the arm.
 //
-// provides: Arms, PrefillAct, DecodeMatvec, GdnPrefill, PrefillMatmul, Arms::from_env, to_string
+// The arms are ONE table, MEMRA_ARMS below: field, type, default, value under the equalised
+// composition, one-line doc. The struct's defaults, `equalised()`, `set()`, `fields()`,
+// `from_env()` (MEMRA_<FIELD> variables), reports (testing/report.h) and the docs table
+// (docs/gpu.md, checked by unit_arms) are all generated from it, so an arm is added in one
+// place. Every consumer that has the choice — the GPU Model, the CPU oracle, BackendOptions and
+// the tools — starts from `Arms{}`: one default per arm. The defaults are the forms that are
+// bit-identical to decode (DESIGN.md law 3); faster forms are opt-in arms.
+//
+// provides: Arms, ArmSpec, arm_specs, arms_markdown_table, PrefillAct, DecodeMatvec,
+//           GdnPrefill, PrefillMatmul, to_string
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,31 +31,42 @@ namespace memra {
 enum class PrefillAct { w4a8, w4a4 };
 // m=1 quantised mat-vec family: warp-reduce (mmvq) or two-level block reduce (dp4a).
 enum class DecodeMatvec { mmvq, dp4a };
-// Gated-DeltaNet prefill form.
-enum class GdnPrefill { chunked, recurrent };
-// Prefill matrix products (calls of >= 32 tokens) of Q8_0 / NVFP4 matrices: the token-tiled
-// mat-vec (the dot contract's warp32 order, bit-identical to decode) or the int8 tensor-core
-// GEMM (mma.sync, DotOrder::sequential).
+// Gated-DeltaNet prefill form: token-by-token recurrence (decode's own order) or the WY form
+// per 64-token chunk.
+enum class GdnPrefill { recurrent, chunked };
+// Prefill matrix products (calls of >= 32 tokens) of Q8_0 / NVFP4 / BF16 matrices: the
+// token-tiled mat-vec (the dot contract's warp32 order, bit-identical to decode) or the
+// tensor-core GEMM (mma.sync, DotOrder::sequential).
 enum class PrefillMatmul { mmvq, mma };
 
+// X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator
+// names (the spelling tables in src/core/arms.cpp list them); bools as on/off.
+#define MEMRA_ARMS(X)                                                                                          \
+  X(prefill_act, PrefillAct, PrefillAct::w4a8, PrefillAct::w4a8,                                               \
+    "NVFP4 mat-muls of calls of more than one token: q8_1 activations (w4a8) or e2m1 + E4M3 per-16 (w4a4)")    \
+  X(decode_matvec, DecodeMatvec, DecodeMatvec::mmvq, DecodeMatvec::dp4a,                                       \
+    "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                         \
+  X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")       \
+  X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                 \
+  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                   \
+  X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager") \
+  X(launch_overlap, bool, true, true, "programmatic dependent launch: a kernel starts while the previous drains") \
+  X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                     \
+    "Gated-DeltaNet prefill: recurrent (bit-identical to decode) or chunked (WY form, 64-token chunks)")       \
+  X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                   \
+    "prefill mat-muls of >= 32 tokens: token-tiled mat-vec (mmvq, bit-identical to decode) or tensor-core GEMM (mma)")
+
 struct Arms {
-  PrefillAct prefill_act = PrefillAct::w4a8;
-  DecodeMatvec decode_matvec = DecodeMatvec::mmvq;
-  bool fuse_norm_quant = true;   // RMSNorm fused with activation quantisation
-  bool b1_fast = true;           // decode_step_batch at B=1 routes to the m=1 fused trunk
-  bool decode_graph = false;     // replay the decode step as captured CUDA graphs
-  bool graph_recapture = true;   // on invalidation: re-capture (true) or latch to eager (false)
-  bool launch_overlap = true;    // programmatic dependent launch: a kernel's blocks start while the previous drains
-  GdnPrefill gdn_prefill = GdnPrefill::chunked;
-  PrefillMatmul prefill_matmul = PrefillMatmul::mmvq;
+#define MEMRA_ARM_FIELD(field, type, def, eq, doc) type field = def;
+  MEMRA_ARMS(MEMRA_ARM_FIELD)
+#undef MEMRA_ARM_FIELD
 
   // The equalised composition (DESIGN.md law 4): dp4a mat-vec and unfused norms, under which
-  // decode_step and decode_step_batch at B=1 must be bit-identical.
+  // decode_step and decode_step_batch at B=1 must be bit-identical (the table's fourth column).
   static Arms equalised();
 
-  // Reads MEMRA_PREFILL_ACT, MEMRA_DECODE_MATVEC, MEMRA_FUSE_NORM_QUANT, MEMRA_B1_FAST,
-  // MEMRA_DECODE_GRAPH, MEMRA_GRAPH_RECAPTURE, MEMRA_LAUNCH_OVERLAP, MEMRA_GDN_PREFILL, MEMRA_PREFILL_MATMUL over the defaults. Unset or
-  // empty leaves the default. Throws memra::Error on a value that is not accepted.
+  // Reads MEMRA_<FIELD> for every field of the table over the defaults. Unset or empty leaves
+  // the default. Throws memra::Error naming the variable on a value that is not accepted.
   static Arms from_env();
   // The same with the variables looked up through `getenv` (tests pass a map).
   static Arms from_env(const std::function<const char*(const char*)>& getenv);
@@ -56,8 +75,8 @@ struct Arms {
   // Throws memra::Error naming the field, the value and the accepted values.
   void set(std::string_view field, std::string_view value);
 
-  // (field, value) pairs in declaration order, values as set() accepts them. Reports and JSON
-  // are built from this, so a new field shows up everywhere once it is listed here.
+  // (field, value) pairs in table order, values as set() accepts them. Reports and JSON are
+  // built from this.
   std::vector<std::pair<std::string_view, std::string_view>> fields() const;
 
   // The environment variable for a field name: "prefill_act" -> "MEMRA_PREFILL_ACT".
@@ -65,6 +84,20 @@ struct Arms {
 
   bool operator==(const Arms&) const = default;
 };
+
+// One row of the table as data, for docs, tools and tests.
+struct ArmSpec {
+  std::string_view field;
+  std::string env;                       // MEMRA_<FIELD>
+  std::vector<std::string_view> values;  // accepted spellings (bools: on, off)
+  std::string_view default_value;
+  std::string_view equalised_value;
+  std::string_view doc;
+};
+std::span<const ArmSpec> arm_specs();
+
+// The docs table (docs/gpu.md "Arms"): | arm | variable | values | default | equalised | what |.
+std::string arms_markdown_table();
 
 // "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on ..." (every field, in order).
 std::string to_string(const Arms& a);

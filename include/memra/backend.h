@@ -58,7 +58,7 @@ std::optional<std::string> gpu_backend_unavailable();
 struct BackendOptions {
   int threads = 0;  // CPU oracle worker threads (0: hardware concurrency); the GPU ignores it
   int device = 0;   // CUDA device index for the GPU backend
-  Arms arms;        // the GPU model's arms (tools pass Arms::from_env()); the oracle has none
+  Arms arms;        // the model's arms (tools pass Arms::from_env()); the oracle reads gdn_prefill
 };
 
 // One sequence's state (a KV/GDN cache) on a backend.

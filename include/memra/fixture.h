@@ -11,6 +11,9 @@
 //   bank    tiny's shapes with a 4096-token vocabulary (the Qwen3 tokenizer truncated), untied
 //           lm_head for qwen3next/qwen35moe: small enough that transformers' logits for whole
 //           rows can be committed (test/fixtures/banks).
+//   unit    the unit tests' and GPU gates' random-weight models (random_weights, no scales):
+//           D=64, a 512-token vocabulary, untied lm_head, qwen3 with 2 layers, d_v = 12; the
+//           gates' noise ceilings were calibrated on these shapes. No tokenizer of its own.
 //   qwen3-0.6b, qwen35-9b, qwen35-35b-a3b
 //           the public checkpoints' shapes, for benchmarks; written streamed (write_gguf_streamed)
 //           because they do not fit in memory as f32.
@@ -44,9 +47,9 @@
 
 namespace memra::fixture {
 
-enum class Preset { Tiny, Bank, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B };
+enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B };
 
-// "tiny", "bank", "qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b".
+// "tiny", "bank", "unit", "qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b".
 std::string_view preset_name(Preset p);
 // Fails naming the string and the accepted names.
 Preset preset_from_name(std::string_view name);

@@ -7,13 +7,13 @@
 //
 // Consistency the tests hold it to:
 //   - prime(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) BITWISE when the GDN prefill form is
-//     Recurrent (the same per-token operations in the same order), and within 1e-5 relative with
-//     the Chunked form (a different but algebraically identical summation of the delta rule);
+//     recurrent (the default; the same per-token operations in the same order), and within 1e-5 relative with
+//     the chunked form (a different but algebraically identical summation of the delta rule);
 //   - forward_all(p)[i] == forward_last(p[:i+1]) bitwise, in both GDN forms (chunks start at the
 //     same positions, and a position's chunked output never reads later tokens of its chunk);
-//   - Chunked and Recurrent GDN agree to <= 1e-5 relative.
+//   - chunked and recurrent GDN agree to <= 1e-5 relative.
 //
-// provides: oracle::GdnForm, Options, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
+// provides: Options, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
 #pragma once
 
 #include <cstdint>
@@ -21,20 +21,20 @@
 #include <utility>
 #include <vector>
 
+#include "memra/arms.h"
 #include "memra/config.h"
 #include "memra/source.h"
 #include "memra/weights.h"
 
 namespace memra::oracle {
 
-// Gated-DeltaNet prefill form: the chunked (WY, chunk 64) or the token-by-token recurrent
-// evaluation of the same delta rule.
-enum class GdnForm { Chunked, Recurrent };
 
 inline constexpr int64_t kGdnChunk = 64;
 
 struct Options {
-  GdnForm gdn_prefill = GdnForm::Chunked;  // prime / forward_*; decode_step is one recurrent step
+  // prime / forward_*; decode_step is one recurrent step. The arm's one default (memra/arms.h):
+  // recurrent, the form bit-identical to decode.
+  GdnPrefill gdn_prefill = Arms{}.gdn_prefill;
   int threads = 0;  // 0: std::thread::hardware_concurrency(); results do not depend on it
 };
 
@@ -100,12 +100,12 @@ class Model {
     std::vector<std::vector<float>> logits;  // all positions, or only the last
     std::vector<float> last_hidden;
   };
-  Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnForm form) const;
+  Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
   void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
   void check_cache(const Cache& cache) const;
   void run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
-                 int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnForm form) const;
-  std::vector<float> logits_of(const float* hidden_normed) const;
+                 int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const;
+  std::vector<float> logits_of(const float* hidden_normed, int64_t pos) const;
 
   ModelConfig cfg_;
   ModelWeights w_;

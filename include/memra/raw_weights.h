@@ -34,6 +34,7 @@
 
 #include "memra/config.h"
 #include "memra/dtype.h"
+#include "memra/layer_schema.h"
 #include "memra/source.h"
 
 namespace memra {
@@ -50,37 +51,13 @@ struct RawMatrix {
   int64_t slab_rows() const { return rows / n_slab; }
 };
 
-struct RawAttn {
-  RawMatrix wq, wgate, wk, wv, wo;     // as AttnWeights; wgate empty for Qwen3
-  std::vector<float> q_norm, k_norm;   // [hd] multipliers
-};
-
-struct RawGdn {
-  RawMatrix wqkv, wz, wb, wa, wout;    // value heads in the file's order (see above)
-  std::vector<float> conv;             // [conv_dim, K] taps, tap K-1 multiplies the newest input
-  std::vector<float> ssm_a, dt_bias;   // [nv]
-  std::vector<float> norm;             // [dv] gated-norm multiplier
-};
-
-struct RawFfn {
-  RawMatrix gate, up, down;            // [F, D], [F, D], [D, F] (or E slabs of those)
-  bool empty() const { return gate.empty(); }
-};
-
-struct RawMoe {
-  RawMatrix router;                    // [E, D]
-  RawFfn experts;                      // stacked: gate/up [E*I, D], down [E*D, I], n_slab = E
-  RawFfn shared;                       // empty when n_ff_shexp == 0
-  std::vector<float> shared_gate;      // [D]
-};
-
-struct RawLayer {
-  std::vector<float> attn_norm, ffn_norm;  // [D] multipliers
-  std::optional<RawAttn> attn;
-  std::optional<RawGdn> gdn;
-  std::optional<RawFfn> ffn;
-  std::optional<RawMoe> moe;
-};
+// The layer's parts as the file's blocks: the schema (memra/layer_schema.h) with RawMatrix
+// matrices, f32 vectors and conv taps, and the routed experts stacked (n_slab = E).
+using RawAttn = AttnT<RawMatrix, std::vector<float>>;             // wgate empty for Qwen3
+using RawGdn = GdnT<RawMatrix, std::vector<float>, std::vector<float>>;  // value heads in the file's order
+using RawFfn = FfnT<RawMatrix>;  // [F, D], [F, D], [D, F] (or E slabs of those)
+using RawMoe = MoeT<RawMatrix, std::vector<float>, RawFfn>;  // experts: gate/up [E*I, D], down [E*D, I]
+using RawLayer = LayerT<RawMatrix, std::vector<float>, std::vector<float>, RawFfn>;
 
 struct RawWeights {
   RawMatrix embed;                     // [V, D]

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "memra/config.h"
+#include "memra/layer_schema.h"
 #include "memra/memory_source.h"
 #include "memra/source.h"
 
@@ -48,48 +49,13 @@ struct Matrix {
   float at(int64_t r, int64_t c) const { return data[static_cast<size_t>(r * cols + c)]; }
 };
 
-struct AttnWeights {
-  Matrix wq;     // [H*hd, D]  queries only
-  Matrix wgate;  // [H*hd, D]  output gate (Next/3.5); empty for Qwen3
-  Matrix wk;     // [KV*hd, D]
-  Matrix wv;     // [KV*hd, D]
-  Matrix wo;     // [D, H*hd]
-  std::vector<float> q_norm, k_norm;  // [hd] multipliers
-};
-
-struct GdnWeights {
-  Matrix wqkv;  // [2*nk*dk + nv*dv, D] rows [q | k | v], v heads grouped
-  Matrix wz;    // [nv*dv, D] output-gate input z
-  Matrix wb;    // [nv, D] beta logits
-  Matrix wa;    // [nv, D] decay input a
-  Matrix conv;  // [conv_dim, K] depthwise causal conv taps, tap K-1 multiplies the newest input
-  std::vector<float> ssm_a;    // [nv] = −exp(A_log)
-  std::vector<float> dt_bias;  // [nv]
-  std::vector<float> norm;     // [dv] gated RMSNorm multiplier (plain w)
-  Matrix wout;                 // [D, nv*dv]
-};
-
-struct FfnWeights {  // SwiGLU: down(silu(gate x) * up x)
-  Matrix gate;  // [F, D]
-  Matrix up;    // [F, D]
-  Matrix down;  // [D, F]
-};
-
-struct MoeWeights {
-  Matrix router;                    // [E, D]
-  std::vector<FfnWeights> experts;  // [E]
-  FfnWeights shared;                // empty when n_ff_shexp == 0
-  std::vector<float> shared_gate;   // [D]: sigmoid(shared_gate . x) scales the shared expert
-};
-
-struct LayerWeights {
-  std::vector<float> attn_norm;  // [D] pre-mixer norm
-  std::vector<float> ffn_norm;   // [D] pre-FFN norm (post_attention_layernorm)
-  std::optional<AttnWeights> attn;
-  std::optional<GdnWeights> gdn;
-  std::optional<FfnWeights> ffn;
-  std::optional<MoeWeights> moe;
-};
+// The layer's parts as f32 host tensors: the schema (memra/layer_schema.h) with Matrix
+// matrices and conv taps, std::vector<float> vectors and one FFN per routed expert.
+using AttnWeights = AttnT<Matrix, std::vector<float>>;
+using GdnWeights = GdnT<Matrix, std::vector<float>, Matrix>;  // value heads grouped
+using FfnWeights = FfnT<Matrix>;
+using MoeWeights = MoeT<Matrix, std::vector<float>, std::vector<FfnWeights>>;  // experts [E]
+using LayerWeights = LayerT<Matrix, std::vector<float>, Matrix, std::vector<FfnWeights>>;
 
 struct MtpWeights {
   Matrix eh_proj;                // [D, 2D] input [embedding | hidden]

@@ -75,6 +75,7 @@ class CpuBackend final : public Backend {
 std::unique_ptr<Backend> open_cpu(const WeightSource& src, const BackendOptions& opt) {
   oracle::Options o;
   o.threads = opt.threads;
+  o.gdn_prefill = opt.arms.gdn_prefill;  // the one arm the oracle has
   return with_context("cpu backend", [&] { return std::make_unique<CpuBackend>(oracle::Model::load(src, o)); });
 }
 

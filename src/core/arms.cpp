@@ -1,3 +1,4 @@
+// Arms (memra/arms.h): everything here is generated from the MEMRA_ARMS table.
 #include "memra/arms.h"
 
 #include <cctype>
@@ -8,89 +9,125 @@
 namespace memra {
 namespace {
 
-// One table per enum: the spelling is the contract between env, reports and set().
+// One spelling table per enum: the spelling is the contract between env, reports and set().
 template <class E>
 struct Spelling {
   E value;
   std::string_view name;
 };
-constexpr Spelling<PrefillAct> kPrefillAct[] = {{PrefillAct::w4a8, "w4a8"}, {PrefillAct::w4a4, "w4a4"}};
-constexpr Spelling<DecodeMatvec> kDecodeMatvec[] = {{DecodeMatvec::mmvq, "mmvq"},
-                                                    {DecodeMatvec::dp4a, "dp4a"}};
-constexpr Spelling<GdnPrefill> kGdnPrefill[] = {{GdnPrefill::chunked, "chunked"},
-                                                {GdnPrefill::recurrent, "recurrent"}};
-constexpr Spelling<PrefillMatmul> kPrefillMatmul[] = {{PrefillMatmul::mmvq, "mmvq"}, {PrefillMatmul::mma, "mma"}};
+template <class E>
+struct Spellings;  // specialised per arm type: static constexpr table[]
+template <>
+struct Spellings<PrefillAct> {
+  static constexpr Spelling<PrefillAct> table[] = {{PrefillAct::w4a8, "w4a8"}, {PrefillAct::w4a4, "w4a4"}};
+};
+template <>
+struct Spellings<DecodeMatvec> {
+  static constexpr Spelling<DecodeMatvec> table[] = {{DecodeMatvec::mmvq, "mmvq"}, {DecodeMatvec::dp4a, "dp4a"}};
+};
+template <>
+struct Spellings<GdnPrefill> {
+  static constexpr Spelling<GdnPrefill> table[] = {{GdnPrefill::recurrent, "recurrent"},
+                                                   {GdnPrefill::chunked, "chunked"}};
+};
+template <>
+struct Spellings<PrefillMatmul> {
+  static constexpr Spelling<PrefillMatmul> table[] = {{PrefillMatmul::mmvq, "mmvq"}, {PrefillMatmul::mma, "mma"}};
+};
+template <>
+struct Spellings<bool> {
+  static constexpr Spelling<bool> table[] = {{true, "on"}, {false, "off"}};
+};
 
-template <class E, size_t N>
-std::string_view name_of(const Spelling<E> (&table)[N], E v) {
-  for (const auto& s : table)
+template <class T>
+std::string_view spell(T v) {
+  for (const auto& s : Spellings<T>::table)
     if (s.value == v) return s.name;
   return "?";
 }
 
-template <class E, size_t N>
-E parse_enum(const Spelling<E> (&table)[N], std::string_view field, std::string_view value) {
+template <class T>
+std::vector<std::string_view> spellings() {
+  std::vector<std::string_view> out;
+  for (const auto& s : Spellings<T>::table) out.push_back(s.name);
+  return out;
+}
+
+template <class T>
+T parse(std::string_view field, std::string_view value) {
+  if constexpr (std::is_same_v<T, bool>) {  // bools also take the usual aliases
+    if (value == "1" || value == "true") return true;
+    if (value == "0" || value == "false") return false;
+  }
   std::string accepted;
-  for (const auto& s : table) {
+  for (const auto& s : Spellings<T>::table) {
     if (s.name == value) return s.value;
     accepted += (accepted.empty() ? "" : ", ") + std::string(s.name);
   }
+  if constexpr (std::is_same_v<T, bool>) accepted += ", 1, 0, true, false";
   fail("arms: ", field, "='", value, "' is not one of: ", accepted);
 }
 
-bool parse_bool(std::string_view field, std::string_view value) {
-  if (value == "on" || value == "1" || value == "true") return true;
-  if (value == "off" || value == "0" || value == "false") return false;
-  fail("arms: ", field, "='", value, "' is not one of: on, off, 1, 0, true, false");
+std::vector<ArmSpec> make_specs() {
+  const Arms def, eq = Arms::equalised();
+  std::vector<ArmSpec> specs;
+#define MEMRA_ARM_SPEC(field, type, d, e, doc) \
+  specs.push_back({#field, Arms::env_name(#field), spellings<type>(), spell(def.field), spell(eq.field), doc});
+  MEMRA_ARMS(MEMRA_ARM_SPEC)
+#undef MEMRA_ARM_SPEC
+  return specs;
 }
-
-std::string_view on_off(bool b) { return b ? "on" : "off"; }
-
-constexpr std::string_view kFields[] = {"prefill_act",     "decode_matvec",  "fuse_norm_quant", "b1_fast",
-                                        "decode_graph",    "graph_recapture", "launch_overlap", "gdn_prefill",
-                                        "prefill_matmul"};
 
 }  // namespace
 
-std::string_view to_string(PrefillAct v) { return name_of(kPrefillAct, v); }
-std::string_view to_string(DecodeMatvec v) { return name_of(kDecodeMatvec, v); }
-std::string_view to_string(GdnPrefill v) { return name_of(kGdnPrefill, v); }
-std::string_view to_string(PrefillMatmul v) { return name_of(kPrefillMatmul, v); }
+std::string_view to_string(PrefillAct v) { return spell(v); }
+std::string_view to_string(DecodeMatvec v) { return spell(v); }
+std::string_view to_string(GdnPrefill v) { return spell(v); }
+std::string_view to_string(PrefillMatmul v) { return spell(v); }
 
 Arms Arms::equalised() {
   Arms a;
-  a.decode_matvec = DecodeMatvec::dp4a;
-  a.fuse_norm_quant = false;
+#define MEMRA_ARM_EQUALISED(field, type, d, e, doc) a.field = e;
+  MEMRA_ARMS(MEMRA_ARM_EQUALISED)
+#undef MEMRA_ARM_EQUALISED
   return a;
 }
 
 void Arms::set(std::string_view field, std::string_view value) {
-  if (field == "prefill_act") prefill_act = parse_enum(kPrefillAct, field, value);
-  else if (field == "decode_matvec") decode_matvec = parse_enum(kDecodeMatvec, field, value);
-  else if (field == "fuse_norm_quant") fuse_norm_quant = parse_bool(field, value);
-  else if (field == "b1_fast") b1_fast = parse_bool(field, value);
-  else if (field == "decode_graph") decode_graph = parse_bool(field, value);
-  else if (field == "graph_recapture") graph_recapture = parse_bool(field, value);
-  else if (field == "launch_overlap") launch_overlap = parse_bool(field, value);
-  else if (field == "gdn_prefill") gdn_prefill = parse_enum(kGdnPrefill, field, value);
-  else if (field == "prefill_matmul") prefill_matmul = parse_enum(kPrefillMatmul, field, value);
-  else {
-    std::string known;
-    for (auto f : kFields) known += (known.empty() ? "" : ", ") + std::string(f);
-    fail("arms: unknown field '", field, "' (fields: ", known, ")");
+#define MEMRA_ARM_SET(f, type, d, e, doc)   \
+  if (field == #f) {                        \
+    f = parse<type>(field, value);          \
+    return;                                 \
   }
+  MEMRA_ARMS(MEMRA_ARM_SET)
+#undef MEMRA_ARM_SET
+  std::string known;
+  for (const ArmSpec& s : arm_specs()) known += (known.empty() ? "" : ", ") + std::string(s.field);
+  fail("arms: unknown field '", field, "' (fields: ", known, ")");
 }
 
 std::vector<std::pair<std::string_view, std::string_view>> Arms::fields() const {
-  return {{"prefill_act", to_string(prefill_act)},
-          {"decode_matvec", to_string(decode_matvec)},
-          {"fuse_norm_quant", on_off(fuse_norm_quant)},
-          {"b1_fast", on_off(b1_fast)},
-          {"decode_graph", on_off(decode_graph)},
-          {"graph_recapture", on_off(graph_recapture)},
-          {"launch_overlap", on_off(launch_overlap)},
-          {"gdn_prefill", to_string(gdn_prefill)},
-          {"prefill_matmul", to_string(prefill_matmul)}};
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+#define MEMRA_ARM_PAIR(f, type, d, e, doc) out.emplace_back(#f, spell(f));
+  MEMRA_ARMS(MEMRA_ARM_PAIR)
+#undef MEMRA_ARM_PAIR
+  return out;
+}
+
+std::span<const ArmSpec> arm_specs() {
+  static const std::vector<ArmSpec> specs = make_specs();
+  return specs;
+}
+
+std::string arms_markdown_table() {
+  std::string t = "| arm | variable | values | default | equalised | what |\n|---|---|---|---|---|---|\n";
+  for (const ArmSpec& s : arm_specs()) {
+    std::string values;
+    for (std::string_view v : s.values) values += (values.empty() ? "" : ", ") + std::string(v);
+    t += "| " + std::string(s.field) + " | `" + s.env + "` | " + values + " | " + std::string(s.default_value) +
+         " | " + std::string(s.equalised_value) + " | " + std::string(s.doc) + " |\n";
+  }
+  return t;
 }
 
 std::string Arms::env_name(std::string_view field) {
@@ -101,11 +138,10 @@ std::string Arms::env_name(std::string_view field) {
 
 Arms Arms::from_env(const std::function<const char*(const char*)>& getenv) {
   Arms a;
-  for (auto field : kFields) {
-    const std::string var = env_name(field);
-    const char* v = getenv(var.c_str());
+  for (const ArmSpec& s : arm_specs()) {
+    const char* v = getenv(s.env.c_str());
     if (v == nullptr || *v == '\0') continue;
-    with_context("environment " + var, [&] { a.set(field, v); });
+    with_context("environment " + s.env, [&] { a.set(s.field, v); });
   }
   return a;
 }

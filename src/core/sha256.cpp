@@ -58,6 +58,7 @@ void Sha256::block(const uint8_t* p) {
 }
 
 void Sha256::update(const void* data, size_t n) {
+  if (n == 0) return;  // an empty span may carry a null pointer, which memcpy must not see
   const auto* p = static_cast<const uint8_t*>(data);
   total_bytes_ += n;
   if (buf_len_ > 0) {

@@ -1,40 +1,29 @@
 // src/cuda/attention.cu — split-KV attention + combine (see attention.cuh).
-// v1: attn_split_kernel grid (splits, H, T), 128 threads: a warp per key for the scores (lanes
-//     over head dims, butterfly), block max / fixed-order sum, then a thread per output dim
-//     accumulating keys in index order. attn_combine_kernel grid (H, T).
-// v3 (same bits): K and V of the split prefetched into L2 before the dependency wait; the value
-//     pass's first batch loaded before the score pass.
-// v2 (same bits): the combine quantises its output for the next mat-vec (out_q); the loads of several keys in flight before their arithmetic, in both passes.
-//     v1 waited a memory latency per key: an in-graph timeline (cuda/timeline.h) of a 9B decode
-//     step put the split kernel at 13.9 us for ~30 keys, the slowest launch of the step.
-// v4 (same bits): a decode token in ONE launch (attn_split_kernel's kFused; AttnParams::prep):
-//     the split blocks prepare the token's q (every block of the head) and k / v (the block of
-//     the split holding the token's key, which uses them from shared memory, last in key order,
-//     and stores them into the cache when it is its KV group's first query head) with the shared
-//     norm_rope_head, its f64 angles computed before the dependency wait; a context of one split
-//     finishes in the split block (the combine's operations on its own partial, M = m), a longer
-//     one in the head's last split block to arrive (AttnParams::arrivals). Replaces qk_prep +
-//     split + combine, three launches of 3.3 + 5.9 + 4.4 us on the 9B's in-graph timeline.
-// v5 (same bits): a decode block's keys before the token's copied into shared memory before the
-//     wait (cp.async; 200 KB of shared memory per SM, shared by the blocks a wave puts on it),
-//     the score pass over them in v2's batches. H200, same-process A/B of graph decode, us per
-//     token (two runs): 0.6B 764 / 763 (v4 + v5), 782 / 783 (v4 alone), 793 / 794 (three
-//     launches with v5), 795 / 796 (three launches, v3); 9B NVFP4 1781 / 1778, 1779 / 1777,
-//     1787 / 1787, 1777 / 1778: within noise. The in-graph timeline says why the 9B does not
-//     move: the one launch takes 9.4 us of the step instead of 13.5, but its blocks need the
-//     registers of the q/k/v mat-vec's blocks and become resident only as those exit (lead
-//     0.7 us, was 2.5 before the split launch), and that mat-vec's share grew 7.6 -> 12.2 us.
-// v6 (same bits): a decode grid is at most one wave of blocks, a block taking every
-//     gridDim.x-th split (a graph's grid is sized for max_ctx: at 32768 positions 128 blocks per
-//     head, nearly all idle, in several waves). H200, graph decode in a 32768-position cache:
-//     0.6B 814 vs 876 us per token, 9B NVFP4 1813 vs 1800 (noise).
-// Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode
-//     token's combine done by each head's last split block (an arrival counter per head) instead
-//     of the combine launch: 9B NVFP4 graph decode 1884 vs 1879 us, 0.6B 831 vs 817 (docs/PERF.md,
-//     session 7). The decode token's q / k norm + RoPE and K / V store done by the split blocks
-//     instead of the qk_prep launch (branch attn-prep): 9B NVFP4 1866 vs 1854 us, 0.6B 854 vs 808
-//     (session 8: every block redoes the f64 rotation on the critical path). v4 is both, with
-//     the rotation's angles before the wait and no arrival counter for a one-split context.
+//
+// attn_split_kernel, grid (blocks per head, H, T), 128 threads: each block computes the partial
+// (max, sum, weighted values) of fixed kAttnSplit-key splits of one query's context — scores a
+// warp per key (lanes over head dims in order, then the butterfly), block max and fixed-order
+// sum, values a thread per output dim accumulating keys in index order. attn_combine_kernel
+// merges a head's partials in split order. Every key's and every dim's chain is the same wherever
+// its split runs and however many keys are in flight, so the result does not depend on the
+// grid, the staging or the launch form (op tests compare the forms bitwise).
+//
+// Decode (one query) takes one launch (kFused; AttnParams::prep): the split blocks prepare the
+// token's q (every block of the head) and k / v (the block of the split holding the token's key,
+// which uses them from shared memory, last in key order, and stores them into the cache when it
+// is its KV group's first query head) with rope.cuh's norm_rope_head, its f64 angles taken before
+// the dependency wait; a context of one split finishes in the split block (the combine's
+// operations on its own partial), a longer one in the head's last split block to arrive
+// (AttnParams::arrivals). Before the wait a decode block also copies its first split's keys that
+// precede the token into shared memory (cp.async) and asks L2 for the rest. A decode grid is at
+// most one wave of blocks, a block taking every gridDim.x-th split, because a graph's grid is
+// sized for the cache's max_ctx. Prefill keeps qk_prep + split + combine.
+//
+// Why: a decode token's attention is a chain of dependent round trips (prep, keys, values,
+// combine); every one moved before the wait or into the same launch shortens the step. Doing the
+// prep or the combine in the split blocks alone measured slower; both together, with the angles
+// before the wait and no arrival counter for a one-split context, pay where attention layers are
+// many (docs/PERF.md).
 #include <algorithm>
 
 #include "cuda/attention.cuh"
@@ -46,11 +35,11 @@ namespace memra::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kMaxHd = 256;        // head_dim bound (checked by attention_run)
+constexpr int kMaxHd = kAttnMaxHeadDim;  // head_dim bound (checked at load and by attention_run)
 // Keys in flight: kKeysPerWarp per warp in the score pass, kVBatch per thread in the value pass.
 // Decode (one query) takes wide batches, and the value pass's first batch before the score pass;
-// prefill (a block per query, many resident per SM) narrow ones: at decode's 127 registers a
-// 512-token 0.6B prefill ran 16.5k instead of 20.2k tokens/s. Same operations either way.
+// prefill (a block per query, many resident per SM) narrow ones, at 40 registers instead of
+// decode's 127 (the 0.6B prefill measured 12 % faster so). Same operations either way.
 
 int64_t n_splits(int64_t n_ctx) { return ceil_div(n_ctx, kAttnSplit); }
 __device__ __forceinline__ int64_t n_splits_dev(int64_t n_ctx) { return (n_ctx + kAttnSplit - 1) / kAttnSplit; }
@@ -67,7 +56,7 @@ __device__ __forceinline__ void finish_dim(const AttnParams& p, int64_t t, int h
   if (p.gate) o = __fmul_rn(o, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-g))));
   const int64_t i = t * p.H * hd + h * hd + d;
   p.out[i] = o;
-  // v2: lanes of a warp hold 32 consecutive dims of the head, one q8_1 block
+  // lanes of a warp hold 32 consecutive dims of the head, one q8_1 block
   if (p.out_q) quantize_block_q8_1(o, p.out_q + i / 32, static_cast<int>(threadIdx.x & 31));
 }
 
@@ -92,10 +81,10 @@ __device__ __forceinline__ void combine_head(const AttnParams& p, int64_t t, int
   }
 }
 
-// Block (s, h, t) takes splits s, s + gridDim.x, ... of query t's context (v6: a decode grid
-// has at most one wave of blocks, so a long context gives a block several splits; a prefill grid
-// has a block per split). Each split's partial is computed the same way wherever it runs.
-// v5: a decode block's keys of its first split before the token's (written by earlier forward
+// Block (s, h, t) takes splits s, s + gridDim.x, ... of query t's context (a decode grid has at
+// most one wave of blocks, so a long context gives a block several splits; a prefill grid has a
+// block per split). Each split's partial is computed the same way wherever it runs.
+// A decode block's keys of its first split before the token's (written by earlier forward
 // passes) are copied into shared memory before the dependency wait, up to stage_keys of them
 // (the launcher sizes it): K rows [stage_keys][hd], then V rows, after the static arrays.
 template <int kKeysPerWarp, int kVBatch, bool kDecode, bool kFused = false>
@@ -128,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   float* kst = kv_stage;
   float* vst = kv_stage + static_cast<int64_t>(stage_keys) * hd;
   if constexpr (kDecode) {
-    // v5: the staged keys' K and V rows, 16 bytes per copy (hd % 4 == 0: the launcher stages
+    // The staged keys' K and V rows, 16 bytes per copy (hd % 4 == 0: the launcher stages
     // nothing otherwise)
     const int chunks = hd / 4;
     for (int idx = tid; idx < 2 * n_st0 * chunks; idx += kThreads) {
@@ -136,10 +125,9 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
       cp_async16((kv ? vst : kst) + j * hd + 4 * c, (kv ? vcol : kcol) + (k00 + j) * kvd + 4 * c);
     }
     cp_async_commit();
-    // v3: the first split's other keys asked into L2 while the previous kernel drains (the cache
-    // is evicted by every step's weight stream). Decode only: in a 512-token prefill every
-    // (query, head) block prefetching its split measured the 0.6B prefill at 16.1k instead of
-    // 20.2k tokens/s.
+    // The first split's other keys asked into L2 while the previous kernel drains (the cache is
+    // evicted by every step's weight stream). Decode only: in a prefill every (query, head) block
+    // prefetching its split measured the 0.6B prefill 20 % slower.
     const int nk_hint = static_cast<int>(pos_pre + 1 - k00 < kAttnSplit ? pos_pre + 1 - k00 : kAttnSplit);
     const int lines = (hd * 4 + 127) / 128;  // 128-byte lines per key row of one kv head
     for (int idx = n_st0 * lines + tid; idx < nk_hint * lines; idx += kThreads) {
@@ -148,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
       asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(vcol + (k00 + j) * kvd) + 128 * c));
     }
   }
-  // v4: the one-launch form's angles and norm multipliers (weights) before the wait
+  // The one-launch form's angles and norm multipliers (weights) before the wait
   RopeAngles<kThreads> ang{};
   HeadValues<kThreads> wq{}, wk{};
   if constexpr (kFused) {
@@ -163,10 +151,10 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   const int64_t n = (kDecode ? pos_pre : *p.pos0 + t) + 1;
   const int64_t ns = n_splits_dev(n);
   if (s0 >= ns) return;
-  // v4: the block of the split holding the token's key (the context's last) takes it from kn /
+  // The block of the split holding the token's key (the context's last) takes it from kn /
   // vn, prepared here, not from the cache: that split's cache loops run over the keys before it
   const bool own_block = kFused && (ns - 1) % sg == s0;
-  float gv[kDims] = {};  // v4: the gate's values at this thread's dims, loaded with the head's
+  float gv[kDims] = {};  // the gate's values at this thread's dims, loaded with the head's
   if constexpr (kFused) {
     // every load that depends on the previous kernel at once: q, k, v of the token and the gate
     const QkPrepParams& q = p.prep;
@@ -211,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
     const int n_st = s == s0 ? n_st0 : 0;  // staged keys of this split (its first)
     const float* kbase = kcol + k0 * kvd;
     const float* vbase = vcol + k0 * kvd;
-    // v3: the value pass's first streamed batch loaded now, its round trip under the score pass's
+    // The value pass's first streamed batch loaded now, its round trip under the score pass's
     float vv0[kVBatch][kDims];
 #pragma unroll
     for (int u = 0; u < kVBatch; ++u)
@@ -220,8 +208,8 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
         const int d = tid + c * kThreads;
         vv0[u][c] = kDecode && n_st + u < nk_c && d < hd ? vbase[static_cast<int64_t>(n_st + u) * kvd + d] : 0.0f;
       }
-    // Scores: each key's chain is v1's (lanes over dims in order, then the butterfly), whether its
-    // row comes from the stage, the cache, or kn. v2: a warp takes kKeysPerWarp keys at a time and
+    // Scores: each key's chain is fixed (lanes over dims in order, then the butterfly), whether its
+    // row comes from the stage, the cache, or kn. A warp takes kKeysPerWarp keys at a time and
     // issues all their loads (up to 8 x 8 per lane) before the first fma, so that their
     // butterflies interleave; keys [j0, j1) of rows at base + j * stride.
     auto score_keys = [&](const float* base, int64_t stride, int j0, int j1) {
@@ -245,9 +233,9 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
         }
       }
     };
-    if constexpr (kDecode) score_keys(kst, hd, 0, n_st);  // v5: the staged keys
+    if constexpr (kDecode) score_keys(kst, hd, 0, n_st);  // the staged keys
     score_keys(kbase, kvd, n_st, nk_c);
-    if (own_key && warp == 0) {  // v4: the token's own key
+    if (own_key && warp == 0) {  // the token's own key
       float acc = 0.0f;
 #pragma unroll
       for (int i = 0; i < kMaxHd / 32; ++i)
@@ -275,8 +263,8 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
     __syncthreads();
     float tot = 0.0f;
     for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, red[w]);
-    // Values: each dim's chain over the keys in index order is v1's — the staged keys (the
-    // split's first n_st), then the streamed ones (v2: kVBatch at a time, every load issued
+    // Values: each dim's chain runs over the keys in index order — the staged keys (the split's
+    // first n_st), then the streamed ones (kVBatch at a time, every load issued
     // before the batch's fmas; the first batch is vv0), then the token's own.
     float acc[kDims];
 #pragma unroll
@@ -316,7 +304,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
         const int d = tid + c * kThreads;
         acc[c] = fmaf(sc[j], d < hd ? vbase[static_cast<int64_t>(j) * kvd + d] : 0.0f, acc[c]);
       }
-    if (own_key) {  // v4: the token's own value, last in key order
+    if (own_key) {  // the token's own value, last in key order
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
@@ -324,7 +312,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
       }
     }
     if constexpr (kFused) {
-      if (ns == 1) {  // v4: one split: the combine's operations on this block's own partial
+      if (ns == 1) {  // one split: the combine's operations on this block's own partial
         const float M = fmaxf(-INFINITY, m);
 #pragma unroll
         for (int c = 0; c < kDims; ++c) {
@@ -348,7 +336,7 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
     }
   }
   if constexpr (kFused) {
-    // v4: several splits: the head's last block to arrive combines (every block's partials are
+    // Several splits: the head's last block to arrive combines (every block's partials are
     // visible device-wide before its arrival: a fence per thread, the barrier, then the counter);
     // min(gridDim.x, ns) blocks arrive
     __threadfence();
@@ -392,10 +380,10 @@ int sm_count() {
   return sms;
 }
 
-// v6: a decode grid's splits per head: all of them when that is one wave of blocks (per_sm of
-// the kernel resident per SM by its registers), else as many as make one wave, each block then
-// taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (model.cu),
-// and at 32k keys a block per split was 2048 blocks, most of them exiting after their wait, in
+// A decode grid's splits per head: all of them when that is one wave of blocks (per_sm of the
+// kernel resident per SM by its registers), else as many as make one wave, each block then
+// taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (model.cu):
+// at 32k keys a block per split would be 2048 blocks, most of them exiting after their wait, in
 // several waves.
 template <class Kernel>
 int64_t decode_split_blocks(Kernel kernel, int64_t ms, int H) {
@@ -404,7 +392,7 @@ int64_t decode_split_blocks(Kernel kernel, int64_t ms, int H) {
   return std::max<int64_t>(1, std::min<int64_t>(ms, static_cast<int64_t>(std::max(per_sm, 1)) * sm_count() / H));
 }
 
-// v5: how many of a decode block's first-split keys to stage: up to a split's (and the
+// How many of a decode block's first-split keys to stage: up to a split's (and the
 // context's), in 200 KB of shared memory per SM shared by the blocks a wave puts on one (the
 // static arrays, ~5 KB per block, fit beside it); none when rows are not whole 16-byte copies.
 int stage_keys_for(const AttnParams& p, int64_t blocks) {

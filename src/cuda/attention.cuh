@@ -30,6 +30,9 @@
 namespace memra::cuda {
 
 inline constexpr int kAttnSplit = 256;
+// head_dim bound of every attention kernel (register and shared-memory tiles are sized for it);
+// Model::load checks it (check_kernel_limits).
+inline constexpr int kAttnMaxHeadDim = 256;
 
 struct AttnParams {
   const float* q = nullptr;        // [T, H*hd] normed, rotated

@@ -87,7 +87,7 @@ __device__ __forceinline__ int e2m1x2_seq4(uint32_t w) {
 // placed as the top of an f32's exponent and mantissa fields read 2^(e-127) (1 + m/8) (normal) or
 // m 2^-129 (e = 0: an f32 subnormal), both 2^-112 times the wanted value, so one multiply by
 // 2^112 finishes (exact: a power of two, normal result; this code is never built with
-// flush-to-zero). Two full-rate instructions; the fp16 route (v8) took a quarter-rate conversion.
+// flush-to-zero). Two full-rate instructions, where an fp16 route takes a quarter-rate conversion.
 __device__ __forceinline__ float ue4m3_x2p8(uint32_t c) { return __fmul_rn(__uint_as_float(c << 20), 0x1p112f); }
 
 

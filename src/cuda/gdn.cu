@@ -1,26 +1,27 @@
-// src/cuda/gdn.cu — GDN conv and recurrence (see gdn.cuh).
-// v1: gdn_conv_kernel a thread per channel walking the tokens; gdn_recurrent_kernel a block per
-//     value head holding S in shared memory, a thread per state column j (of d_v), tokens in
-//     order, state loaded once and stored once per call; gdn_chunked_kernel the WY form per
-//     64-token chunk (block per value head, everything in shared memory: 213 KB at d_k = d_v =
-//     128).
-// v2: gdn_conv_kernel loads its taps and window before the dependency wait.
-// v2: gdn_step_kernel for T == 1 (decode), a block per 32 state columns (same bits as v1).
-// v3 (chunked): gdn_chunk_prep_kernel + gdn_chunk_state_kernel replace gdn_chunked_kernel (see
-//     the chunked form below); v6 (conv): a thread per (channel, 16 tokens).
-// v5: the conv window a ring indexed by position (gdn.cuh), so the decode token's conv runs in
-//     gdn_step_norm_kernel's blocks (one launch fewer per GDN layer; same bits). H200, same-machine
-//     A/B of graph decode, us per token: 9B NVFP4 1847 / 1841 vs 1878 / 1875, 9B Q8_0 2628 vs
-//     2657, 35B-A3B 2106 vs 2161. Tried after it and dropped: the conv's taps and windows copied
-//     into shared memory before the wait instead of held in registers across it (255 -> 164
-//     registers, 0 spills either way): 9B NVFP4 1847 vs 1848, Q8_0 2662 vs 2635 (slower).
-// Tried and dropped (bit-identical, op- and gate-tested on the H200, slower): the decode token in
-// fewer launches. (a) conv + recurrence + gated output norm + q8_1 in one kernel, a cluster per
-// key head (the q/k conv window shared by its value heads, the norm's warp partials through
-// distributed shared memory): 9B NVFP4 graph step 2.63 vs 2.30 ms. (b) a block per value head
-// walking all its columns, the gated norm and q8_1 in the same launch (no cluster): 2.34 vs 2.30
-// ms; the same block without the norm 2.31. Removing the norm launch did not pay for the
-// 4x-larger per-block state traffic of a block per head (docs/PERF.md, session 4).
+// src/cuda/gdn.cu — Gated DeltaNet conv and recurrence on the GPU (see gdn.cuh).
+//
+// Kernels:
+//   gdn_conv_kernel       the causal conv + SiLU of a call's tokens, a thread per (channel,
+//                         kConvTokens tokens); the conv state is a ring of K inputs per channel
+//                         indexed by position (gdn.cuh).
+//   gdn_recurrent_kernel  the recurrence over a call's tokens in order, a block per value head,
+//                         a thread per state column (the default prefill: decode's own order).
+//   gdn_step_kernel       one token (decode), a block per (value head, 32 state columns).
+//   gdn_step_norm_kernel  one token with the gated output norm and its q8_1 blocks (kConv: and
+//                         the token's conv), a block per value head, state columns in registers.
+//   gdn_chunk_prep_kernel + gdn_chunk_state_kernel: the chunked (WY) prefill arm.
+//
+// Contract: the recurrent, step and fused decode kernels compute every state element and output
+// by the same operations in the same order (the per-token pieces below are one definition), so
+// one-token calls, multi-token calls and the fused kernel give the same bits (op tests; the
+// gates' prime + decode == forward_last). The chunked form is the WY algebra, its own order,
+// held to the recurrent form by the chunked-vs-recurrent gate.
+//
+// Why this shape: a decode token's GDN is bound by dependent round trips, not arithmetic, so the
+// decode kernels load every operand no recent kernel writes before pdl_wait() (state, taps, ring:
+// launch.cuh's rule) and do the token's conv, recurrence and norm in one launch. A block per
+// head holding its whole state in shared memory, and a cluster per key head sharing the conv
+// window, measured slower (docs/PERF.md).
 #include <algorithm>
 
 #include "cuda/common.cuh"
@@ -31,8 +32,8 @@ namespace memra::cuda {
 
 namespace {
 
-constexpr int kMaxK = 8;
-constexpr int kThreads = 128;  // >= d_v and >= d_k (checked)
+constexpr int kMaxK = kGdnMaxConvKernel;
+constexpr int kThreads = kGdnMaxHeadDim;  // >= d_v and >= d_k (checked)
 
 // --- kernels
 
@@ -58,11 +59,11 @@ __device__ __forceinline__ float conv_out(const float (&tap)[kCap], const float 
 // KT > 0: the kernel size as a compile-time constant (window and taps in registers; with a
 // runtime K they lived in local memory); KT == 0: any K up to kMaxK. The same operations in the
 // same order either way.
-// v6: a thread per (channel, kConvTokens tokens) instead of per channel walking all T: a range
-// after the first starts its window from the projections (x) of the K-1 tokens before it. The
-// first range's threads alone read the ring and write it back, so no other block races them.
-// Same values (each output's window holds the same inputs). ncu, 9B prefill of 512 tokens: v5
-// took 5.2 ms in 24 launches, 6 % of the forward pass.
+// A thread per (channel, kConvTokens tokens), not per channel walking all T (a serial walk over a
+// 512-token prefill made the conv 6 % of the forward pass): a range after the first starts its
+// window from the projections (x) of the K-1 tokens before it. The first range's threads alone
+// read the ring and write it back, so no other block races them. Same values (each output's
+// window holds the same inputs).
 constexpr int kConvTokens = 16;  // >= kMaxK - 1: only the first range reaches back into the ring
 static_assert(kConvTokens >= kMaxK - 1, "a later range's window lies inside the call's tokens");
 
@@ -78,7 +79,7 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
   float win[kCap];   // win[0..K-2]: previous inputs, oldest first
   float ring[kCap];  // the first range's: the ring's K-1 inputs before the call, oldest first
   float tap[kCap];
-  // v2: taps (weights), the position and the ring are loaded before the wait. The ring is
+  // Taps (weights), the position and the ring are loaded before the wait. The ring is
   // written only by this layer's conv one token earlier (or its prefill), the position by the
   // previous call's last kernel, never by the kernel just before this one (the projections'
   // mat-vec), so both are complete once this grid is scheduled (launch.cuh).
@@ -138,9 +139,9 @@ __device__ float block_sum(float v, float* red) {  // fixed order: warps in inde
 // ks; thread t < dk holds element t (qv, kv). The whole block calls it (block_sum).
 __device__ __forceinline__ void qk_unit(float qv, float kv, int dk, float* qs, float* ks, float* red) {
   const int tid = threadIdx.x;
-  // From the runtime dk as in v1: rsqrtf of a compile-time constant would be folded to the
-  // correctly rounded value, while v1 runs the hardware approximation (1 ulp apart: caught by
-  // the op test on the H200).
+  // From the runtime dk in every kernel: rsqrtf of a compile-time constant would be folded to
+  // the correctly rounded value, 1 ulp from the hardware approximation (the op tests compare the
+  // kernels bitwise).
   const float qscale = rsqrtf(static_cast<float>(dk));
   const float qn = block_sum(__fmul_rn(qv, qv), red);
   const float kn = block_sum(__fmul_rn(kv, kv), red);
@@ -221,12 +222,12 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
 }
 
 
-// Decode (T == 1), v2: a block per (value head, 32 state columns): the block's 32 columns of S
-// go through shared memory with every thread's loads in flight (v1 staged the whole 64 KB state
-// of a head through one block with a serial load loop: 17.8 us per 9B layer), then lane j of
-// warp 0 walks column j. Per column the operations and their order are v1's, and the q/k norms
-// are v1's block_sum over kThreads threads, so the bits are v1's (op test: one-token calls ==
-// one multi-token call; gate: prime + decode == forward_last).
+// Decode (T == 1): a block per (value head, 32 state columns): the block's 32 columns of S go
+// through shared memory with every thread's loads in flight (a head's whole 64 KB state through
+// one block with a serial load loop took twice as long), then lane j of warp 0 walks column j.
+// Per column the operations and their order are gdn_recurrent_kernel's, and the q/k norms are
+// its block_sum over kThreads threads, so the bits are its (op test: one-token calls == one
+// multi-token call; gate: prime + decode == forward_last).
 //
 // PDL (launch.cuh): the state is read before pdl_wait(). It is written only by this layer's GDN
 // kernel one token earlier, and this layer's conv kernel always runs in between, so the writer
@@ -250,8 +251,8 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   const float ssm_a = p.ssm_a[h], dt_bias = p.dt_bias[h];  // weights
   pdl_wait();
   pdl_release();
-  // v3: every operand the previous kernels wrote is loaded here, together (v2 loaded b / a
-  // after the q/k norms' barriers and v after the gates: three dependent L2 round trips).
+  // Every operand the previous kernels wrote is loaded here, together: b / a after the q/k
+  // norms' barriers and v after the gates would be three dependent L2 round trips.
   const float* row = p.qkv;  // the one token
   const int j = j0 + tid;
   const float qv = tid < DK ? row[key * DK + tid] : 0.0f, kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
@@ -282,18 +283,17 @@ bool try_step(const GdnParams& p, cudaStream_t s) {
   return true;
 }
 
-// Decode (T == 1) with the gated output norm, v4: a block per value head, thread j < d_v holding
-// state column j in registers (loaded before pdl_wait, as v2), the recurrence, then the head's
+// Decode (T == 1) with the gated output norm: a block per value head, thread j < d_v holding
+// state column j in registers (loaded before pdl_wait), the recurrence, then the head's
 // RMSNorm gated by SiLU(z) and its q8_1 blocks — the work of gdn_step_kernel plus the
 // RmsNormGated row op (norm.cu) in one launch, each value by the same operations in the same
-// order: the q/k norms are v2's block_sum over kThreads threads, the column chains are
+// order: the q/k norms are block_sum over kThreads threads, the column chains are
 // column_step's, and the norm's sum of squares is the row op's (x² as fmaf(x, x, 0), warp
 // butterflies, warps in index order; the row op's warps past d_v add +0). Same bits (op test:
-// against gdn_step_kernel + rowop_run). An in-graph timeline (cuda/timeline.h) of a 9B decode
-// step had the two launches at 5.7 + 2.6 us per layer. (Session 4's block per head kept S in
-// shared memory and loaded it after the wait: slower than v2.)
+// against gdn_step_kernel + rowop_run). One launch instead of two saves a launch boundary and
+// the norm's round trips per GDN layer (docs/PERF.md).
 //
-// v5, kConv: the token's conv as well (gdn_conv_kernel's operations, conv_out, for the three
+// kConv: the token's conv as well (gdn_conv_kernel's operations, conv_out, for the three
 // channels thread j reads: q and k of the block's key head, v of its value head), so the conv's
 // own launch goes: the taps, the position and the ring's K-1 previous inputs are loaded before
 // the wait with the state; after it, thread j stores its v channel's input into the ring slot
@@ -391,15 +391,14 @@ bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, const GdnConvParams*
 //   (I+L) W = beta e^gamma K;  V' = U - W S;
 //   O_i = e^gamma_i q_i S + Σ_{j<=i} A_ij V'_j,  A_ij = (q_i.k_j) e^(gamma_i - gamma_j);
 //   S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ.
-// v3: two launches per segment of up to kSegChunks chunks. Everything up to U and W depends on
-// its chunk alone, not on S, so gdn_chunk_prep_kernel computes it for every (chunk, value head)
-// at once into a workspace slot (ChunkSlot); gdn_chunk_state_kernel then walks the segment's
-// chunks in order, a block per (kSlice state columns, value head): the columns of S and V' never
-// mix. v2 did both in one block per value head walking the chunks (32 blocks of a 132-SM H200
-// on the 9B's heads; ~1.8 ms per layer of a 512-token prefill). Each element's chain of
-// operations is v2's: the split moves no operation, the register tiles (any shape) keep every
-// element's order, and the substitution's chains run in a thread per column instead of a row
-// loop with a barrier per row.
+// Two launches per segment of up to kSegChunks chunks. Everything up to U and W depends on its
+// chunk alone, not on S, so gdn_chunk_prep_kernel computes it for every (chunk, value head) at
+// once into a workspace slot (ChunkSlot); gdn_chunk_state_kernel then walks the segment's chunks
+// in order, a block per (kSlice state columns, value head): the columns of S and V' never mix.
+// (One block per value head walking the chunks would run 32 blocks on the 9B's heads, most SMs
+// idle.) Each element's chain of operations is fixed by the algebra above: the register tiles
+// (any shape) keep every element's order, and the substitution's chains run in a thread per
+// column, with no barrier per row.
 constexpr int kChunk = 64;
 constexpr int kLdT = kChunk + 4;   // row stride of transposed [d, C] and of A in shared memory (bank spread, 16-byte rows)
 constexpr int kSlice = 32;         // state columns per gdn_chunk_state_kernel block

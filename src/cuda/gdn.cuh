@@ -25,6 +25,12 @@
 
 namespace memra::cuda {
 
+// Shape bounds of the GDN kernels, checked by Model::load (check_kernel_limits): the conv kernel
+// size (its taps live in registers) and d_k, d_v (a block of kGdnMaxHeadDim threads walks a
+// head; the chunked form also needs multiples of 4, checked when that arm runs).
+inline constexpr int kGdnMaxConvKernel = 8;
+inline constexpr int kGdnMaxHeadDim = 128;
+
 struct GdnConvParams {
   const float* x = nullptr;       // [T, cd] projections (wqkv x)
   const float* taps = nullptr;    // [cd, K]

@@ -1,24 +1,22 @@
-// src/cuda/gemm.cu — int8 and bf16 mma.sync prefill GEMM (see gemm.cuh).
-// v2 (int8): shared-memory tiles (128 rows x 128 tokens, 256-value chunks, cp.async double
-//     buffering), f32(isum) from an mma accumulating onto 1.5 * 2^23 (no integer conversion), all
-//     16 n-tiles computed without a branch. Same bits as v1 (op test). H200, 9B Q8_0 prefill of
-//     512 tokens with the chunked GDN: 1220 -> 4191 tok/s (docs/PERF.md, session 4).
-// v1.3: BF16 weights (gemm_bf16_kernel): m16n8k16 bf16 mma, activations split into three bf16
-//     terms. (Two terms, 16 bits per activation, measured up to 4.4e-5 relative logit noise
-//     against the oracle on the tiny bf16 fixtures, over the float-weight ceiling of 1e-5; three
-//     carry all 24 bits, and the noise is the f32 path's.)
-// v1.2: planar weight rows (planar.cuh): aligned 32-bit A fragments for Q8_0, NVFP4 nibbles in
-//     value order (e2m1x2_seq4). Same integers, same bits.
-// v1.1: fp16 scales through the hardware conversion (dev_fp16_fast: exact, the same bits for
-//     every non-NaN scale; the configuration of the H200 run at 3e092e8, 1.3x faster than the
-//     field-by-field decode on the 9B Q8_0 prefill).
-// v1: no shared memory; A/B fragments loaded per thread from global (L1/L2-resident; the BF16
-//     kernel still does), the fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col):
-//       A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
-//                   (+16 for regs 2, 3 of k32);
-//       B (K x 8):  reg j holds 4 consecutive k of column g, k0 = 4*(lane%4) (+16 for reg 1);
-//       C (16 x 8): c0, c1 = row g, cols 2*(lane%4) + {0, 1}; c2, c3 = row g + 8, same cols;
-//     with g = lane / 4.
+// src/cuda/gemm.cu — int8 and bf16 mma.sync prefill GEMM (see gemm.cuh for the contract).
+//
+// int8 (gemm_kernel): shared-memory tiles (128 rows x 128 tokens, 256-value chunks, cp.async
+// double buffering) over planar weight rows (aligned 32-bit A fragments for Q8_0, NVFP4 nibbles
+// in value order: e2m1x2_seq4); f32(isum) from an mma accumulating onto 1.5 * 2^23 (no integer
+// conversion); all 16 n-tiles computed without a branch; fp16 scales through the hardware
+// conversion (dev_fp16_fast: exact, the same value for every non-NaN scale). Staging is what
+// makes the GEMM pay: read straight from global memory per mma it is L1/L2 latency-bound and
+// slower than the token-tiled mat-vec on NVFP4 and MoE shapes.
+// bf16 (gemm_bf16_kernel): m16n8k16 bf16 mma, fragments straight from global memory, each
+// activation split into three bf16 terms. Two terms (16 bits per activation) put the relative
+// logit noise against the oracle on the tiny bf16 fixtures over the float-weight ceiling of 1e-5
+// (up to 4.4e-5); three carry all 24 bits, and the noise is the f32 path's.
+//
+// Fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col), g = lane / 4:
+//   A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
+//               (+16 for regs 2, 3 of k32);
+//   B (K x 8):  reg j holds 4 consecutive k of column g, k0 = 4*(lane%4) (+16 for reg 1);
+//   C (16 x 8): c0, c1 = row g, cols 2*(lane%4) + {0, 1}; c2, c3 = row g + 8, same cols.
 #include <cuda_bf16.h>
 
 #include "cuda/common.cuh"
@@ -62,28 +60,26 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 
 // --- kernels
 
-// --- int8 GEMM v2: shared-memory tiles, cp.async double buffering
+// --- int8 GEMM: shared-memory tiles, cp.async double buffering
 //
-// A block of 8 warps covers 128 weight rows x 128 tokens (warp w: rows 16w.., 16 n-tiles of 8
-// tokens, 64 f32 accumulators per thread). K goes in chunks of 256 values (Q8_0: 8 units, NVFP4:
-// 16), each chunk's weight rows and q8_1 activation blocks copied into shared memory by cp.async
-// while the previous chunk is computed; the weight half of the first chunk is issued before
-// pdl_wait (weights are immutable). v1 read every fragment from global memory per mma: 1.2k
-// tokens/s on the 9B Q8_0 prefill, L1/L2 latency-bound.
+// A block covers 128 weight rows x 128 tokens. K goes in chunks of 256 values (Q8_0: 8 units,
+// NVFP4: 16), each chunk's weight rows, their scales and the q8_1 activation blocks copied into
+// shared memory by cp.async while the previous chunk is computed; the weight half of the first
+// chunk is issued before pdl_wait (weights are immutable).
 //
-// The arithmetic is v1's, in v1's order: per unit an exact isum from a zero accumulator, then
+// The arithmetic is quant.h's sequential dot: per unit an exact isum from a zero accumulator, then
 // f32(f32(dw * dx) * f32(isum)) added to the running f32 sum, units in order. One change of form,
 // not of value: the mma accumulates from C = 0x4B400000 (the bits of 1.5 * 2^23) instead of 0, so
 // the int32 result read as a float is 1.5 * 2^23 + isum exactly (|isum| < 2^22: Q8_0 at most
 // 32 * 127 * 127, NVFP4 16 * 12 * 127), and one f32 subtraction of 1.5 * 2^23 gives f32(isum) —
 // the value the integer-to-float conversion gives, without that quarter-rate instruction.
 //
-// v3: 16 warps instead of 8, warp w on rows 16 (w % 8).. and the token half w / 8 (8 n-tiles, 32
-// accumulators per thread); and each chunk's weight scales staged in shared memory with its
-// rows (one 16-byte copy per row) instead of a global load per unit inside the loop. ncu on the
-// 9B Q8_0 prefill had v2 at 2 resident warps per scheduler, 0.88 eligible, issuing in 54 % of
-// cycles (register- and shared-memory-limited to one 8-warp block per SM). Every accumulator's
-// chain is v2's: same bits.
+// 16 warps, warp w on rows 16 (w % 8).. and the token half w / 8 (8 n-tiles, 32 accumulators per
+// thread), and each chunk's weight scales staged in shared memory with its rows (one 16-byte
+// copy per row) rather than a global load per unit inside the loop. The kernel is register- and
+// shared-memory-limited to one block per SM, so the token halves double the warps a scheduler
+// can issue from (8 warps of 16 n-tiles left 2 per scheduler, under 1 eligible). The token split
+// moves no operation: every accumulator's chain is the same.
 constexpr int kRowWarps = 8;                   // warps across the rows
 constexpr int kGemmWarps = 2 * kRowWarps;      // x 2 token halves
 constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
@@ -169,7 +165,7 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, const int64_t* xrow
 }
 
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
-// v4: TOK tokens per block, and routed launches (GemmParams::order): block x takes tile x of the
+// TOK tokens per block, and routed launches (GemmParams::order): block x takes tile x of the
 // tile list, TOK vectors of one slab's group (their activation and output rows gathered into
 // shared memory; the weight rows then staged after the wait, since a block past the list leaves
 // before reading any). Each output's chain is the dense kernel's: same bits per (row, vector).

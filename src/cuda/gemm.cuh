@@ -8,12 +8,12 @@
 // for bit (test/ops/gemm_op_test.cpp). It differs from the m=1 mat-vec (warp32 order) by
 // floating-point composition only.
 //
-// Tiles (int8, v4): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches: x
+// Tiles (int8): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches: x
 // 32 vectors of one slab's group); a warp owns 16 rows and half the tokens, in n-tiles of 8 (32
 // f32 accumulators per thread at 128 tokens); K goes in 256-value chunks staged in shared memory
 // by cp.async with the rows' scales, two stages (each weight byte is read once per token tile,
 // each activation byte once per 128 rows). BF16: 4 warps x 64 rows x 128 tokens, fragments
-// straight from global memory (v1).
+// straight from global memory.
 //
 // BF16 weights against f32 activations (mma.sync m16n8k16 bf16 -> f32): each activation is split
 // into three bf16 terms, t0 = bf16_rn(x), t1 = bf16_rn(x - t0), t2 = bf16_rn(x - t0 - t1) (the

@@ -1,114 +1,28 @@
-// src/cuda/mmvq.cu — the mat-vec family (see mmvq.cuh).
+// src/cuda/mmvq.cu — the mat-vec family (see mmvq.cuh for the contract and the operands).
 //
-// Variants:
-//   v1 mmvq_warp_per_row / dp4a_block_per_row: one templated kernel matvec_kernel<W, kBlock, NT>;
-//      a thread handles one unit (Q8_0: 32-value block, NVFP4: 16-value sub-block, float: 8
-//      values) per step and keeps NT accumulators (NT output vectors share the weight loads).
-//   v2 Q8_0 weight loads as nine aligned 32-bit words + funnel shifts (v1: seventeen 16-bit
-//      loads per block); same arithmetic, same bits.
-//   v3 m = 1: the unit loop unrolled by 4 (more loads in flight per thread); same bits.
-//   v4 NVFP4 nibbles to int8 through __byte_perm tables (common.cuh; v3: a shift per nibble).
-//   v5 prefill: 16-token tiles from 16 output vectors on (v4: 8), half the weight passes.
-//   v6 fp16 scales through the hardware conversion (dev_fp16_fast), NVFP4 nibbles through
-//      e2m1x2_unpack8 (8 nibbles per lookup round), the ue4m3 scale by bit arithmetic: fewer
-//      instructions per unit, the same integers and floats, so the same bits. (A variant that
-//      staged chunks of 32 units through shared memory with 16-byte loads measured slower on the
-//      H200 than v5's direct loads, 3.37 vs 2.68 ms per 9B Q8_0 step, and was dropped.)
-//   v7 per-type Unit (load / decode / product); m = 1 loads a group of units per thread before
-//      using any (Q8_0 4, NVFP4 8, float 128 bytes), the first group before pdl_wait(), so a
-//      short row (the 9B model's 4096-wide NVFP4 rows: 8 units per lane) is in flight whole
-//      while the previous kernel drains. v3's unroll let only 4 NVFP4 units (36 bytes) per lane
-//      be in flight. Same operations in the same order: same bits.
-//   v8 planar weight rows (planar.cuh): Q8_0 qs as two 16-byte loads (v2: nine words + funnel
-//      shifts), NVFP4 nibbles as one 8-byte load in value order (e2m1x2_seq8: no reordering
-//      permutes) and the scale by the hardware fp16 conversion (ue4m3_x2p8). Same bits.
-//   v9 m = 1 with q8_1 activations stages the activation row in shared memory as int8 / f32
-//      planes. H200, 9B graph decode: v6 298 / 265 tok/s (Q8_0 / NVFP4), v7 + PDL 296 / 309,
-//      v8 305 / 359, v9 303 / 371 (docs/PERF.md).
-//   v10 dense m = 1 launches streamed (matvec_stream_kernel): resident warps take rows in turn,
-//      the next group's loads issue before the current group's arithmetic. 9B graph decode with
-//      the rest of bed8e1b: 324 / 371 tok/s, Q8_0 61% of the read roofline. Same bits.
-//   v12 streamed rows of whole groups without per-unit checks, buffers alternated by unrolling,
-//      NVFP4 codes split by sign (fewer instructions per unit: ncu had v10's NVFP4 launches
-//      issue-bound) and 8 units per lane in flight; scales by bit placement. 9B NVFP4 graph
-//      decode 2.72 -> 2.28 ms per step. Same bits.
-//   v13 streamed: a lane's activation addresses at fixed strides from its first unit's (v12
-//      recomputed xd + (u >> 1) per unit: three integer instructions). H200, 9B graph decode,
-//      same-machine A/B: NVFP4 1902 vs 1912 us per step, 35B-A3B 2171 vs 2204, Q8_0 unchanged.
-//   Tried after v12 and dropped (same-machine A/B on the H200, 9B NVFP4 graph step; all
-//      bit-identical, docs/PERF.md session 6): the GDN conv as the qkv launch's epilogue (every
-//      launch of the kernel slowed, 2174 vs 1986 us), SwiGLU as the gate/up launch's epilogue with
-//      paired gate/up rows (2380), a row cursor with the scale and residual fetched a step ahead
-//      (1939 vs 1899), 4 units at 8 blocks for launches of at most one row per warp (1949 vs
-//      1902), whole-row cp.async.bulk L2 prefetches a window of rows ahead (2098-2181 for 12-96 MB
-//      windows vs 1920), the first two groups loaded before the wait (1988 vs 1912).
-//   v14 streamed Q8_0: a lane's activation blocks staged three at a time, every load before any
-//      store (v13 staged one q8_1 block per loop trip: three dependent L2 round trips for a
-//      12288-wide row). H200, same-machine A/B of graph decode: 9B Q8_0 2669 vs 2691 us, 0.6B
-//      814 vs 823. Same bits.
-//   v15 streamed NVFP4: a row's matrix carried from its load to its store, lane 0's epilogue
-//      operands loaded with the row's weights (matvec_stream_kernel's kCarry). 9B NVFP4 graph
-//      decode 1807 vs 1860 us per step. Same bits.
-//   v16 streamed NVFP4 rows of whole 384-unit groups (the 9B's down) at 12 units per lane, 4 blocks
-//      per SM: no warp left with 3 groups twice. 1786 vs 1810 us. Same bits.
-//   v17 the greedy step's lm_head (kBest, matvec_run_best): lane 0 keeps the best (value, row) of
-//      the rows its warp stores and the warps' bests go to argmax_step_run, which reduces a few
-//      thousand pairs instead of one block scanning the 248k logits (ncu: 18 us per step). H200,
-//      same-process A/B of graph decode: 9B NVFP4 1818 / 1818 vs 1828 / 1823 us per step. Same y.
-//   v18 2..4 activation rows (a batched decode step, a short prompt) in one streamed launch
-//      (matvec_stream_kernel's NV): each row staged in its own planes, each unit loaded and
-//      decoded once for all rows, each output's chain the m = 1 stream's (same bits). Before, they
-//      took the token tile, one unit per lane in flight. H200, a batched step at B = 4: 9B NVFP4
-//      5894 vs 8419 us, Q8_0 4859 vs 8953, 0.6B 1861 vs 2352. Passes of 4 for 16 rows re-stream
-//      the weights and lost to the tile (9B NVFP4 22540 vs 18132 us): more rows stay on the tile.
-//   Tried with v17 and dropped: the streamed grid cut to as few warps as keep the most rows per
-//      warp (every warp a full last round, e.g. the 9B gate/up's 24576 rows as 2458 warps of 10
-//      instead of 2640 of 9 or 10): 9B NVFP4 1846 / 1846 vs 1811 / 1810 us, 0.6B 814 vs 804.
-//   Measured after v17 and not taken (branch xp-packed-scales, timing only): a lane's 4 scale bytes
-//      of units l + 32 g as one 32-bit load (a scale plane permuted in 128-unit chunks), 94 -> 80
-//      registers, so 8-unit rows at 6 blocks per SM: 9B NVFP4 1774 / 1773 vs 1786 / 1789 us per
-//      step (graph_stream); at 5 blocks per SM no gain. 0.7 % for a layout the GEMM, dmat_elem and
-//      the tiled mat-vec would have to follow. Two rows per warp step sharing the activation loads
-//      (branch xp-two-rows, same bits): 1985 (4 units per row, 5 blocks) to 2160 (8 units, 3
-//      blocks) vs 1796 us.
-//   Tried after v13 and dropped (same-machine A/B on the H200, graph decode us per token, docs/PERF.md
-//      session 7): the same staging for NVFP4 (9B 1937 vs 1884, 35B-A3B 2182 vs 2159); the matrix
-//      of a warp's row as a monotone cursor instead of a scan from the first matrix, nothing else
-//      changed, same 93 registers (9B NVFP4 2014 vs 1882: the kernel's schedule is that fragile);
-//      the NVFP4 scale plane staged in lane order, a lane's 8 scales of a group in two 16-byte
-//      shared loads (1884 vs 1883); the first step's weight loads issued before the activation
-//      stage instead of after it (1942 vs 1880);
-//      a decode FFN's SwiGLU as the epilogue of the gate/up launch, three ways, each bitwise equal
-//      to the row op in the op test: acquire-release arrival counters per 32-value block (9B NVFP4
-//      2333 vs 1876), relaxed counters with the values through sentinel slots (2161 vs 1876; the
-//      in-graph timeline had the gate/up launch at 25.4 vs 16.1 us), and no counters, the warp of
-//      a block's last up row polling the 64 slots (2232 vs 1888).
-//   Tried after v14 and dropped (branch stage-fusion; H200, same-machine A/B of graph decode, us per
-//      token, docs/PERF.md session 8): a decode step's RMSNorms (before q/k/v and gate/up) and its
-//      SwiGLU (before down) computed in the streamed launch's activation stage instead of their own
-//      launches (96 launches fewer per 9B step), with the stream as one block of 20 / 32 warps per
-//      SM so that only 132 blocks re-read the op's rows: bitwise right (op- and gate-tested), but
-//      9B NVFP4 2179 vs 1879, Q8_0 2773 vs 2677, 0.6B 860 vs 809. Isolated: the one-block shape
-//      alone cost 2106 vs 1879 (0.6B 901 vs 809; not the rows' spread over SMs: interleaving a
-//      block's warps over the rows measured the same), and the stage on top of it +73 us on 9B
-//      NVFP4, -45 on 0.6B; with the v14 shape (~1000 blocks re-reading the rows) 4144 us.
-//   Tried with v15 and dropped (branch l2-next; H200, graph decode us per token, docs/PERF.md
-//      session 10): the next mat-vec launch's first weights asked of L2 by this launch's blocks as
-//      they run out of rows (a bulk prefetch per block, or a line prefetch per thread), so that they
-//      would come from DRAM while the tail and the small kernels between run: 2 MB per launch
-//      within noise (9B NVFP4 1844 / 1849 vs 1857 / 1853), 8 MB 1887 / 1882 vs 1848 / 1843, 16 MB
-//      1998 / 1985, 32 MB 2014 / 2015; 0.6B (8 MB covers most of its matrices) 842 vs 815. Having
-//      the next rows in L2 did not shorten the next launch: its ramp is not a DRAM wait.
-//   Tried after v12 and dropped: the RMSNorm before a decode group computed inside every block's
-//      activation stage instead of in its own launch (bit-identical, op- and gate-tested): each
-//      of ~1000 resident blocks re-read the 32 KB of residual and multiplier, and 9B graph decode
-//      went 2.27 -> 2.57 ms (NVFP4) and 3.08 -> 3.41 ms (Q8_0).
-//   Tried after v12 and dropped: the weights fed by TMA (cp.async.bulk into a 4-tile ring per
-//      warp, mbarrier completion, ~140 KB per SM in flight): bit-identical, but 2.41 vs 2.27 ms
-//      (9B NVFP4) and 3.11 vs 3.08 ms (Q8_0) per graph step: with the loads in flight no longer
-//      the limit, the extra shared-memory loads per unit and the smem-bound occupancy cost more.
-//      Also dropped: per-group base pointers for the activation / scale addresses and a stride
-//      step to the next row (fewer address instructions per unit on paper): 2.36 ms (NVFP4).
+// Every output is quant.h's dot contract bit for bit: per-unit dots (Q8_0: a 32-value block,
+// NVFP4: a 16-value sub-block, float: 8 values) taken by the lanes of a row in unit order, then
+// the reduction of the family (mmvq: warp butterfly; dp4a: block of 128, warps in order). No form
+// below changes an output vector's chain, so decode, batched decode and prefill give one row the
+// same bits; ops_mmvq checks every form against quant.h.
+//
+// Forms (one Unit<W> per weight type: load, decode, product):
+//   matvec_kernel<W, kBlock, NT>: a grid of row blocks; NT output vectors (8- or 16-token tiles)
+//     share every weight load. Prefill, MoE expert launches, more than kStreamRows rows.
+//   matvec_stream_kernel: the dense m = 1 launch (and 2..kStreamRows activation rows, NV) as a
+//     stream: as many resident warps as fit take rows in turn, each row in groups of units per
+//     lane, the next group's weight loads in flight during the current group's arithmetic and
+//     the first before pdl_wait(). The activation rows are staged once per block in shared
+//     memory as int8 / f32 planes. kFull drops per-unit bounds checks (every model shape); kCarry
+//     carries a row's matrix and epilogue operands from its load to its store; kBest leaves the
+//     per-warp (value, row) bests the greedy step reduces (argmax.cuh).
+//
+// Why: decode reads every weight once, so the kernel's job is to keep bytes in flight. A block
+// per row waited a full DRAM latency per row and ran in waves; the stream has none of either.
+// The NVFP4 stream is instruction-bound (about 50 SASS instructions per 9-byte unit), which is
+// why its codes are split by sign (two byte permutes and two dp4a per 4 values, no masks) and
+// its units per lane and blocks per SM are chosen per row width (launch_stream). docs/PERF.md
+// lists the variants measured and not kept, and why.
 #include <algorithm>
 
 #include "cuda/argmax.cuh"
@@ -340,10 +254,9 @@ __device__ __forceinline__ void load_group(typename Unit<W>::Raw (&raw)[G], cons
 // The whole block takes part; the caller syncs. A thread's blocks are loaded kPer at a time, all
 // loads before any store: in the streamed form the stage sits between the dependency wait and
 // the first product, and a 12288-wide row (3 blocks per thread of 128) staged one block per loop
-// trip waited three L2 round trips in a row: Q8_0 takes kPer = 3 there (v14; H200, same-machine
-// A/B: 9B Q8_0 graph decode 2669 vs 2691 us per token, 0.6B 814 vs 823). NVFP4 keeps 1 (its
-// 93-register stream kernel measured 1937 vs 1884 us per 9B token with 3), as does the grid
-// form (its 64-register MoE expert kernels spilled with 3).
+// trip would wait three L2 round trips in a row: Q8_0 takes kPer = 3 there (measured ~1 % faster
+// per decode token). NVFP4 keeps 1 (its 93-register stream kernel measured 3 % slower with 3),
+// as does the grid form (its 64-register MoE expert kernels spill with 3).
 template <int W, int kPer = 1>
 __device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* planes) {
   const int nb32 = static_cast<int>(cols / 32);
@@ -410,7 +323,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   // m = 1 with q8_1 activations: the block's activation row staged once in shared memory as an
   // int8 plane and an f32 scale plane (the fp16 d converted once), so a lane reads a unit's
   // activations with one or two 16-byte loads instead of a 32-bit load per 4 values scattered
-  // over 36-byte blocks (the L1 traffic that bounded v7). Same integers, same floats.
+  // over 36-byte blocks (L1 traffic that otherwise bounds the kernel). Same integers, same floats.
   constexpr bool kStage = NT == 1 && (W == 3 || W == 4);
   extern __shared__ uint4 x_planes[];
   const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
@@ -470,33 +383,26 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   }
 }
 
-// --- m = 1, streamed (v10, v12)
+// --- m = 1, streamed
 //
 // The dense decode mat-vec as a stream: a grid of resident warps only (as many as fit), warp w
 // taking rows w, w + n_warps, ... of the launch's concatenated matrices, each row in groups of
 // kGroup units per lane, and the loads of the next group (of this row, or of the warp's next
-// row) issued before the current group's arithmetic: two register buffers. In v9 a block loaded
-// its row once and exited, and a 12288-wide row's groups came one after the other: every block,
-// and every group, waited a full DRAM latency with nothing of its own in flight, and the grid
-// ran in waves. Each row is still one warp, lane l taking units l, l + 32, ... in order, then
-// the butterfly: the same bits as v9 (ops_mmvq checks both against quant.h).
+// row) issued before the current group's arithmetic: two register buffers, alternated by
+// unrolling the loop twice. A grid of row blocks instead has every block, and every group of a
+// long row, wait a full DRAM latency with nothing of its own in flight, and runs in waves. Each
+// row is still one warp, lane l taking units l, l + 32, ... in order, then the butterfly: the
+// same bits as matvec_kernel (ops_mmvq checks both against quant.h).
 //
-// v12: ncu on the H200 showed v10's NVFP4 launches issue-bound, about 70 instructions per
-// 16-value unit for 25-50% of DRAM bandwidth. kFull (every row a whole number of groups: all the
-// model shapes) drops the per-unit bounds checks; the two buffers alternate by unrolling the
-// loop twice instead of a copy per group; NVFP4 splits codes by sign (Unit<4>::product_staged).
-// (A v11 that streamed tiles through a shared-memory ring with cp.async, S - 1 tiles ahead,
-// added instructions per unit and ran slower: 9B NVFP4 2.95 vs 2.72 ms per graph step.)
+// kFull (every row a whole number of groups: all the model shapes) drops the per-unit bounds
+// checks; NVFP4 splits codes by sign (Unit<4>::product_staged): the NVFP4 launches are
+// issue-bound, so instructions per unit are what these save.
 //
-// v15 kCarry: the row's matrix is found once, when the row's weights are issued, and carried to
-// its store (v14 scanned the matrices again there), and lane 0 loads the row's epilogue operands
-// (the matrix's slab scale, the old y of a residual add) at the same time instead of after the
-// butterfly. Same operations on the same values: same bits. H200, same-process A/B of graph
-// decode: 9B NVFP4 1807 / 1804 vs 1859 / 1860 us per step, 35B-A3B 2111 / 2112 vs 2123 / 2127;
-// each half alone ran slower (1958 / 1961), and on the Q8_0 instance kCarry did too (9B Q8_0
-// 2898 vs 2642), so only the NVFP4 instances take it. (Also measured there and not
-// kept: both sign sums started at 1.5 * 2^23's f32 bits so one FADD replaces IADD + I2F, within
-// noise; a one-group-per-row form for 4096-wide rows, 1931 / 1938.)
+// kCarry: the row's matrix is found once, when the row's weights are issued, and carried to its
+// store, and lane 0 loads the row's epilogue operands (the matrix's slab scale, the old y of a
+// residual add) at the same time instead of after the butterfly. Same operations on the same
+// values: same bits. It pays on the NVFP4 instances only when both halves go together (each
+// alone, and kCarry on the Q8_0 instance, measured slower), so only the NVFP4 instances take it.
 template <int W> struct StreamShape;
 template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 34 B per lane in flight
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
@@ -688,9 +594,8 @@ bool launch_stream_as(MatvecBatch& b, cudaStream_t s, int* n_best) {
   return true;
 }
 // Activation rows one streamed launch takes at most (launch_stream_rows). More rows go to the
-// token tile: passes of 4 rows, each streaming the weights again, measured slower than the tile
-// at 16 rows (H200, batched decode step: 9B NVFP4 22.5 vs 18.1 ms, 35B-A3B 18.4 vs 16.5, 0.6B
-// 6.6 vs 5.9) and faster at 4 (9B NVFP4 5.9 vs 8.4 ms, Q8_0 4.9 vs 9.0, 0.6B 1.9 vs 2.4).
+// token tile: streamed passes of 4 rows each stream the weights again, and measured slower than
+// the tile at 16 rows; at 4 rows the stream is 1.2-1.8x faster than the tile.
 constexpr int kStreamRows = 4;
 
 template <int W, bool kBest = false>
@@ -701,15 +606,14 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s, int* n_best = nullptr) {
   for (int j = 0; j < b.n; ++j) b.row_start[j + 1] = b.row_start[j] + b.p[j].w.slab_rows;
   const int64_t nu = Unit<W>::count(b.p[0].w.cols);
   // NVFP4 rows of whole 256-unit groups (the 9B's 4096- and 12288-wide rows) take 8 units per
-  // lane per group at 5 blocks per SM (92 registers): 72 bytes in flight per lane. H200, 9B NVFP4
-  // graph decode: 2.27 vs 2.43 ms per step with 4 units at 8 blocks (46 vs 37 KB per SM in
-  // flight). The same doubling for Q8_0 measured slower (3.14 vs 3.08 ms). With v15's kCarry.
-  // v16: rows of whole 384-unit groups (the 9B FFN's 12288-wide down rows) take 12 units per lane
-  // per group at 4 blocks per SM (127 registers): 2112 resident warps for the down's 4096 rows,
-  // each warp at most 2 rows of 2 groups (4 waits), where the 8-unit form's 2640 warps left some
-  // with 2 rows of 3 (6 waits) and the rest idle after their first row. H200, same-process A/B of
-  // 9B NVFP4 graph decode: 1787 / 1785 vs 1810 / 1810 us per step (ncu, eager: the down launch
-  // 12.2 vs 13.2 us); without kCarry 1799 / 1818. Measured on that shape only.
+  // lane per group at 5 blocks per SM (92 registers): 72 bytes in flight per lane, 46 KB per SM
+  // against 37 KB with 4 units at 8 blocks, which measured 7 % slower per 9B decode step. The
+  // same doubling for Q8_0 measured slower, so Q8_0 keeps StreamShape<3>.
+  // Rows of whole 384-unit groups (the 9B FFN's 12288-wide down rows) take 12 units per lane per
+  // group at 4 blocks per SM (127 registers): 2112 resident warps for the down's 4096 rows, each
+  // warp at most 2 rows of 2 groups (4 waits), where the 8-unit form's 2640 warps leave some with
+  // 2 rows of 3 (6 waits) and the rest idle after their first row (1.3 % per 9B decode step;
+  // measured on that shape only).
   using SS = StreamShape<W>;
   if constexpr (W == 4) {
     if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, true, kBest>(b, s, n_best);

@@ -16,7 +16,7 @@
 // the same sequence of operations (batch invariance, DESIGN.md law 2). How rows are scheduled
 // does vary: a dense m = 1 launch of the mmvq family (n_out == 1, no expert ids, one activation
 // row for all its matrices) runs as a stream of resident warps taking rows in turn
-// (mmvq.cu v10); everything else runs a grid of row blocks. A row is one warp either way.
+// (mmvq.cu matvec_stream_kernel); everything else runs a grid of row blocks. A row is one warp either way.
 //
 // Weights are planar device rows (planar.cuh); q8_1 activations are the GGUF block layout.
 //

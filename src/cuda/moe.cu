@@ -7,8 +7,6 @@ namespace memra::cuda {
 
 namespace {
 
-constexpr int kMaxPerLane = 32;  // E <= 1024
-
 // --- kernels
 
 __global__ void moe_route_kernel(MoeRouteParams p) {
@@ -47,8 +45,9 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
     for (int j = 0; j < p.k; ++j) p.weights[t * p.k + j] = p.renorm ? __fdiv_rn(sel_p[j], tot) : sel_p[j];
 }
 
-// v2: a thread per (token, element) over a grid (D / 256, T); v1 ran a token's D elements on one
-// block (18.5 us per 35B-A3B layer at T = 1). Each element's operations are v1's.
+// A thread per (token, element) over a grid (D / 256, T): one block per token looping over D
+// elements made the combine of one decode token a serial chain on one SM. Each element's
+// operations are the same either way.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
   pdl_wait();
   pdl_release();
@@ -123,8 +122,8 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams
 
 void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  if (p.E > 32 * kMaxPerLane || p.k > 16 || p.k > p.E)
-    fail("moe route: E = ", p.E, " (<= 1024), k = ", p.k, " (<= 16) unsupported");
+  if (p.E > kMoeMaxExperts || p.k > kMoeMaxUsed || p.k > p.E)
+    fail("moe route: E = ", p.E, " (<= ", kMoeMaxExperts, "), k = ", p.k, " (<= ", kMoeMaxUsed, ") unsupported");
   launch_kernel("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s, p);
 }
 

@@ -18,6 +18,11 @@
 
 namespace memra::cuda {
 
+// Router bounds (moe_route_run; checked by Model::load): experts per layer (32 lanes x 32 logits
+// each in registers) and experts per token.
+inline constexpr int kMoeMaxExperts = 1024;
+inline constexpr int kMoeMaxUsed = 16;
+
 struct MoeRouteParams {
   const float* logits = nullptr;  // [T, E]
   int32_t* ids = nullptr;         // [T*k]

@@ -1,19 +1,21 @@
 // src/cuda/norm.cu — RowOp kernels (see norm.cuh).
 //
-// Variants: v1 rowop_kernel<RowOp> keeps the row in shared memory so the fused quantisation
-// reads the very f32 values the unfused path would write (fused and unfused are bit-identical by
-// construction). v2 (same bits): norms of long rows on 1024 threads (the reduction still on the
-// first 256, in v1's order); SwiGLU and Identity on a warp per 32-value group over the whole
-// grid (rowop_wide_kernel). v3 (same bits): the row is loaded once by the whole block into
-// shared memory (v2 read it twice: 16 strided loads per reduction thread, then again for the
-// elementwise pass), and the multiplier is prefetched into L2 before the dependency wait.
-// v4 (same bits): norms of few rows (a decode step) spread over blocks of kThreads values
-// (rowop_spread_kernel): every block takes the whole row's sum of squares in v1's order (the
-// row re-read from L2, 16 KB at 4096 values), then normalises and quantises its own values; the
-// multiplier is in registers before the wait, and x, z and the reduction's loads are issued
-// together. An in-graph timeline of a 9B decode step (cuda/timeline.h) had v3's one-block norm
-// at 4.8 us per launch (65 per step) and the gated per-head norm at 4.0 us: a chain of three
-// dependent L2 round trips (row, then multiplier, then z) on one SM.
+// Kernels, all with the same bits for the same row (ops_rowop checks that a row's bits do not
+// depend on the form or on the rows sharing the launch):
+//   rowop_kernel<RowOp, kBlock>: a block per row. The whole block loads the row once into shared
+//     memory (every load in flight together) and the multiplier is prefetched into L2 before the
+//     dependency wait; the fused quantisation reads the very f32 values the unfused path would
+//     write (fused and unfused are bit-identical by construction). The sum of squares is always
+//     taken by the first kThreads threads in one order; rows of >= 1024 values run the
+//     elementwise pass and the quantisation on kNormThreads.
+//   rowop_spread_kernel: norms of few rows (a decode step) spread over blocks of kThreads values:
+//     every block takes the whole row's sum of squares in that order (the row re-read from L2,
+//     16 KB at 4096 values), then normalises and quantises its own values; the multiplier is in
+//     registers before the wait, and x, z and the reduction's loads are issued together. A block
+//     per row is a chain of three dependent L2 round trips (row, multiplier, z) on one SM, which
+//     made it the most frequent slow launch of a decode step (65 per 9B step).
+//   rowop_wide_kernel: SwiGLU and Identity (no row reduction), a warp per 32-value group over
+//     the whole grid.
 #include "cuda/common.cuh"
 #include "cuda/norm.cuh"
 #include "cuda/launch.cuh"
@@ -24,15 +26,15 @@ namespace {
 
 constexpr int kThreads = 256;      // the reduction's threads (the order of the sum of squares)
 constexpr int kNormThreads = 1024;  // rows of >= 1024 values: elementwise pass and quantisation
-constexpr int kSpreadRows = 8;      // v4: rows spread over blocks (each block re-reads its row)
+constexpr int kSpreadRows = 8;      // rows spread over blocks (each block re-reads its row)
 
 // --- kernels
 
 // q8_1 blocks of a row held in shared memory, four blocks per warp at a time: 8 lanes per block,
 // 4 values per lane. The same operations as quantize_block_q8_1 (common.cuh): the max and the
 // integer sum are exact whatever the lane grouping, the rest is per value, so the same bits
-// (ops_rowop checks against quant.h). v2 quantised one block per warp-step: 4 sequential steps
-// of two 5-level butterflies for a 4096-value row on 32 warps.
+// (ops_rowop checks against quant.h). One block per warp-step would take 4 sequential steps of
+// two 5-level butterflies for a 4096-value row on 32 warps.
 __device__ __forceinline__ void quantize_row_q8_1_x4(const float* row, Q81* out, int64_t nb, int warp, int n_warps,
                                                      int lane) {
   const int sub = lane & 7;  // lanes 8g..8g+7 take block 4 * step + g
@@ -69,25 +71,25 @@ __device__ __forceinline__ void quantize_row_q8_1_x4(const float* row, Q81* out,
   }
 }
 
-// Norms: the sum of squares is taken by the first kThreads threads exactly as v1 did (strided
-// partials, butterfly, the kThreads/32 warps in index order), whatever the block size; a block
-// of kNormThreads then does the elementwise pass and the quantisation (v2: v1 ran those with 8
-// warps on one SM, 10 us per 4096-row; the bits are v1's).
+// Norms: the sum of squares is taken by the first kThreads threads (strided partials, butterfly,
+// the kThreads/32 warps in index order), whatever the block size; a block of kNormThreads then
+// does the elementwise pass and the quantisation of long rows (on kThreads they are a serial
+// loop on one SM). The bits do not depend on kBlock.
 template <RowOp Op, int kBlock>
 __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   extern __shared__ float row[];  // [n]
   __shared__ float warp_part[kThreads / 32];
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // v3: the multiplier is a weight (no kernel writes it): into L2 before the wait
+  // The multiplier is a weight (no kernel writes it): into L2 before the wait
   if (p.w)
     for (int64_t i = static_cast<int64_t>(tid) * 32; i < p.n; i += static_cast<int64_t>(kBlock) * 32)
       asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + i));
   pdl_wait();
   pdl_release();
   const float* x = p.x + r * p.ld_x;
-  // v3: the whole block loads the row once (every load in flight together); the sum of squares
-  // then reads it from shared memory in v1's order, and the elementwise pass works in place.
+  // The whole block loads the row once (every load in flight together); the sum of squares then
+  // reads it from shared memory in its fixed order, and the elementwise pass works in place.
 #pragma unroll 4
   for (int64_t i = tid; i < p.n; i += kBlock) row[i] = x[i];
   __syncthreads();
@@ -120,8 +122,8 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   if (p.q) quantize_row_q8_1_x4(row, p.q + r * (p.n / 32), p.n / 32, warp, kBlock / 32, lane);
 }
 
-// v4: block (bx, r) normalises values [bx * kThreads, (bx + 1) * kThreads) of row r; the sum of
-// squares is v1's (thread t < kThreads: x[t], x[t + kThreads], ... as an fma chain, butterfly,
+// Block (bx, r) normalises values [bx * kThreads, (bx + 1) * kThreads) of row r; the sum of
+// squares is rowop_kernel's (thread t < kThreads: x[t], x[t + kThreads], ... as an fma chain, butterfly,
 // the warps in index order) over the whole row in every block. y may alias x only when a row is
 // one block (n <= kThreads): the block has read its row before its first write (the barrier of
 // the reduction); the launcher checks it.
@@ -164,8 +166,8 @@ __global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
   if (p.q) quantize_block_q8_1(v, p.q + r * (p.n / 32) + i / 32, lane);
 }
 
-// Swiglu / Identity have no row reduction: a warp per 32-value group, grid (groups/8, rows) —
-// v1 ran a 12288-wide SwiGLU row on one block (44 us). Each value is computed by the same
+// Swiglu / Identity have no row reduction: a warp per 32-value group, grid (groups/8, rows), so
+// a 12288-wide SwiGLU row is not one block's serial loop. Each value is computed by the same
 // operations as in rowop_kernel, and quantised from the same register value it writes.
 template <RowOp Op>
 __global__ void __launch_bounds__(kThreads) rowop_wide_kernel(RowOpParams p) {
@@ -193,7 +195,7 @@ void launch(const RowOpParams& p, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
     launch_kernel("rowop_wide_kernel", rowop_wide_kernel<Op>, grid, kThreads, 0, s, p);
   } else {
-  // v4 for a decode step's rows: every row one block (no re-reading), or a few rows whose
+  // The spread form for a decode step's rows: every row one block (no re-reading), or a few rows whose
   // re-reads (ceil(n / kThreads) per row) stay small, and y not aliasing x across blocks.
   const int64_t per_row = ceil_div(p.n, kThreads);
   const bool alias = p.y && p.y < p.x + (p.rows - 1) * p.ld_x + p.n && p.x < p.y + (p.rows - 1) * p.ld_y + p.n;

@@ -1,11 +1,10 @@
 // src/cuda/rope.cu — q/k norm + partial NEOX RoPE + K/V store (see rope.cuh).
-// v1: grid (T, H + 2*KV): blocks [0, H) queries, [H, H+KV) keys, [H+KV, H+2KV) values (copy).
-// v2: a head's norm and rotation as norm_rope_head (rope.cuh), shared with the decode attention
-//     kernel that prepares its own token (attention.cu v4); the f64 angles and the multiplier
-//     taken before the dependency wait; the rotation's products and difference rounded as
-//     written (v1 left their contraction to the compiler; the oracle rounds each). H200 graph
-//     decode with the three-launch attention: 0.6B 786-795 us per token (session 10: 815, another
-//     process), 9B NVFP4 unchanged. The decode attention (attention.cu v4) no longer launches it.
+// qk_prep_kernel, grid (T, H + 2*KV): blocks [0, H) queries, [H, H+KV) keys, [H+KV, H+2KV)
+// values (copy). A head's norm and rotation is norm_rope_head (rope.cuh), shared with the
+// one-launch decode attention (attention.cu), which prepares its own token, so prefill (this
+// kernel) and decode rotate a head identically. The f64 angles and the multiplier are taken
+// before the dependency wait; the rotation's products and difference are rounded as written, as
+// the oracle rounds each (never contracted by the compiler).
 #include "cuda/common.cuh"
 #include "cuda/rope.cuh"
 #include "cuda/launch.cuh"
@@ -24,7 +23,7 @@ __global__ void __launch_bounds__(kThreads) qk_prep_kernel(QkPrepParams p) {
   const int64_t t = blockIdx.x;
   const int hb = blockIdx.y, tid = threadIdx.x;
   const int hd = p.hd, kvd = p.KV * hd;
-  // v2: the position, the rotation's angles and the multiplier before the wait. pos0 is written
+  // The position, the rotation's angles and the multiplier before the wait. pos0 is written
   // only by a forward pass's last kernel (or a host copy in stream order), at least three
   // launches before this one (embed, norm, mat-vec); a kernel starts only once its predecessor
   // has passed its own wait, i.e. once the launch before that has completed. Read from L2.

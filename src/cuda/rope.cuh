@@ -39,7 +39,7 @@ void qk_prep_run(const QkPrepParams& p, cudaStream_t s);
 
 #ifdef __CUDACC__
 // How every memra kernel prepares one head of q or k (qk_prep_kernel; the decode attention kernel
-// that prepares its own token, attention.cu v4), in parts that a kernel can place around its
+// that prepares its own token, attention.cu), in parts that a kernel can place around its
 // dependency wait: the f64 trigonometry needs only the position and the RoPE base, the norm's
 // multiplier is a weight, and only the head's values come from the previous kernel.
 //

@@ -1,7 +1,7 @@
 // src/cuda/timeline.h — where a graph's kernels spend their time, measured inside the graph.
 //
-// Why: ncu times kernels one at a time, and leaving launches out of a step (PERF.md, session 4)
-// measured that a launch's saving is not its own duration: what costs is the chain of
+// Why: ncu times kernels one at a time, and leaving launches out of a step (docs/PERF.md, Method)
+// shows that a launch's saving is not its own duration: what costs is the chain of
 // dependencies between ~330 kernels and what each overlaps with. In a build with
 // -DMEMRA_TIMELINE=ON every kernel's pdl_wait() (launch.cuh: every kernel calls it once per
 // block) records, for the first thread of each block, the %globaltimer before and after the

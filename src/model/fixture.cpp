@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memra/byte_alphabet.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
 #include "memra/memory_source.h"
@@ -24,7 +25,6 @@
 #include "memra/safetensors.h"
 #include "model/names.h"
 #include "model/weight_map.h"
-#include "tokenizer/internal.h"
 
 namespace memra::fixture {
 
@@ -40,6 +40,7 @@ struct PresetName {
 constexpr PresetName kPresets[] = {
     {Preset::Tiny, "tiny"},
     {Preset::Bank, "bank"},
+    {Preset::Unit, "unit"},
     {Preset::Qwen3_0_6B, "qwen3-0.6b"},
     {Preset::Qwen35_9B, "qwen35-9b"},
     {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
@@ -133,6 +134,30 @@ ModelConfig tiny_shapes(Family f) {
   return c;
 }
 
+// The unit tests' and GPU gates' random-weight models: D = 64, a 512-token vocabulary, untied
+// lm_head, rms_eps 1e-6; qwen3 2 layers, the hybrids [L, L, L, F] with d_k != d_v and n_v = 2 n_k;
+// Qwen3-Next with a dense layer among its MoE layers (the shapes verified against transformers
+// in shared/reference/qwen-models.md 2.7). Their gates' noise ceilings were calibrated on them.
+ModelConfig unit_shapes(Family f) {
+  ModelConfig c = tiny_shapes(f);
+  c.n_vocab = 512;
+  c.rms_eps = 1e-6;
+  c.tied_embeddings = false;
+  if (f == Family::Qwen3) {
+    c.n_layer = 2;
+    c.layer_kind.assign(2, LayerKind::Attention);
+  }
+  c.ssm_d_v = f == Family::Qwen3 ? 0 : 12;  // d_k != d_v
+  c.n_ff = f == Family::Qwen35Moe ? 0 : 96;
+  c.ffn_kind.resize(static_cast<size_t>(c.n_layer));
+  if (c.n_expert > 0) {
+    c.n_expert = 4;
+    c.n_ff_exp = 32;
+    c.n_ff_shexp = 48;
+  }
+  return c;
+}
+
 ModelConfig realistic_shapes(Preset p, Family f) {
   ModelConfig c;
   c.family = f;
@@ -193,6 +218,7 @@ ModelConfig fixture_config(const FixtureSpec& s) {
   ModelConfig c;
   switch (s.preset) {
     case Preset::Tiny: c = tiny_shapes(s.family); break;
+    case Preset::Unit: c = unit_shapes(s.family); break;
     case Preset::Bank:
       c = tiny_shapes(s.family);
       c.n_vocab = kBankVocab;

@@ -16,16 +16,12 @@ int64_t RawMatrix::row_bytes() const { return memra::row_bytes(type, cols); }
 
 int64_t RawWeights::matrix_bytes() const {
   int64_t n = 0;
-  auto add = [&](const RawMatrix& m) { n += static_cast<int64_t>(m.data.size()); };
-  auto ffn = [&](const RawFfn& f) { add(f.gate); add(f.up); add(f.down); };
+  auto add = [&](const auto& t) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, RawMatrix>) n += static_cast<int64_t>(t.data.size());
+  };
   add(embed);
   add(output);
-  for (const RawLayer& L : layers) {
-    if (L.attn) { add(L.attn->wq); add(L.attn->wgate); add(L.attn->wk); add(L.attn->wv); add(L.attn->wo); }
-    if (L.gdn) { add(L.gdn->wqkv); add(L.gdn->wz); add(L.gdn->wb); add(L.gdn->wa); add(L.gdn->wout); }
-    if (L.ffn) ffn(*L.ffn);
-    if (L.moe) { add(L.moe->router); ffn(L.moe->experts); ffn(L.moe->shared); }
-  }
+  for (const RawLayer& L : layers) for_each_tensor([&](std::string_view, const auto& t) { add(t); }, L);
   return n;
 }
 

@@ -110,7 +110,7 @@ void delta_rule_chunked(const double* q, const double* k, const double* v, const
   }
 }
 
-void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnForm form,
+void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form,
          GdnCacheLayer& cache, float* out, int threads) {
   const int64_t nk = c.ssm_n_k_heads, nv = c.ssm_n_v_heads, dk = c.ssm_d_k, dv = c.ssm_d_v;
   const int64_t r = nv / nk, kd = c.ssm_key_dim(), vd = c.ssm_value_dim(), cd = c.ssm_conv_dim();
@@ -160,7 +160,7 @@ void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, G
               softplus(static_cast<double>(a[t * nv + h]) + static_cast<double>(w.dt_bias[h]));
     }
     double* S = cache.state.data() + h * dk * dv;
-    if (form == GdnForm::Recurrent)
+    if (form == GdnPrefill::recurrent)
       delta_rule_recurrent(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, S, oh.data());
     else
       delta_rule_chunked(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, kGdnChunk, S, oh.data());

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "memra/error.h"
+#include "memra/finite.h"
 #include "memra/oracle.h"
 #include "oracle/ops.h"
 
@@ -112,14 +113,6 @@ std::string layer_name(int64_t layer) {
   return layer < 0 ? std::string("MTP layer") : "layer " + std::to_string(layer);
 }
 
-// The first non-finite value of x [T, D], reported with the stage that produced it.
-void check_finite(const std::vector<float>& x, int64_t T, int64_t D, int64_t pos0, const std::string& stage) {
-  for (int64_t i = 0; i < T * D; ++i)
-    if (!std::isfinite(x[i]))
-      fail("non-finite value (", x[i], ") in the hidden state after ", stage, " at position ",
-           pos0 + i / D, ", element ", i % D);
-}
-
 }  // namespace
 
 Model::Model(ModelConfig c, ModelWeights w, Options o) : cfg_(std::move(c)), w_(std::move(w)), opt_(o) {
@@ -174,7 +167,7 @@ void Model::check_tokens(std::span<const int32_t> tokens, const Cache& k) const 
 }
 
 void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
-                      int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnForm form) const {
+                      int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const {
   const int64_t D = cfg_.n_embd;
   const int th = opt_.threads;
   std::vector<float> h(static_cast<size_t>(T * D)), o(static_cast<size_t>(T * D));
@@ -182,29 +175,28 @@ void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std:
   if (kind == LayerKind::Attention) ops::attention(cfg_, *L.attn, h.data(), T, pos0, *ac, o.data(), th);
   else ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
-  check_finite(x, T, D, pos0, layer_name(layer) + " (" + kind_name(kind) + ")");
+  check_finite(x, D, {.layer = layer_name(layer) + " (" + kind_name(kind) + ")", .pos0 = pos0});
   for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
   if (L.moe) ops::moe(cfg_, *L.moe, h.data(), T, o.data(), th);
   else ops::ffn(*L.ffn, h.data(), T, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
-  check_finite(x, T, D, pos0, layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"));
+  check_finite(x, D, {.layer = layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"), .pos0 = pos0});
 }
 
-std::vector<float> Model::logits_of(const float* hn) const {
+std::vector<float> Model::logits_of(const float* hn, int64_t pos) const {
   std::vector<float> logits(static_cast<size_t>(cfg_.n_vocab));
   ops::matvec(w_.lm_head(), hn, logits.data(), opt_.threads);
-  for (int64_t i = 0; i < cfg_.n_vocab; ++i)
-    if (!std::isfinite(logits[i])) fail("non-finite logit (", logits[i], ") at index ", i, " (lm_head)");
+  check_finite(logits, cfg_.n_vocab, {.layer = "lm_head", .pos0 = pos});
   return logits;
 }
 
-Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnForm form) const {
+Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const {
   check_cache(cache);
   check_tokens(tokens, cache);
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.n_embd, pos0 = cache.pos;
   std::vector<float> x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);
-  check_finite(x, T, D, pos0, "the token embedding");
+  check_finite(x, D, {.layer = "the token embedding", .pos0 = pos0});
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
     const size_t li = static_cast<size_t>(i);
     run_layer(w_.layers[li], cfg_.layer_kind[li], i, x, T, pos0, &cache.attn[li], &cache.gdn[li], form);
@@ -214,7 +206,7 @@ Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_lo
   std::vector<float> hn(static_cast<size_t>(D));
   for (int64_t t = all_logits ? 0 : T - 1; t < T; ++t) {
     ops::rmsnorm(x.data() + t * D, w_.output_norm.data(), D, cfg_.rms_eps, hn.data());
-    r.logits.push_back(with_context("position " + std::to_string(pos0 + t), [&] { return logits_of(hn.data()); }));
+    r.logits.push_back(logits_of(hn.data(), pos0 + t));
   }
   r.last_hidden = hn;
   return r;
@@ -236,7 +228,7 @@ std::vector<float> Model::prime(std::span<const int32_t> tokens, Cache& cache) c
 
 Step Model::decode_step(int32_t token, Cache& cache) const {
   const int32_t one[1] = {token};
-  Run r = run(one, cache, false, GdnForm::Recurrent);
+  Run r = run(one, cache, false, GdnPrefill::recurrent);
   return Step{std::move(r.logits.back()), std::move(r.last_hidden)};
 }
 
@@ -278,12 +270,12 @@ Step Model::mtp_step(std::span<const float> hidden, int32_t next_token, Cache& c
   ops::rmsnorm(hidden.data(), m.hnorm.data(), D, cfg_.rms_eps, cat.data() + D);
   std::vector<float> x(static_cast<size_t>(D));
   ops::matvec(m.eh_proj, cat.data(), x.data(), opt_.threads);
-  run_layer(m.layer, LayerKind::Attention, -1, x, 1, cache.mtp_pos, &cache.mtp, nullptr, GdnForm::Recurrent);
+  run_layer(m.layer, LayerKind::Attention, -1, x, 1, cache.mtp_pos, &cache.mtp, nullptr, GdnPrefill::recurrent);
   ++cache.mtp_pos;
   Step s;
   s.hidden.resize(static_cast<size_t>(D));
   ops::rmsnorm(x.data(), m.final_norm.data(), D, cfg_.rms_eps, s.hidden.data());
-  s.logits = with_context("MTP", [&] { return logits_of(s.hidden.data()); });
+  s.logits = with_context("MTP", [&] { return logits_of(s.hidden.data(), cache.mtp_pos - 1); });
   return s;
 }
 

@@ -72,13 +72,27 @@ const std::vector<GpuInfo>& query_gpus() {
   return gpus;
 }
 
+namespace {
+
+// The arch table (cmake/archs.txt, the one table CMake and ctest/gpu-ci.sh read too), generated
+// into the build tree by cmake/MemraArchs.cmake: a family is added there, not here.
+struct ArchRow {
+  int cc_major;
+  const char* label;
+  const char* sm;
+  const char* cuda_arch;
+  const char* parts;
+};
+constexpr ArchRow kArchTable[] = {
+#include "memra_arch_table.inc"
+};
+
+}  // namespace
+
 std::string_view arch_label(int cc_major) {
-  switch (cc_major) {
-    case 9: return "h100";
-    case 10: return "b200";
-    case 12: return "rtx5090";
-    default: return "";
-  }
+  for (const ArchRow& r : kArchTable)
+    if (r.cc_major == cc_major) return r.label;
+  return "";
 }
 
 bool strict_gpu_mode() {

@@ -110,19 +110,6 @@ Divergence first_divergence(const GreedyStream& ref, const GreedyStream& test,
   return d;
 }
 
-void check_bank_row(size_t step, const BankRow& row) {
-  MEMRA_CHECK(row.top_ids.size() == row.top_logits.size(), "bank step ", step, ": ",
-              row.top_ids.size(), " top ids but ", row.top_logits.size(), " top logits");
-  MEMRA_CHECK(row.top_ids.size() >= 2, "bank step ", step, ": top-k has ", row.top_ids.size(),
-              " entries, need at least 2");
-  MEMRA_CHECK(row.top_ids[0] == row.token, "bank step ", step, ": oracle top-1 id ",
-              row.top_ids[0], " is not the banked token ", row.token);
-  for (size_t k = 1; k < row.top_logits.size(); ++k)
-    MEMRA_CHECK(row.top_logits[k] <= row.top_logits[k - 1], "bank step ", step,
-                ": top-k logits not sorted at rank ", k, " (", row.top_logits[k - 1], " then ",
-                row.top_logits[k], ")");
-}
-
 std::string_view to_string(TfClass c) {
   switch (c) {
     case TfClass::agree: return "agree";
@@ -246,12 +233,6 @@ void PrintTo(const Divergence& d, std::ostream* os) {
       << ", test token " << d.test_token << ", reference margin " << d.ref_margin << ", entry noise ";
   if (d.noise_measurable) *os << d.entry_noise;
   else *os << "not measurable";
-  *os << "}";
-}
-
-void PrintTo(const BankRow& r, std::ostream* os) {
-  *os << "BankRow{token " << r.token << ", top-" << r.top_ids.size();
-  if (!r.top_logits.empty()) *os << " from logit " << r.top_logits.front() << " to " << r.top_logits.back();
   *os << "}";
 }
 

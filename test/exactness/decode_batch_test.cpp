@@ -150,7 +150,7 @@ Gate1Draw gate1_draw(Loaded& m, uint32_t draw, bool wrong_token) {
 }
 
 // Strict: one draw, logits bit-identical at every step, under `arms` with b1_fast off.
-void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name, testing::Report& rep) {
+[[maybe_unused]] void gate1_strict(Loaded& m, const Arms& arms, const char* arms_name, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(arms));
   const int64_t before = m.gpu->counters().batch_steps;
   const Gate1Draw d = gate1_draw(m, 0, false);
@@ -273,7 +273,7 @@ constexpr int kSampledB = 5;
 
 // gate3a: the device's greedy token is the host argmax (lowest index on ties) of the same returned
 // row, every row, every step (B = kSampledB, full logits back).
-void gate3a(Loaded& m, testing::Report& rep) {
+[[maybe_unused]] void gate3a(Loaded& m, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   PrimedBatch b = primed_batch(m, kSampledB);
   std::vector<int32_t>& toks = b.toks;
@@ -351,13 +351,15 @@ void gate3b(Loaded& m, bool shift_counter, testing::Report& rep) {
               m.fx.id.c_str(), bad, kSampledB * kSteps, host_mismatch, distinct);
   EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's draw";
   EXPECT_EQ(host_mismatch, 0) << m.fx.id << ": device draws differ from memra/sampling.h's on the same rows";
-  if (!shift_counter) EXPECT_GT(distinct, 0) << m.fx.id << ": temperature 0.7 never left the argmax (vacuous)";
+  if (!shift_counter) {
+    EXPECT_GT(distinct, 0) << m.fx.id << ": temperature 0.7 never left the argmax (vacuous)";
+  }
 }
 
 // gate3c: a lean step gives the same tokens as the full step; a sampled row's parked device logits
 // are bit-identical to the full step's host row; a row without a spec comes back in full, the
 // same. Mixed specs: sampled, greedy, none, sampled hotter.
-void gate3c(Loaded& m, testing::Report& rep) {
+[[maybe_unused]] void gate3c(Loaded& m, testing::Report& rep) {
   testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
   constexpr int B = 4;
   PrimedBatch full = primed_batch(m, B), lean = primed_batch(m, B);

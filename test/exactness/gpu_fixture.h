@@ -19,7 +19,7 @@
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/weights.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra::gpu_test {
 
@@ -70,7 +70,7 @@ inline std::string fixture_id(Family f, DType type, bool hf) {
 
 inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 7) {
   FixtureModel m;
-  m.config = testing_fixtures::tiny_config(f);
+  m.config = testing_fixtures::unit_config(f);
   const ModelWeights w = random_weights(m.config, seed + static_cast<uint64_t>(f));
   m.source = std::make_unique<MemorySource>(hf ? to_hf_source(m.config, w) : to_gguf_source(m.config, w));
   convert_matrices(*m.source, type);

@@ -5,10 +5,12 @@
 
 #include <string>
 
+#include "cuda/device_weights.h"
 #include "cuda/quantize.cuh"
 #include "cuda/timeline.h"
 #include "memra/engine.h"
 #include "memra/error.h"
+#include "memra/fixture.h"
 #include "memra/testing/errors.h"
 
 namespace {
@@ -49,7 +51,9 @@ TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
 TEST(EngineHost, TimelineErrorsAndLaunchNames) {
   namespace tl = memra::cuda::timeline;
   EXPECT_THAT(error_message([] { (void)tl::stop(); }), HasSubstr("stop() without start()"));
-  if (!tl::available()) EXPECT_THAT(error_message([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
+  if (!tl::available()) {
+    EXPECT_THAT(error_message([] { tl::start(16); }), HasSubstr("-DMEMRA_TIMELINE=ON"));
+  }
   tl::launch_names().clear();
   tl::note_launch("ignored");
   EXPECT_TRUE(tl::launch_names().empty());
@@ -59,6 +63,34 @@ TEST(EngineHost, TimelineErrorsAndLaunchNames) {
   tl::note_launches() = false;
   EXPECT_THAT(tl::launch_names(), ::testing::ElementsAre("a", "b"));
   tl::launch_names().clear();
+}
+
+// Shapes the kernels cannot run fail at Model::load (check_kernel_limits), naming the field and
+// the limit, instead of at the first prompt; every fixture and benchmark shape passes.
+TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
+  namespace fx = memra::fixture;
+  using memra::Family;
+  using memra::fixture::Preset;
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
+    for (Preset p : {Preset::Tiny, Preset::Bank, Preset::Unit})
+      EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
+  for (auto [f, p] : {std::pair{Family::Qwen3, Preset::Qwen3_0_6B}, std::pair{Family::Qwen35, Preset::Qwen35_9B},
+                      std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}})
+    EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
+
+  const memra::ModelConfig moe = fx::fixture_config({.family = Family::Qwen35Moe, .preset = Preset::Unit});
+  auto limit_error = [&](auto edit) {
+    memra::ModelConfig c = moe;
+    edit(c);
+    return error_message([&] { memra::cuda::check_kernel_limits(c); });
+  };
+  EXPECT_THAT(limit_error([](auto& c) { c.head_dim = 512; }), HasSubstr("head_dim = 512 (the attention kernels take 1..256)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.n_head_kv = 3; }), HasSubstr("not a multiple of n_head_kv = 3"));
+  EXPECT_THAT(limit_error([](auto& c) { c.n_rot = 5; }), HasSubstr("n_rot = 5"));
+  EXPECT_THAT(limit_error([](auto& c) { c.ssm_conv_kernel = 9; }), HasSubstr("ssm_conv_kernel = 9 (the GDN conv takes 1..8)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.ssm_d_v = 256; }), HasSubstr("ssm_d_v = 256 (the GDN kernels take 1..128)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.n_expert = 2048; }), HasSubstr("n_expert = 2048 (the router takes 1..1024)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.n_expert_used = 17; }), HasSubstr("n_expert_used = 17"));
 }
 
 }  // namespace

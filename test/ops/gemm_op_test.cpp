@@ -37,7 +37,7 @@ std::vector<GemmCase> cases() {
     v.emplace_back(t, 37, 512, 5);
     v.emplace_back(t, 100, 1024 + 64, 131);
     v.emplace_back(t, 64, 256, 300);
-    v.emplace_back(t, 300, 4096 + 512, 260);  // v2's tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
+    v.emplace_back(t, 300, 4096 + 512, 260);  // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
   }
   v.emplace_back(DType::Q8_0, 40, 96, 17);  // an odd number of units: a 3-unit chunk
   return v;
@@ -272,7 +272,9 @@ TEST_P(GemmBf16Op, WithinSplitBf16Bound) {
       if (std::abs(hi_only * scale - exact * scale) > bound) ++hi_only_over;
     }
   EXPECT_EQ(over, 0) << "outputs outside the split-bf16 bound (gemm.cuh)";
-  if (c.coherent) EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
+  if (c.coherent) {
+    EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmBf16Op, ::testing::ValuesIn(bf16_cases()), OpCaseName());

@@ -183,8 +183,8 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
 // boundary (256 keys) inside the block's queries, pos0 = 0 starts from a single key; GQA heads,
 // head_dim 128 and 256, gated (so the combine also quantises).
 // The last case, 64 heads at 4000 positions, gives the decode grid fewer blocks per head than
-// splits, so each block takes several (attention.cu v6) while the prefill grid keeps a block per
-// split.
+// splits, so each block takes several (a decode grid is one wave: attention.cu) while the prefill
+// grid keeps a block per split.
 TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
   struct Case { int64_t pos0; int hd, T, H, KV; };
   for (const Case& cs : {Case{240, 128, 37, 4, 2}, Case{240, 256, 37, 4, 2}, Case{0, 128, 37, 4, 2},
@@ -281,7 +281,9 @@ void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, in
     }
     cuda::attention_run(p, k.s());  // one-launch: again on the same counters and cache
     k.e().synchronize();
-    if (one_launch) EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+    if (one_launch) {
+      EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+    }
     return Out{out.download(), dkc.download(), dvc.download(), dq.download(), oq.download()};
   };
   const Out ref = run(false, 1e6), got = run(true, 1e6);
@@ -302,18 +304,17 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
     for (int n_rot : {hd / 4, hd})
       for (int64_t pos : {5, 255, 256, 600}) check_one_launch(8, 2, hd, n_rot, pos, 1000);
   // 64 heads over a 4096-position cache: more splits than one wave of blocks holds, so a block
-  // takes several splits (attention.cu v6) in both forms; the token in the last split, and in a
+  // takes several splits (a decode grid is one wave: attention.cu) in both forms; the token in the last split, and in a
   // split that is not its block's first
   for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
 }
 
 // Shared memory past 48 KB on a fresh process: head_dim 256 with a 21-23 key context stages
 // 21-23 keys, 42-46 KB of dynamic shared memory beside ~5 KB of static arrays, past what a
-// kernel gets without opting in. The batched bench of session 13 found the one-launch decode
-// attention failing 'invalid argument' exactly here (an eager 9B decode at positions ~21-22)
-// when nothing earlier in the process had raised its limit; launch_kernel now raises it itself
-// (allow_dynamic_smem). CTest runs each case in its own process, so these launches are the
-// process's first of this kernel.
+// kernel gets without opting in: the launch fails 'invalid argument' unless something has raised
+// the kernel's limit (an eager 9B decode at positions ~21-22 is this shape). launch_kernel raises
+// it itself (allow_dynamic_smem), so the launch must not depend on an earlier one. CTest runs each
+// case in its own process, so these launches are the process's first of this kernel.
 TEST_F(Kernels, DecodeAttentionStagesPast48KBOfSharedMemoryInAFreshProcess) {
   for (int64_t ctx : {21, 22, 23}) check_one_launch(8, 2, 256, 64, ctx - 1, ctx);
 }
@@ -411,7 +412,9 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
         EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
         EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
         EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
-        if (with_conv) EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot";
+        if (with_conv) {
+          EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot";
+        }
         for (size_t i = 0; with_q && i < ref.q.size(); ++i)
           ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
       }

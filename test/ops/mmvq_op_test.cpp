@@ -255,12 +255,15 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
       ref[i] = c.add ? y0[i] + scaled : scaled;
       if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
         const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
-        if (c.type == DType::Q8_0)
+        if (c.type == DType::Q8_0) {
           ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
-        if (c.type == DType::NVFP4 && !c.w4a4)
+        }
+        if (c.type == DType::NVFP4 && !c.w4a4) {
           ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
-        if (c.w4a4)
+        }
+        if (c.w4a4) {
           ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_fp4act(reinterpret_cast<const BlockNvfp4*>(wr), xa, c.cols)));
+        }
       }
     }
   }

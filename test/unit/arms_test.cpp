@@ -1,12 +1,17 @@
-// Arms: defaults, env parsing (the one reader of MEMRA_* arm variables), errors on bad values.
+// Arms: defaults, env parsing (the one reader of MEMRA_* arm variables), errors on bad values,
+// and the table (MEMRA_ARMS) as the one source of the env names, reports and docs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "memra/arms.h"
 #include "memra/error.h"
+#include "memra/oracle.h"
+#include "memra/testing/report.h"
 
 namespace {
 
@@ -38,7 +43,7 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_FALSE(a.decode_graph);
   EXPECT_TRUE(a.graph_recapture);
   EXPECT_TRUE(a.launch_overlap);
-  EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
+  EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
   EXPECT_EQ(from_map({}), a);
 }
@@ -46,10 +51,10 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
 TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
-            "graph_recapture=on launch_overlap=on gdn_prefill=chunked prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
-            "graph_recapture=on launch_overlap=on gdn_prefill=chunked prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -60,7 +65,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_DECODE_GRAPH", "true"},
                                   {"MEMRA_GRAPH_RECAPTURE", "false"},
                                   {"MEMRA_LAUNCH_OVERLAP", "off"},
-                                  {"MEMRA_GDN_PREFILL", "recurrent"},
+                                  {"MEMRA_GDN_PREFILL", "chunked"},
                                   {"MEMRA_PREFILL_MATMUL", "mma"},
                                   {"MEMRA_UNRELATED", "whatever"}});
   EXPECT_EQ(a.prefill_act, memra::PrefillAct::w4a4);
@@ -70,7 +75,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_TRUE(a.decode_graph);
   EXPECT_FALSE(a.graph_recapture);
   EXPECT_FALSE(a.launch_overlap);
-  EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
+  EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
 }
 
@@ -106,12 +111,77 @@ TEST(Arms, FieldsRoundTripThroughSet) {
   memra::Arms a;
   a.prefill_act = memra::PrefillAct::w4a4;
   a.b1_fast = false;
-  a.gdn_prefill = memra::GdnPrefill::recurrent;
+  a.gdn_prefill = memra::GdnPrefill::chunked;
   a.prefill_matmul = memra::PrefillMatmul::mma;
   memra::Arms b;
   for (const auto& [k, v] : a.fields()) b.set(k, v);
   EXPECT_EQ(a, b);
   EXPECT_EQ(memra::Arms::env_name("graph_recapture"), "MEMRA_GRAPH_RECAPTURE");
+}
+
+// One default per arm: the oracle's GDN prefill form is the Arms default, not a second one.
+TEST(Arms, OracleStartsFromTheArmsDefault) {
+  EXPECT_EQ(memra::oracle::Options{}.gdn_prefill, memra::Arms{}.gdn_prefill);
+  EXPECT_EQ(memra::Arms{}.gdn_prefill, memra::GdnPrefill::recurrent) << "the documented default is the form "
+                                                                        "bit-identical to decode";
+}
+
+// Every value of every arm in the table round-trips: environment -> Arms -> fields() -> the
+// report's JSON, and the other fields keep their defaults.
+TEST(Arms, EveryArmRoundTripsThroughEnvironmentAndReport) {
+  const auto specs = memra::arm_specs();
+  ASSERT_EQ(specs.size(), memra::Arms{}.fields().size());
+  std::map<std::string_view, std::string_view> defaults;
+  for (const auto& [field, value] : memra::Arms{}.fields()) defaults[field] = value;
+  int checked = 0;
+  for (const memra::ArmSpec& s : specs) {
+    ASSERT_GE(s.values.size(), 2u) << s.field << ": an arm has at least two values";
+    EXPECT_EQ(s.env, memra::Arms::env_name(s.field));
+    EXPECT_EQ(s.default_value, defaults.at(s.field));
+    for (std::string_view v : s.values) {
+      SCOPED_TRACE(s.env + "=" + std::string(v));
+      const memra::Arms a = from_map({{s.env, std::string(v)}});
+      const nlohmann::json j = memra::testing::to_json(a);
+      for (const auto& [field, value] : a.fields()) {
+        const std::string_view want = field == s.field ? v : defaults.at(field);
+        EXPECT_EQ(value, want) << field;
+        EXPECT_EQ(j.at(std::string(field)).get<std::string>(), want) << field << " in the report";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 18);
+}
+
+TEST(Arms, EqualisedIsTheTablesColumn) {
+  const memra::Arms eq = memra::Arms::equalised();
+  const auto fields = eq.fields();
+  const auto specs = memra::arm_specs();
+  ASSERT_EQ(fields.size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(fields[i].first, specs[i].field);
+    EXPECT_EQ(fields[i].second, specs[i].equalised_value);
+  }
+  EXPECT_EQ(eq.decode_matvec, memra::DecodeMatvec::dp4a);
+  EXPECT_FALSE(eq.fuse_norm_quant);
+}
+
+// docs/gpu.md carries the generated table between its markers; a new or changed arm must be
+// reflected there (the failure prints the table to paste).
+TEST(Arms, DocsTableIsTheTable) {
+  std::ifstream f(std::string(MEMRA_SOURCE_DIR) + "/docs/gpu.md");
+  ASSERT_TRUE(f) << "docs/gpu.md not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- arms-table: generated from MEMRA_ARMS (memra/arms.h); unit_arms checks it -->\n";
+  const std::string end = "<!-- arms-table end -->";
+  const size_t b = doc.find(begin), e = doc.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/gpu.md lacks the marker line: " << begin;
+  ASSERT_NE(e, std::string::npos) << "docs/gpu.md lacks the marker: " << end;
+  const std::string table = doc.substr(b + begin.size(), e - b - begin.size());
+  EXPECT_EQ(table, memra::arms_markdown_table()) << "docs/gpu.md's arms table is stale; paste:\n"
+                                                 << memra::arms_markdown_table();
 }
 
 }  // namespace

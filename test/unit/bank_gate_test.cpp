@@ -35,7 +35,7 @@
 #include "memra/testing/errors.h"
 #include "memra/testing/gate.h"
 #include "memra/testing/matchers.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 #include "unit/safetensors_test_util.h"
 
 namespace memra::testing {
@@ -48,8 +48,8 @@ using ::testing::Not;
 constexpr int64_t kVocab = 256;
 constexpr int kSteps = 24;
 
-ModelConfig hybrid_config() { return tf::tiny_config(Family::Qwen35, kVocab); }
-ModelConfig gate_config() { return tf::tiny_config(Family::Qwen3, kVocab); }
+ModelConfig hybrid_config() { return tf::unit_config(Family::Qwen35, kVocab); }
+ModelConfig gate_config() { return tf::unit_config(Family::Qwen3, kVocab); }
 
 using memra::testing::error_message;
 
@@ -85,7 +85,7 @@ class BankGate : public ::testing::Test {
     weights_ = nullptr;
   }
 
-  static oracle::Model reference(oracle::GdnForm form = oracle::GdnForm::Chunked) {
+  static oracle::Model reference(GdnPrefill form = GdnPrefill::chunked) {
     oracle::Options o;
     o.gdn_prefill = form;
     return oracle::Model::from_weights(*cfg_, *weights_, o);
@@ -118,7 +118,7 @@ ModelWeights* BankGate::weights_ = nullptr;
 TEST_F(BankGate, MakeBankIsTheOraclesGreedyTopK) {
   const ModelConfig hc = hybrid_config();
   const oracle::Model ref = oracle::Model::from_weights(hc, fixture::fixture_weights(hc, 7),
-                                                       {oracle::GdnForm::Recurrent, 0});
+                                                       {GdnPrefill::recurrent, 0});
   const std::vector<int32_t> prompt = tf::prompt(9, kVocab, 3);
   const Bank b = make_bank(ref, prompt, 6, 5);
   ASSERT_EQ(b.tokens.size(), 6u);
@@ -165,13 +165,14 @@ TEST_F(BankGate, ReferenceNoiseIsMeasuredOnlyWhereGdnExists) {
   // A prompt over one GDN chunk (64), so the chunked form really runs two chunks.
   const ModelConfig hc = hybrid_config();
   oracle::Model hybrid = oracle::Model::from_weights(hc, fixture::fixture_weights(hc, 7));
+  const GdnPrefill before = hybrid.options().gdn_prefill;
   const Bank b = make_bank(hybrid, tf::prompt(70, kVocab, 3), 6);
   const double c = reference_noise_rel(hybrid, b.prompt, b.tokens);
   // Chunked and recurrent are two summations of the same delta rule in f64: at most f32-rounding
   // apart, within the oracle's documented 1e-5 (it may be exactly 0: no assertion of > 0).
   EXPECT_GE(c, 0.0);
   EXPECT_LE(c, 1e-5);
-  EXPECT_EQ(hybrid.options().gdn_prefill, oracle::GdnForm::Chunked);  // options restored
+  EXPECT_EQ(hybrid.options().gdn_prefill, before);  // options restored
 
   oracle::Model attn_only = reference();  // no GDN layer: the same computation both ways
   const Bank a = make_bank(attn_only, tf::prompt(70, kVocab, 3), 6);
@@ -325,7 +326,7 @@ TEST_F(BankFiles, WriteRefusesAnInvalidBank) {
 }
 
 TEST(BankMake, RejectsBadArguments) {
-  const ModelConfig c = tf::tiny_config(Family::Qwen3, 64);
+  const ModelConfig c = tf::unit_config(Family::Qwen3, 64);
   const oracle::Model m = oracle::Model::from_weights(c, random_weights(c, 2));
   const std::vector<int32_t> p = {1, 2, 3};
   EXPECT_THAT(error_message([&] { make_bank(m, p, 0); }), HasSubstr("steps = 0"));

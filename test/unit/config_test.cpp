@@ -11,13 +11,13 @@
 #include "memra/hf_config.h"
 #include "memra/memory_source.h"
 #include "memra/weights.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_fixtures::tiny_config;
+using testing_fixtures::unit_config;
 
 MemorySource gguf_next_keys() {
   MemorySource s(MetaStyle::Gguf, "next.gguf");
@@ -192,16 +192,16 @@ TEST(ConfigHf, ArchitectureNamesAndUnknownArchitecture) {
 }
 
 TEST(ConfigValidate, InconsistentDimensionsNameTheField) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   c.n_head_kv = 3;
   EXPECT_THAT([&] { c.validate(); }, ::testing::ThrowsMessage<Error>(HasSubstr("n_head_kv 3")));
-  c = tiny_config(Family::Qwen35);
+  c = unit_config(Family::Qwen35);
   c.n_rot = 5;
   EXPECT_THAT([&] { c.validate(); }, ::testing::ThrowsMessage<Error>(HasSubstr("n_rot 5")));
-  c = tiny_config(Family::Qwen35);
+  c = unit_config(Family::Qwen35);
   c.ssm_n_v_heads = 3;
   EXPECT_THAT([&] { c.validate(); }, ::testing::ThrowsMessage<Error>(HasSubstr("value heads 3")));
-  c = tiny_config(Family::Qwen35Moe);
+  c = unit_config(Family::Qwen35Moe);
   c.n_expert_used = 5;
   EXPECT_THAT([&] { c.validate(); }, ::testing::ThrowsMessage<Error>(HasSubstr("n_expert_used 5")));
 }
@@ -209,7 +209,7 @@ TEST(ConfigValidate, InconsistentDimensionsNameTheField) {
 class ConfigRoundTrip : public ::testing::TestWithParam<Family> {};
 
 TEST_P(ConfigRoundTrip, GgufAndHfKeysReadBackEqual) {
-  ModelConfig c = tiny_config(GetParam());
+  ModelConfig c = unit_config(GetParam());
   c.validate();
   // through a full source, so from_source's completion from tensors takes part
   ModelWeights w = random_weights(c, 3);
@@ -226,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Families, ConfigRoundTrip,
                          [](const auto& i) { return std::string(family_arch(i.param)); });
 
 TEST(ConfigSource, GgufTiedOutputAndDenseLayerDetectedFromTensors) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   c.tied_embeddings = true;
   MemorySource g = to_gguf_source(c, random_weights(c, 4));
   ASSERT_EQ(g.find("output.weight"), nullptr);
@@ -238,7 +238,7 @@ TEST(ConfigSource, GgufTiedOutputAndDenseLayerDetectedFromTensors) {
 }
 
 TEST(ConfigSource, HfMtpCountDroppedWhenNotSaved) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   c.n_mtp = 1;
   MemorySource h = to_hf_source(c, random_weights(c, 5));
   EXPECT_EQ(ModelConfig::from_source(h).n_mtp, 1);

@@ -159,7 +159,9 @@ void expect_matches_bank(const oracle::Model& m, const nlohmann::json& j, const 
     for (size_t i = 0; i < rows.size(); ++i) {
       const RowCheck r = compare(got[i], rows[i].logits);
       EXPECT_LE(r.max_err, r.bound) << what << ", " << row_name(rows[i]);
-      if (r.ref_margin > r.bound) EXPECT_EQ(r.top, r.ref_top) << what << ", " << row_name(rows[i]);
+      if (r.ref_margin > r.bound) {
+        EXPECT_EQ(r.top, r.ref_top) << what << ", " << row_name(rows[i]);
+      }
     }
   }
 }
@@ -198,8 +200,9 @@ TEST_P(HfBank, OracleMatchesTransformers) {
       EXPECT_GT(r.bound, 0);
       EXPECT_LE(r.max_err, r.bound) << row_name(rows[i]) << ": max |oracle - transformers| " << r.max_err
                                     << " over the bound 1e-4 * range = " << r.bound;
-      if (r.ref_margin > r.bound)
+      if (r.ref_margin > r.bound) {
         EXPECT_EQ(r.top, r.ref_top) << row_name(rows[i]) << ": reference margin " << r.ref_margin;
+      }
       const RowCheck neg = compare(neg_got[i], rows[i].logits);
       EXPECT_GT(neg.max_err, neg.bound) << "negative control: another seed passed the bound";
       worst = std::max(worst, r.max_err / r.bound);

@@ -16,7 +16,7 @@
 #include "memra/gguf.h"
 #include "memra/oracle.h"
 #include "memra/weights.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra::oracle {
 namespace {
@@ -24,10 +24,10 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
-using testing_fixtures::tiny_config;
+using testing_fixtures::unit_config;
 
 Model model(Family f, ModelWeights* keep = nullptr) {
-  ModelConfig c = tiny_config(f);
+  ModelConfig c = unit_config(f);
   ModelWeights w = random_weights(c, 21);
   if (keep) *keep = w;
   Options o;
@@ -69,25 +69,25 @@ TEST(OracleErrors, EmptyPrompt) {
 }
 
 TEST(OracleErrors, NonFiniteNamesTheLayer) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   ModelWeights w = random_weights(c, 22);
   const std::vector<int32_t> p = {5, 6, 7};
   // An Inf in layer 1's GDN output projection first shows after layer 1's mixer.
   ModelWeights a = w;
   a.layers[1].gdn->wout.data[0] = std::numeric_limits<float>::infinity();
   EXPECT_THAT([&] { Model::from_weights(c, a).forward_last(p); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite"), HasSubstr("after layer 1 (linear attention)"),
+              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite"), HasSubstr("in layer 1 (linear attention)"),
                                          HasSubstr("position 0"))));
   // A NaN in layer 3's MoE router poisons its MoE output.
   ModelWeights b = w;
   b.layers[3].moe->router.data[5] = std::nanf("");
   EXPECT_THAT([&] { Model::from_weights(c, b).forward_last(p); },
-              ThrowsMessage<Error>(HasSubstr("after layer 3 (MoE)")));
+              ThrowsMessage<Error>(HasSubstr("in layer 3 (MoE)")));
   // A NaN in the lm_head only shows in the logits.
   ModelWeights d = w;
   d.output.data[64 * 100] = std::nanf("");
   EXPECT_THAT([&] { Model::from_weights(c, d).forward_last(p); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite logit"), HasSubstr("index 100"), HasSubstr("lm_head"))));
+              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite value"), HasSubstr("element 100"), HasSubstr("in lm_head"))));
   // A NaN embedding row is named as the embedding.
   ModelWeights e = w;
   e.embed.at(6, 3) = std::nanf("");
@@ -96,7 +96,7 @@ TEST(OracleErrors, NonFiniteNamesTheLayer) {
 }
 
 TEST(OracleErrors, WrongArchitectureIsNamed) {
-  ModelConfig c = tiny_config(Family::Qwen3);
+  ModelConfig c = unit_config(Family::Qwen3);
   MemorySource g = to_gguf_source(c, random_weights(c, 23));
   g.set("general.architecture", std::string("qwen3moe"));
   EXPECT_THAT([&] { Model::load(g); }, ThrowsMessage<Error>(HasSubstr("unsupported architecture 'qwen3moe'")));
@@ -106,7 +106,7 @@ TEST(OracleErrors, WrongArchitectureIsNamed) {
 }
 
 TEST(OracleErrors, MissingAndMisshapedTensorsThroughLoad) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   ModelWeights w = random_weights(c, 24);
   MemorySource g = to_gguf_source(c, w);
   g.remove("blk.0.ssm_ba.weight");
@@ -149,7 +149,7 @@ TEST(OracleErrors, WrongArchitectureAndMissingTensorInAFile) {
 }
 
 TEST(OracleErrors, InconsistentWeightsAndForeignCache) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   ModelWeights w = random_weights(c, 25);
   ModelWeights bad = w;
   bad.layers[2].gdn->norm.pop_back();

@@ -12,14 +12,14 @@
 #include "memra/oracle.h"
 #include "memra/safetensors.h"
 #include "memra/weights.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra::oracle {
 namespace {
 
 using testing_fixtures::bit_equal;
 using testing_fixtures::prompt;
-using testing_fixtures::tiny_config;
+using testing_fixtures::unit_config;
 
 // Metadata as llama.cpp's converter types it: integers u32, floats f32 (so rms eps and theta
 // come back as f32-rounded values, as from a real file), per-layer flags as a bool array.
@@ -69,7 +69,7 @@ class OracleFiles : public ::testing::TestWithParam<Family> {
 };
 
 TEST_P(OracleFiles, GgufFileAndHfDirectoryMatchMemorySources) {
-  ModelConfig c = tiny_config(GetParam());
+  ModelConfig c = unit_config(GetParam());
   if (c.family != Family::Qwen3) c.n_mtp = 1;
   c.rms_eps = static_cast<float>(1e-6);  // as the f32 key of a real GGUF file stores it
   c.rope_theta = static_cast<float>(c.rope_theta);

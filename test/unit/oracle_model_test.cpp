@@ -10,7 +10,6 @@
 //   - chunked vs recurrent GDN prefill <= 1e-5 relative for prompts of 1, 63, 64, 65, 130 (every
 //     hybrid family);
 //   - results do not depend on the thread count.
-#include <chrono>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -21,7 +20,7 @@
 #include "memra/oracle.h"
 #include "memra/weights.h"
 #include "oracle/ops.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra::oracle {
 namespace {
@@ -29,10 +28,10 @@ namespace {
 using testing_fixtures::bit_equal;
 using testing_fixtures::prompt;
 using testing_fixtures::rel_err;
-using testing_fixtures::tiny_config;
+using testing_fixtures::unit_config;
 
-Model tiny_model(Family f, GdnForm form = GdnForm::Chunked, uint64_t seed = 7) {
-  ModelConfig c = tiny_config(f);
+Model tiny_model(Family f, GdnPrefill form = GdnPrefill::chunked, uint64_t seed = 7) {
+  ModelConfig c = unit_config(f);
   if (f != Family::Qwen3) c.n_mtp = 1;
   Options o;
   o.gdn_prefill = form;
@@ -58,7 +57,7 @@ TEST_P(OracleFamily, ForwardSmoke) {
 }
 
 TEST_P(OracleFamily, GgufAndHfSourcesGiveIdenticalLogits) {
-  ModelConfig c = tiny_config(GetParam());
+  ModelConfig c = unit_config(GetParam());
   ModelWeights w = random_weights(c, 8);
   MemorySource g = to_gguf_source(c, w);
   MemorySource h = to_hf_source(c, w, {.fused_experts = GetParam() == Family::Qwen35Moe});
@@ -70,7 +69,7 @@ TEST_P(OracleFamily, GgufAndHfSourcesGiveIdenticalLogits) {
 }
 
 TEST_P(OracleFamily, PrimeThenDecodeEqualsForwardLastBitwiseRecurrent) {
-  Model m = tiny_model(GetParam(), GdnForm::Recurrent);
+  Model m = tiny_model(GetParam(), GdnPrefill::recurrent);
   auto p = prompt(20, m.config().n_vocab, 3);
   Cache c = m.new_cache(32);
   m.prime(std::span<const int32_t>(p).first(12), c);
@@ -81,20 +80,22 @@ TEST_P(OracleFamily, PrimeThenDecodeEqualsForwardLastBitwiseRecurrent) {
 }
 
 TEST_P(OracleFamily, PrimeThenDecodeMatchesForwardLastChunked) {
-  Model m = tiny_model(GetParam(), GdnForm::Chunked);
+  Model m = tiny_model(GetParam(), GdnPrefill::chunked);
   auto p = prompt(70, m.config().n_vocab, 4);
   Cache c = m.new_cache(80);
   std::vector<float> primed = m.prime(std::span<const int32_t>(p).first(69), c);
   Step s = m.decode_step(p[69], c);
   std::vector<float> ref = m.forward_last(p);
   EXPECT_LE(rel_err(s.logits, ref), 1e-5);
-  if (!m.config().has_linear()) EXPECT_TRUE(bit_equal(s.logits, ref));
+  if (!m.config().has_linear()) {
+    EXPECT_TRUE(bit_equal(s.logits, ref));
+  }
   // the primed logits are forward_last of the shorter prompt, computed the same way
   EXPECT_TRUE(bit_equal(primed, m.forward_last(std::span<const int32_t>(p).first(69))));
 }
 
 TEST_P(OracleFamily, ForwardAllRowsEqualForwardLastOfEachTruncation) {
-  Model m = tiny_model(GetParam(), GdnForm::Chunked);
+  Model m = tiny_model(GetParam(), GdnPrefill::chunked);
   auto p = prompt(67, m.config().n_vocab, 5);
   auto all = m.forward_all(p);
   ASSERT_EQ(all.size(), p.size());
@@ -123,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Families, OracleFamily,
 // decode_step_batch is decode_step per sequence: the same logits bits for every sequence of a
 // batch of uneven positions, and every cache advanced by one.
 TEST_P(OracleFamily, DecodeStepBatchEqualsDecodeStepPerSequence) {
-  Model m = tiny_model(GetParam(), GdnForm::Recurrent);
+  Model m = tiny_model(GetParam(), GdnPrefill::recurrent);
   const int64_t V = m.config().n_vocab;
   std::vector<Cache> solo, batch;
   std::vector<Cache*> ptrs;
@@ -179,8 +180,8 @@ class OracleGdnPrefill : public ::testing::TestWithParam<std::tuple<Family, int>
 
 TEST_P(OracleGdnPrefill, ChunkedAndRecurrentAgree) {
   const auto [family, n] = GetParam();
-  Model mc = tiny_model(family, GdnForm::Chunked);
-  Model mr = tiny_model(family, GdnForm::Recurrent);
+  Model mc = tiny_model(family, GdnPrefill::chunked);
+  Model mr = tiny_model(family, GdnPrefill::recurrent);
   auto p = prompt(n, mc.config().n_vocab, 9);
   std::vector<float> lc = mc.forward_last(p), lr = mr.forward_last(p);
   EXPECT_LE(rel_err(lc, lr), 1e-5);
@@ -206,7 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Lengths, OracleGdnPrefill,
 TEST(OracleMoeLayers, DenseLayerAmongMoeLayersRunsTheDenseFfn) {
   // Qwen3-Next fixture: layer 2 is dense (mlp_only_layers). Zeroing its dense FFN must change
   // the output (it is used); zeroing an expert of layer 2 is impossible (it has none).
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   ModelWeights w = random_weights(c, 10);
   ASSERT_TRUE(w.layers[2].ffn.has_value());
   ASSERT_FALSE(w.layers[2].moe.has_value());
@@ -222,7 +223,7 @@ TEST(OracleMoeLayers, DenseLayerAmongMoeLayersRunsTheDenseFfn) {
 // "embedding" is z = eh_proj([enorm(embed(x)) | hnorm(h)]) and whose layer, final norm and
 // lm_head are the MTP ones.
 TEST(OracleMtp, StepEqualsItsComposition) {
-  Model m = tiny_model(Family::Qwen35Moe, GdnForm::Recurrent);
+  Model m = tiny_model(Family::Qwen35Moe, GdnPrefill::recurrent);
   const ModelConfig& c = m.config();
   ASSERT_EQ(c.n_mtp, 1);
   auto p = prompt(6, c.n_vocab, 12);
@@ -259,7 +260,7 @@ TEST(OracleMtp, StepEqualsItsComposition) {
 }
 
 TEST(OracleMtp, GgufAndHfMtpHeadsAgree) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   c.n_mtp = 1;
   ModelWeights w = random_weights(c, 13);
   MemorySource g = to_gguf_source(c, w), h = to_hf_source(c, w);
@@ -270,27 +271,6 @@ TEST(OracleMtp, GgufAndHfMtpHeadsAgree) {
   Cache cg = mg.new_cache(8), ch = mh.new_cache(8);
   Step sg = mg.decode_step(3, cg), sh = mh.decode_step(3, ch);
   EXPECT_TRUE(bit_equal(mg.mtp_step(sg.hidden, 5, cg).logits, mh.mtp_step(sh.hidden, 5, ch).logits));
-}
-
-// Real Qwen3 vocabulary (151936 rows): the lm_head dominates; one decode step must stay well
-// under 100 ms on the 2-core CI box. Best of 5 steps, so one descheduled step does not decide.
-TEST(OracleSpeed, DecodeStepWithRealVocabUnder100ms) {
-  ModelConfig c = tiny_config(Family::Qwen3, 151936);
-  c.n_embd = 128;
-  c.tied_embeddings = true;
-  Options o;  // default threads
-  Model m = Model::from_weights(c, random_weights(c, 14), o);
-  Cache cache = m.new_cache(16);
-  double best = 1e9;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    Step s = m.decode_step(1000 + i, cache);
-    auto t1 = std::chrono::steady_clock::now();
-    ASSERT_EQ(s.logits.size(), 151936u);
-    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  RecordProperty("decode_ms_best", std::to_string(best));
-  EXPECT_LT(best, 100.0);
 }
 
 }  // namespace

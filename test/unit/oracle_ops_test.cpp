@@ -10,7 +10,7 @@
 #include "memra/config.h"
 #include "memra/oracle.h"
 #include "oracle/ops.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra::oracle {
 namespace {
@@ -340,7 +340,7 @@ TEST(OracleGdn, LayerMatchesLiteralReference) {
   w.wout = rand_mat(g, D, vd);
   std::vector<float> x = rand_vec(g, T * D, -1, 1), out(T * D);
   GdnCacheLayer cache{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(nv * dk * dv, 0.0)};
-  ops::gdn(c, w, x.data(), T, GdnForm::Recurrent, cache, out.data(), 1);
+  ops::gdn(c, w, x.data(), T, GdnPrefill::recurrent, cache, out.data(), 1);
 
   auto lin = [&](const Matrix& m, const double* v) {
     std::vector<double> y(static_cast<size_t>(m.rows));

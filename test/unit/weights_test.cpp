@@ -12,14 +12,14 @@
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/weights.h"
-#include "unit/oracle_fixtures.h"
+#include "memra/testing/fixtures.h"
 
 namespace memra {
 namespace {
 
 using ::testing::HasSubstr;
 using testing_fixtures::flatten;
-using testing_fixtures::tiny_config;
+using testing_fixtures::unit_config;
 
 // Reads element (row, col) of a 2-D F32 tensor stored {cols, rows}.
 float at(const MemorySource& s, const std::string& name, int64_t row, int64_t col) {
@@ -42,7 +42,7 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
 class WeightsFamily : public ::testing::TestWithParam<Family> {};
 
 TEST_P(WeightsFamily, GgufAndHfSourcesLoadToTheSameCanonicalWeights) {
-  ModelConfig c = tiny_config(GetParam());
+  ModelConfig c = unit_config(GetParam());
   if (c.family != Family::Qwen3) c.n_mtp = 1;
   ModelWeights w = random_weights(c, 11);
   MemorySource g = to_gguf_source(c, w);
@@ -67,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(Families, WeightsFamily,
                          [](const auto& i) { return std::string(family_arch(i.param)); });
 
 TEST(WeightsConventions, ZeroCentredNormsGetPlusOneExceptSsmNorm) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   ModelWeights w = random_weights(c, 12);
   MemorySource h = to_hf_source(c, w);
   MemorySource g = to_gguf_source(c, w);
@@ -82,14 +82,14 @@ TEST(WeightsConventions, ZeroCentredNormsGetPlusOneExceptSsmNorm) {
   EXPECT_EQ(at1(h, "model.layers.0.linear_attn.norm.weight", 3), at1(g, "blk.0.ssm_norm.weight", 3));
   EXPECT_EQ(at1(h, "model.layers.0.linear_attn.norm.weight", 3), w.layers[0].gdn->norm[3]);
   // Qwen3 dense: plain w everywhere.
-  ModelConfig c3 = tiny_config(Family::Qwen3);
+  ModelConfig c3 = unit_config(Family::Qwen3);
   ModelWeights w3 = random_weights(c3, 12);
   MemorySource h3 = to_hf_source(c3, w3);
   EXPECT_EQ(at1(h3, "model.layers.1.post_attention_layernorm.weight", 4), w3.layers[1].ffn_norm[4]);
 }
 
 TEST(WeightsConventions, SsmAIsMinusExpALogAndDtBiasIsCarried) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   ModelWeights w = random_weights(c, 13);
   MemorySource h = to_hf_source(c, w);
   const float a_log = at1(h, "model.layers.1.linear_attn.A_log", 2);
@@ -101,7 +101,7 @@ TEST(WeightsConventions, SsmAIsMinusExpALogAndDtBiasIsCarried) {
 }
 
 TEST(WeightsConventions, GatedQProjIsPerHeadInterleaved) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);
+  ModelConfig c = unit_config(Family::Qwen3Next);
   ModelWeights w = random_weights(c, 14);
   MemorySource h = to_hf_source(c, w);
   const int64_t hd = c.head_dim;
@@ -113,7 +113,7 @@ TEST(WeightsConventions, GatedQProjIsPerHeadInterleaved) {
 }
 
 TEST(WeightsConventions, Qwen3NextQkvzAndBaAreGroupedPerKeyHead) {
-  ModelConfig c = tiny_config(Family::Qwen3Next);  // nk 2, nv 4 (r 2), dk 8, dv 12
+  ModelConfig c = unit_config(Family::Qwen3Next);  // nk 2, nv 4 (r 2), dk 8, dv 12
   ModelWeights w = random_weights(c, 15);
   MemorySource h = to_hf_source(c, w);
   const GdnWeights& g = *w.layers[0].gdn;
@@ -134,7 +134,7 @@ TEST(WeightsConventions, Qwen3NextQkvzAndBaAreGroupedPerKeyHead) {
 }
 
 TEST(WeightsConventions, Qwen35GgufValueHeadsAreTiled) {
-  ModelConfig c = tiny_config(Family::Qwen35);  // nk 2, r 2: grouped head k*2+j <-> tiled j*2+k
+  ModelConfig c = unit_config(Family::Qwen35);  // nk 2, r 2: grouped head k*2+j <-> tiled j*2+k
   ModelWeights w = random_weights(c, 16);
   MemorySource g = to_gguf_source(c, w);
   const GdnWeights& G = *w.layers[1].gdn;
@@ -152,7 +152,7 @@ TEST(WeightsConventions, Qwen35GgufValueHeadsAreTiled) {
   EXPECT_EQ(at(g, "blk.1.attn_qkv.weight", 9, 3), G.wqkv.at(9, 3));
   EXPECT_EQ(at1(g, "blk.1.ssm_dt.bias", 3), G.dt_bias[3]);
   // qwen3next GGUF is NOT reordered.
-  ModelConfig cn = tiny_config(Family::Qwen3Next);
+  ModelConfig cn = unit_config(Family::Qwen3Next);
   ModelWeights wn = random_weights(cn, 16);
   MemorySource gn = to_gguf_source(cn, wn);
   EXPECT_EQ(at1(gn, "blk.1.ssm_dt.bias", 1), wn.layers[1].gdn->dt_bias[1]);
@@ -161,7 +161,7 @@ TEST(WeightsConventions, Qwen35GgufValueHeadsAreTiled) {
 // With r = n_v / n_k = 3 != n_k = 2 the grouped<->tiled map is not its own inverse, so a loader
 // that applied it in the wrong direction would be caught here.
 TEST(WeightsConventions, Qwen35TiledOrderWithThreeValueHeadsPerKeyHead) {
-  ModelConfig c = tiny_config(Family::Qwen35Moe);
+  ModelConfig c = unit_config(Family::Qwen35Moe);
   c.ssm_n_v_heads = 6;
   ModelWeights w = random_weights(c, 26);
   MemorySource g = to_gguf_source(c, w);
@@ -178,7 +178,7 @@ TEST(WeightsConventions, Qwen35TiledOrderWithThreeValueHeadsPerKeyHead) {
 }
 
 TEST(WeightsExperts, FusedAndPerExpertLayoutsLoadTheSame) {
-  ModelConfig c = tiny_config(Family::Qwen35Moe);
+  ModelConfig c = unit_config(Family::Qwen35Moe);
   ModelWeights w = random_weights(c, 17);
   MemorySource h1 = to_hf_source(c, w);
   MemorySource h2 = to_hf_source(c, w, {.fused_experts = true, .language_model_prefix = true});
@@ -200,7 +200,7 @@ TEST(WeightsExperts, FusedAndPerExpertLayoutsLoadTheSame) {
 }
 
 TEST(WeightsErrors, MissingTensorIsNamed) {
-  ModelConfig c = tiny_config(Family::Qwen35);
+  ModelConfig c = unit_config(Family::Qwen35);
   MemorySource g = to_gguf_source(c, random_weights(c, 18));
   g.remove("blk.1.attn_qkv.weight");
   EXPECT_THAT([&] { load_weights(g, c); },
@@ -212,7 +212,7 @@ TEST(WeightsErrors, MissingTensorIsNamed) {
 }
 
 TEST(WeightsErrors, ShapeMismatchNamesExpectedAndActual) {
-  ModelConfig c = tiny_config(Family::Qwen3);
+  ModelConfig c = unit_config(Family::Qwen3);
   MemorySource g = to_gguf_source(c, random_weights(c, 19));
   std::vector<float> bad(64 * 33, 0.0f);
   g.add_f32("blk.0.attn_k.weight", {64, 33}, bad);
@@ -226,7 +226,7 @@ TEST(WeightsErrors, ShapeMismatchNamesExpectedAndActual) {
 }
 
 TEST(WeightsOutput, TiedGgufUsesTheEmbedding) {
-  ModelConfig c = tiny_config(Family::Qwen3);
+  ModelConfig c = unit_config(Family::Qwen3);
   ModelWeights w = random_weights(c, 20);
   MemorySource g = to_gguf_source(c, w);
   g.remove("output.weight");
@@ -243,7 +243,7 @@ TEST(WeightsOutput, TiedGgufUsesTheEmbedding) {
 }
 
 TEST(WeightsDtypes, QuantisedTensorsAndPerTensorScaleAreApplied) {
-  ModelConfig c = tiny_config(Family::Qwen3);
+  ModelConfig c = unit_config(Family::Qwen3);
   ModelWeights w = random_weights(c, 21);
   MemorySource g = to_gguf_source(c, w);
   // attn_output {128 -> 64}: replace by Q8_0 and expect dequantize_row's values.

@@ -6,7 +6,8 @@
 // (MEMRA_REQUIRE_GPU=1, set by ctest/gpu-ci.sh) that skip is a failure, so an arch-labelled CI
 // run can never pass by skipping everything.
 //
-// Arch families (CTest labels) from the compute capability major:
+// Arch families (CTest labels) from the compute capability major (the table cmake/archs.txt,
+// compiled into src/testing/gpu.cpp; CMake and ctest/gpu-ci.sh read the same file):
 //   sm_90  -> h100     (H100, H200)
 //   sm_100 -> b200     (B200; sm_103 B300 too)
 //   sm_120 -> rtx5090  (RTX 5090 and the other GB20x parts)

@@ -12,10 +12,10 @@
 // Token ids are int32_t throughout; greedy ties break to the lowest index (DESIGN.md).
 //
 // provides: Top2, top2, argmax, GreedyStream, Divergence, first_divergence, floor_position,
-//           BankRow, check_bank_row, TfStep, TfClass, TfRow, BandRule, classify_tf_row, TfSummary,
-//           summarize, MarginStats, top2_margins, margin_stats, percentile_rank, FractionRule,
-//           FractionVerdict, apply_fraction_rule, logits_stream_sha256, PrintTo (Divergence,
-//           BankRow, TfStep, TfRow)
+//           BankRow, check_bank_row (both memra/bank.h's), TfStep, TfClass, TfRow, BandRule,
+//           classify_tf_row, TfSummary, summarize, MarginStats, top2_margins, margin_stats,
+//           percentile_rank, FractionRule, FractionVerdict, apply_fraction_rule, logits_stream_sha256, PrintTo (Divergence,
+//           TfStep, TfRow; BankRow's is memra/bank.h's)
 #pragma once
 
 #include <cstddef>
@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "memra/bank.h"
 
 namespace memra::testing {
 
@@ -95,16 +97,9 @@ Divergence first_divergence(const GreedyStream& ref, const GreedyStream& test,
 
 // ---- teacher-forced rows against a banked oracle top-k -----------------------------------
 
-// One banked step: the oracle's greedy token and its top-k (ids, logits), best first.
-struct BankRow {
-  int32_t token = -1;
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_logits;
-};
-
-// Bank integrity (checked before any verdict): top_ids[0] == token, k >= 2, ids and logits of
-// equal length, logits non-increasing. Throws memra::Error naming the step.
-void check_bank_row(size_t step, const BankRow& row);
+// BankRow (one banked step) and check_bank_row are the bank format's: memra/bank.h.
+using memra::BankRow;
+using memra::check_bank_row;
 
 enum class TfClass { agree, in_band, out_of_band, unresolved };
 std::string_view to_string(TfClass c);
@@ -195,7 +190,6 @@ std::string logits_stream_sha256(std::span<const std::vector<float>> rows);
 // instead of gtest's byte dump of the struct (padding bytes included); the matcher's
 // explanation that follows carries the detail.
 void PrintTo(const Divergence& d, std::ostream* os);
-void PrintTo(const BankRow& r, std::ostream* os);
 void PrintTo(const TfStep& s, std::ostream* os);
 void PrintTo(const TfRow& r, std::ostream* os);
 

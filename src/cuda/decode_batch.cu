@@ -1,0 +1,175 @@
+// src/cuda/decode_batch.cu — one decode step of B sequences (model_impl.h; memra/model.h
+// decode_step_batch and decode_step_batch_sampled).
+//
+// The mat-muls, norms, FFN / MoE and lm_head run over B rows (each weight streamed once per
+// step), attention and Gated DeltaNet per sequence over its own cache: the layer walk with B
+// sequences of one row. Every kernel computes a row's values by the same operations whatever B
+// and whatever the other rows hold (mat-vec tiles keep per-vector accumulators in the dot
+// contract's order, row ops reduce per row, attention and GDN run per sequence), so a sequence's
+// logits do not depend on its batch-mates, its row or B (law 2; gate DecodeBatch). Eager only
+// (no graph arm). Logits land in logits_batch; token selection (greedy or seeded sampling) runs
+// on the device, one select_rows launch for all rows.
+#include <cmath>
+
+#include "cuda/launch.cuh"
+#include "cuda/model_impl.h"
+#include "memra/cuda_check.h"
+#include "memra/error.h"
+#include "memra/finite.h"
+
+namespace memra {
+
+// specs: per row, the token selection (none: the row only advances its position).
+void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis,
+                               std::span<const std::optional<SampleSpec>> specs) {
+  const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
+  check_arms();
+  const int64_t B = static_cast<int64_t>(toks.size()), D = c.n_embd;
+  int64_t ctx_bound = 1;
+  std::vector<Seq> seqs;
+  for (Cache::Impl* ci : cis) {
+    ctx_bound = std::max(ctx_bound, ci->pos + 1);
+    seqs.push_back({ci, ci->pos + 1});
+  }
+  if (B > ws.cap_T) tok_dev = -1;  // the token buffer moves
+  ws.ensure(*e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked);
+  if (static_cast<int64_t>(logits_batch.size()) < B * c.n_vocab)
+    logits_batch = DeviceBuffer<float>(*e, static_cast<size_t>(B * c.n_vocab));
+  tok_host.assign(toks.begin(), toks.end());
+  copy_to_device(ws.tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(B), e->stream());
+  tok_dev = -1;
+  struct Flag {
+    bool& on;
+    ~Flag() { on = false; }
+  } flag{batch_step};
+  batch_step = true;
+  walk(seqs, 1);
+  norm_quant(ws.x.data(), weights.output_norm.data(), ws.h.data(), ws.hq.data(), B, D);
+  mv(weights.lm_head(), ws.h.data(), D, ws.hq.data(), logits_batch.data(), c.n_vocab, B, false);
+  std::vector<int64_t*> pos;
+  for (Cache::Impl* ci : cis) pos.push_back(ci->pos_dev.data());
+  select_rows(logits_batch.data(), specs, pos);
+  for (Cache::Impl* ci : cis) {
+    ci->pos += 1;
+    ci->has_last_logits = false;
+  }
+  ++counters.batch_steps;
+}
+
+// One select_rows launch over B rows of x: each row's token (specs) into row_tokens, each
+// pos[r] (when set) advanced by one.
+void Model::Impl::select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos) {
+  const size_t B = specs.size();
+  if (row_jobs.size() < B) {
+    row_jobs = DeviceBuffer<cuda::RowSelect>(*e, B);
+    row_tokens = DeviceBuffer<int32_t>(*e, B);
+  }
+  jobs_host.assign(B, cuda::RowSelect{});
+  for (size_t r = 0; r < B; ++r) {
+    cuda::RowSelect& j = jobs_host[r];
+    j.pos = pos[r];
+    if (specs[r]) {
+      j.has_spec = 1;
+      j.temperature = specs[r]->temperature;
+      j.seed = specs[r]->seed;
+      j.counter = specs[r]->counter;
+    }
+  }
+  copy_to_device(row_jobs.data(), jobs_host.data(), sizeof(cuda::RowSelect) * B, e->stream());
+  cuda::select_rows_run(x, c.n_vocab, row_jobs.data(), static_cast<int>(B), row_tokens.data(), s);
+}
+
+
+namespace {
+
+// A batched call's inputs, all checked before anything runs; errors name the call and sequence.
+std::vector<Cache::Impl*> batch_caches(const char* what, const Model::Impl& m, std::span<const int32_t> tokens,
+                                       std::span<Cache* const> caches) {
+  const size_t B = tokens.size();
+  if (B == 0) fail(what, ": no sequences");
+  if (caches.size() != B) fail(what, ": ", B, " tokens for ", caches.size(), " caches (one token per sequence)");
+  std::vector<Cache::Impl*> cis;
+  for (size_t b = 0; b < B; ++b) {
+    Cache* cache = caches[b];
+    try {
+      if (!cache) fail("null cache");
+      m.check_cache(*cache);
+      m.c.check_prompt(tokens.subspan(b, 1), cache->pos(), cache->max_ctx());
+    } catch (const Error& err) {
+      fail(what, ": sequence ", b, ": ", err.what());
+    }
+    for (size_t a = 0; a < b; ++a)
+      if (cis[a] == cache->impl()) fail(what, ": sequences ", a, " and ", b, " share one cache");
+    cis.push_back(cache->impl());
+  }
+  return cis;
+}
+
+}  // namespace
+
+std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) {
+  const std::vector<Cache::Impl*> cis = batch_caches("decode_step_batch", *impl_, tokens, caches);
+  const int64_t B = static_cast<int64_t>(tokens.size());
+  if (B == 1 && impl_->arms.b1_fast) return {decode_step(tokens[0], *caches[0]).logits};
+  const std::vector<std::optional<SampleSpec>> none(static_cast<size_t>(B));
+  impl_->decode_batch(tokens, cis, none);
+  const int64_t V = impl_->c.n_vocab;
+  std::vector<float> all(static_cast<size_t>(B * V));
+  copy_to_host(all.data(), impl_->logits_batch.data(), sizeof(float) * all.size(), impl_->e->stream());
+  std::vector<std::vector<float>> rows(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const float* row = all.data() + b * V;
+    check_finite({row, static_cast<size_t>(V)}, V,
+                 {.call = "decode_step_batch", .layer = "lm_head", .pos0 = caches[static_cast<size_t>(b)]->pos() - 1,
+                  .sequence = b});
+    rows[static_cast<size_t>(b)].assign(row, row + V);
+  }
+  return rows;
+}
+
+Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::span<Cache* const> caches,
+                                         std::span<const std::optional<SampleSpec>> specs, bool lean) {
+  const char* what = "decode_step_batch_sampled";
+  const std::vector<Cache::Impl*> cis = batch_caches(what, *impl_, tokens, caches);
+  const size_t B = tokens.size();
+  if (specs.size() != B) fail(what, ": ", specs.size(), " specs for ", B, " sequences (one, or none, per sequence)");
+  for (size_t b = 0; b < B; ++b)
+    if (specs[b] && !(std::isfinite(specs[b]->temperature) && specs[b]->temperature >= 0))
+      fail(what, ": sequence ", b, ": temperature ", specs[b]->temperature, " (must be finite and >= 0)");
+  Impl& m = *impl_;
+  const int64_t V = m.c.n_vocab;
+  const float* x = nullptr;
+  if (B == 1 && m.arms.b1_fast) {  // decode_step's launches (graph arm included), then the selection
+    m.decode(tokens[0], *cis[0], false);
+    int64_t* no_pos[1] = {nullptr};
+    m.select_rows(m.ws.logits.data(), specs, no_pos);
+    x = m.ws.logits.data();
+  } else {
+    m.decode_batch(tokens, cis, specs);
+    x = m.logits_batch.data();
+  }
+  Sampled out;
+  out.tokens.resize(B);
+  copy_to_host(out.tokens.data(), m.row_tokens.data(), sizeof(int32_t) * B, m.e->stream());
+  out.logits.resize(B);
+  for (size_t b = 0; b < B; ++b) {
+    const float* row = x + static_cast<int64_t>(b) * V;
+    if (specs[b] && out.tokens[b] < 0) m.fail_nonfinite(what, cis[b]->pos - 1, static_cast<int64_t>(b));
+    if (specs[b] && lean) {
+      Cache::Impl& ci = *cis[b];
+      if (ci.last_logits.size() != static_cast<size_t>(V)) ci.last_logits = DeviceBuffer<float>(*m.e, static_cast<size_t>(V));
+      MEMRA_CUDA_CHECK(cudaMemcpyAsync(ci.last_logits.data(), row, sizeof(float) * static_cast<size_t>(V), cudaMemcpyDeviceToDevice, m.s));
+      ci.has_last_logits = true;
+      continue;
+    }
+    if (!specs[b]) out.tokens[b] = -1;
+    std::vector<float>& h = out.logits[b];
+    h.resize(static_cast<size_t>(V));
+    copy_to_host(h.data(), row, sizeof(float) * h.size(), m.e->stream());
+    if (!specs[b])
+      check_finite(h, V, {.call = what, .layer = "lm_head", .pos0 = cis[b]->pos - 1, .sequence = static_cast<int64_t>(b)});
+  }
+  return out;
+}
+
+}  // namespace memra

@@ -1,0 +1,65 @@
+// src/cuda/device_weights.h — the model's weights on the device: the layer schema
+// (memra/layer_schema.h) with DevMatrix matrices (planar rows, cuda/planar.cuh) and f32 device
+// vectors, made by uploading RawWeights or by drawing synthetic blocks (benchmarks).
+//
+// Shape limits of the kernels are a property of the model, not of a call: check_kernel_limits
+// runs before any upload, so a model the kernels cannot run fails at Model::load naming the
+// field and the limit instead of at its first prompt.
+//
+// provides: DevMatrix, DevLayer, DeviceWeights, upload_weights, synthetic_weights,
+//           check_kernel_limits
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/dmat.h"
+#include "memra/config.h"
+#include "memra/engine.h"
+#include "memra/layer_schema.h"
+#include "memra/raw_weights.h"
+
+namespace memra::cuda {
+
+// One weight matrix on the device; `m` is the kernels' view of it.
+struct DevMatrix {
+  DeviceBuffer<uint8_t> bytes;  // planar rows (+16 B of slack for whole-word loads)
+  DeviceBuffer<float> scale;    // [n_slab] multiplier of every dot product
+  DMat m;
+  int64_t n_slab = 1;
+  bool empty() const { return m.rows == 0; }
+  int64_t total_bytes() const { return m.rows * m.row_bytes; }
+};
+
+using DevVec = DeviceBuffer<float>;
+using DevFfn = FfnT<DevMatrix>;
+
+// A layer on the device: the schema's tensors, plus the shared-expert gate as the [1, D] F32
+// matrix the mat-vec reads (the same values as moe->shared_gate; derived at upload).
+struct DevLayer : LayerT<DevMatrix, DevVec, DevVec, DevFfn> {
+  LayerKind kind = LayerKind::Attention;
+  DevMatrix shared_gate_row;
+};
+
+struct DeviceWeights {
+  DevMatrix embed, output;  // output empty when tied
+  DevVec output_norm;
+  std::vector<DevLayer> layers;
+  bool tiled = false;  // GDN value head h reads key head h % n_k (RawWeights::gdn_tiled_v_heads)
+  const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
+  int64_t weight_bytes() const;                             // every matrix
+  int64_t decode_bytes_per_token(int64_t n_expert_used) const;  // what one decode step reads
+};
+
+// Fails naming the field and the limit when a kernel family cannot run `c`'s shapes (Model's
+// construction calls it before any allocation).
+void check_kernel_limits(const ModelConfig& c);
+
+DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w);
+
+// Valid random blocks of type `t` for every matrix (the router and shared gate F32), norms 1,
+// drawn on the device: the real shapes without a file (benchmarks). Deterministic in seed.
+DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64_t seed);
+
+}  // namespace memra::cuda

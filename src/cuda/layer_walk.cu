@@ -1,0 +1,470 @@
+// src/cuda/layer_walk.cu — the decoder walk (model_impl.h): the workspace, the mat-mul and row-op
+// dispatch by arm, each layer kind in three parts, the one loop over the layers shared by
+// single-sequence and batched steps, and a single-sequence step's host and device halves.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/attention.cuh"
+#include "cuda/common.cuh"
+#include "cuda/embed.cuh"
+#include "cuda/gdn.cuh"
+#include "cuda/gemm.cuh"
+#include "cuda/launch.cuh"
+#include "cuda/model_impl.h"
+#include "cuda/moe.cuh"
+#include "cuda/quantize.cuh"
+#include "memra/error.h"
+
+namespace memra {
+
+using cuda::DevLayer;
+using cuda::DevMatrix;
+using cuda::DMat;
+using cuda::Q81;
+
+namespace {
+
+// The cache's position lives on the device too (kernels read it), advanced at the end of every
+// step inside the same stream order — so a captured decode graph needs no parameter update.
+__global__ void advance_pos_kernel(int64_t* pos, int64_t T) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
+  *pos += T;
+}
+
+}  // namespace
+
+// --- the workspace ---------------------------------------------------------------------------------
+
+void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked) {
+  if (T > cap_T) {
+    const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+    const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+    const int64_t K = std::max<int64_t>(c.n_expert_used, 1);
+    auto f = [&](int64_t n) { return DeviceBuffer<float>(e, static_cast<size_t>(std::max<int64_t>(n, 1))); };
+    auto qb = [&](int64_t n) { return DeviceBuffer<Q81>(e, static_cast<size_t>(std::max<int64_t>(n / 32, 1))); };
+    const int64_t omax = std::max(qd, vd);
+    const int64_t fmax = std::max({T * c.n_ff, T * K * c.n_ff_exp, T * c.n_ff_shexp});
+    x = f(T * D); h = f(T * D); q = f(T * qd); k = f(T * kvd); v = f(T * kvd); gate = f(T * qd);
+    o = f(T * omax); qkv = f(T * cd); qkvc = f(T * cd); z = f(T * vd); b = f(T * nv); a = f(T * nv);
+    fg = f(fmax); fu = f(fmax); ye = f(T * K * D); ysh = f(T * D); rl = f(T * c.n_expert); sg = f(T);
+    wts = f(T * K);
+    hq = qb(T * D); oq = qb(T * omax); fq = qb(fmax);
+    ids = DeviceBuffer<int32_t>(e, static_cast<size_t>(T * K));
+    group_order = DeviceBuffer<int32_t>(e, static_cast<size_t>(T * K));
+    group_start = DeviceBuffer<int32_t>(e, static_cast<size_t>(c.n_expert + 1));
+    const int64_t tiles = cuda::moe_group_tile_bound(T * K, static_cast<int>(c.n_expert), cuda::gemm_routed_tile);
+    tile_slab = DeviceBuffer<int32_t>(e, static_cast<size_t>(tiles));
+    tile_start = DeviceBuffer<int32_t>(e, static_cast<size_t>(tiles));
+    n_tiles = DeviceBuffer<int32_t>(e, 1);
+    tok = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
+    cap_T = T;
+    ++gen;
+  }
+  if (logits.size() == 0) {
+    logits = DeviceBuffer<float>(e, static_cast<size_t>(c.n_vocab));
+    hn = DeviceBuffer<float>(e, static_cast<size_t>(c.n_embd));
+    hnq = DeviceBuffer<Q81>(e, static_cast<size_t>(std::max<int64_t>(c.n_embd / 32, 1)));
+    amax = DeviceBuffer<int32_t>(e, 1);
+    // a streamed launch holds at most 2048 resident threads per SM: 64 warps
+    row_best = DeviceBuffer<cuda::RowBest>(e, static_cast<size_t>(std::max(e.props().sm_count, 1) * 64));
+    attn_arrivals = DeviceBuffer<uint32_t>(e, static_cast<size_t>(std::max<int64_t>(c.n_head, 1)));
+    attn_arrivals.fill_bytes(0);  // the one-launch decode attention leaves them zero (attention.cuh)
+  }
+  int64_t need = cuda::attention_workspace_floats(T, ctx, static_cast<int>(c.n_head), static_cast<int>(c.head_dim));
+  if (T > 1 && gdn_chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
+    need = std::max(need, cuda::gdn_chunked_workspace_floats(T, static_cast<int>(c.ssm_n_v_heads),
+                                                             static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
+  if (need > cap_work) {
+    work = DeviceBuffer<float>(e, static_cast<size_t>(need));
+    cap_work = need;
+    ++gen;
+  }
+}
+
+// --- checks ----------------------------------------------------------------------------------------
+
+void Model::Impl::check_arms() const {
+  if (arms.prefill_act == PrefillAct::w4a4 && arms.prefill_matmul == PrefillMatmul::mma)
+    fail("GPU model: arm prefill_act=w4a4 has no tensor-core GEMM (prefill_matmul=mma); the W4A4 contract runs on "
+         "the token-tiled mat-vec: set prefill_matmul=mmvq");
+}
+
+void Model::Impl::check_cache(const Cache& cache) const {
+  if (!cache.impl()) fail("cache is empty (not made by Model::new_cache)");
+  if (cache.impl()->owner != this) fail("cache was made by another model");
+}
+
+// --- mat-muls and row ops ----------------------------------------------------------------------------
+
+// The W4A4 activations of n_x rows of n values (row a at xf + a * ld) in x4, for the NVFP4
+// mat-muls of this call; nullptr when the W4A4 arm is not on for a matrix of this type and
+// output count (one output vector: the lm_head row, which stays W4A8).
+const cuda::A4* Model::Impl::w4a4_acts(DType type, const float* xf, int64_t ld, int64_t n, int64_t n_out, int x_div) {
+  if (!w4a4_on || type != DType::NVFP4 || n_out < 2) return nullptr;
+  const int64_t n_x = cuda::ceil_div(n_out, x_div);
+  if (static_cast<int64_t>(ws.x4.size()) < n_x * (n / 32))
+    fail("W4A4 activations: ", n_x, " rows of ", n, " exceed the buffer");
+  cuda::quantize_rows_fp4act_cuda(xf, ld, n_x, n, ws.x4.data(), s);
+  return ws.x4.data();
+}
+
+bool Model::Impl::use_gemm(const DMat& m, int64_t n_out, const int32_t* slab) const {
+  return arms.prefill_matmul == PrefillMatmul::mma && !batch_step && n_out >= gemm_min_tokens && slab == nullptr &&
+         cuda::gemm_supported(m.type, m.cols);
+}
+
+void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T,
+                       bool add) {
+  cuda::GemmParams g;
+  g.w = m; g.T = T; g.y = y; g.ld_y = ld_y; g.add_to_y = add;
+  if (cuda::uses_q8_1(m.type)) g.xq = xq;
+  else { g.xf = xf; g.ld_xf = ld; }
+  cuda::gemm_run(g, s);
+  ++counters.gemm_launches;
+}
+
+namespace {
+
+// A mat-vec's operands: q8_1 activations for the types that take them, else f32 rows.
+cuda::MatvecParams mv_params(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y,
+                             int64_t n_out, bool add, int x_div, const int32_t* slab) {
+  cuda::MatvecParams p;
+  p.w = m;
+  if (cuda::uses_q8_1(m.type)) p.xq = xq;
+  else { p.xf = xf; p.ld_xf = ld; }
+  p.y = y; p.ld_y = ld_y; p.n_out = n_out; p.add_to_y = add; p.x_div = x_div; p.slab_of = slab;
+  return p;
+}
+
+}  // namespace
+
+void Model::Impl::mv(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
+                     bool add, int x_div, const int32_t* slab) {
+  if (x_div == 1 && use_gemm(m, n_out, slab)) return gemm(m, xf, ld, xq, y, ld_y, n_out, add);
+  cuda::MatvecParams p = mv_params(m, xf, ld, xq, y, ld_y, n_out, add, x_div, slab);
+  if ((p.x4 = w4a4_acts(m.type, xf, ld, m.cols, n_out, x_div))) {
+    p.xq = nullptr;
+    ++counters.w4a4_launches;
+  }
+  cuda::matvec_run(p, arms.decode_matvec, s);
+}
+
+// Several mat-vecs over the same activation rows in as few launches as possible: one per
+// weight type (each row is computed exactly as by mv()).
+void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int64_t ld, const Q81* xq, int64_t n_out,
+                           int x_div, const int32_t* slab) {
+  std::vector<cuda::MatvecParams> ps;
+  for (const Job& j : jobs) {
+    if (j.w->empty()) continue;
+    if (x_div == 1 && use_gemm(j.w->m, n_out, slab)) {
+      gemm(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false);
+      continue;
+    }
+    ps.push_back(mv_params(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
+  }
+  // the group's activation rows as W4A4 once, for all its NVFP4 matrices
+  const cuda::A4* a4 = nullptr;
+  for (const cuda::MatvecParams& p : ps)
+    if (!a4) a4 = w4a4_acts(p.w.type, xf, ld, p.w.cols, n_out, x_div);
+  std::vector<bool> done(ps.size(), false);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (done[i]) continue;
+    cuda::MatvecParams batch[cuda::kMatvecMulti];
+    int n = 0;
+    for (size_t k = i; k < ps.size() && n < cuda::kMatvecMulti; ++k)
+      if (!done[k] && ps[k].w.type == ps[i].w.type) { batch[n++] = ps[k]; done[k] = true; }
+    if (a4 && batch[0].w.type == DType::NVFP4) {
+      for (int j = 0; j < n; ++j) { batch[j].x4 = a4; batch[j].xq = nullptr; }
+      ++counters.w4a4_launches;
+    }
+    cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
+  }
+}
+
+void Model::Impl::rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt,
+                        float* y, Q81* qq, int64_t rows, int64_t n) {
+  cuda::RowOpParams p;
+  p.op = op; p.x = x; p.ld_x = ld_x; p.z = zz; p.ld_z = ld_z; p.w = wt; p.eps = static_cast<float>(c.rms_eps);
+  p.y = y; p.ld_y = n; p.q = n % 32 == 0 ? qq : nullptr; p.rows = rows; p.n = n;
+  cuda::rowop_run(p, s);
+}
+
+// RMSNorm of rows into y (f32) and q (q8_1 when n % 32 == 0): one kernel when the
+// fuse_norm_quant arm is on, a norm then a quantisation otherwise (bit-identical results).
+void Model::Impl::norm_quant(const float* x, const float* wt, float* y, Q81* qq, int64_t rows, int64_t n) {
+  if (arms.fuse_norm_quant) return rowop(cuda::RowOp::RmsNorm, x, n, nullptr, 0, wt, y, qq, rows, n);
+  rowop(cuda::RowOp::RmsNorm, x, n, nullptr, 0, wt, y, nullptr, rows, n);
+  if (n % 32 == 0) rowop(cuda::RowOp::Identity, y, n, nullptr, 0, nullptr, nullptr, qq, rows, n);
+}
+
+// --- attention -----------------------------------------------------------------------------------
+// The projections of all T rows, the attention of each sequence over its own cache
+// (attention_core over that sequence's rows), the output projection of all rows.
+
+void Model::Impl::attention_project(DevLayer& L, int64_t T) {
+  auto& A = *L.attn;
+  mv_group({{&A.wq, ws.q.data()}, {&A.wk, ws.k.data()}, {&A.wv, ws.v.data()}, {&A.wgate, ws.gate.data()}},
+           ws.h.data(), c.n_embd, ws.hq.data(), T);
+}
+
+namespace {
+// wo's q8_1 input comes from the attention combine itself when its blocks lie inside a head
+bool attn_q_in_combine(const DevLayer& L, const ModelConfig& c) {
+  return cuda::uses_q8_1(L.attn->wo.m.type) && c.head_dim % 32 == 0;
+}
+// The gated norm per value head (rows T*nv of d_v), in place. With d_v % 32 == 0 the q8_1 blocks
+// lie inside a head, so the norm quantises wout's input itself ([T*nv, d_v/32] is [T, vd/32]):
+// the same values, one launch fewer than a separate Identity pass.
+bool gdn_q_in_norm(const DevLayer& L, const ModelConfig& c) {
+  return cuda::uses_q8_1(L.gdn->wout.m.type) && c.ssm_d_v % 32 == 0;
+}
+}  // namespace
+
+// Rows [r0, r0 + T) of q / k / v / gate: T tokens of the sequence of cache ci.
+void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+  const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
+  const auto& A = *L.attn;
+  cuda::QkPrepParams qp;
+  qp.q = ws.q.data() + r0 * qd; qp.k = ws.k.data() + r0 * kvd; qp.v = ws.v.data() + r0 * kvd;
+  qp.q_norm = A.q_norm.data(); qp.k_norm = A.k_norm.data();
+  qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = ci.pos_dev.data();
+  qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
+  qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
+  // a decode token: its q / k preparation, K / V store and the combine inside one attention
+  // launch (attention.cuh; the same bits as these three launches)
+  const bool one_launch = T == 1;
+  if (!one_launch) cuda::qk_prep_run(qp, s);
+  cuda::AttnParams ap;
+  ap.q = qp.q; ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
+  ap.gate = A.wgate.empty() ? nullptr : ws.gate.data() + r0 * qd; ap.out = ws.o.data() + r0 * qd; ap.work = ws.work.data();
+  ap.T = T; ap.pos0 = ci.pos_dev.data(); ap.ctx_bound = ctx_bound; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
+  ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  ap.out_q = attn_q_in_combine(L, c) ? ws.oq.data() + r0 * qd / 32 : nullptr;
+  if (one_launch) {
+    ap.prep = qp;
+    ap.arrivals = ws.attn_arrivals.data();
+  }
+  cuda::attention_run(ap, s);
+}
+
+void Model::Impl::attention_output(DevLayer& L, int64_t T) {
+  const int64_t qd = c.n_head * c.head_dim;
+  const DMat& wo = L.attn->wo.m;
+  if (cuda::uses_q8_1(wo.type) && !attn_q_in_combine(L, c))
+    rowop(cuda::RowOp::Identity, ws.o.data(), qd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, qd);
+  mv(wo, ws.o.data(), qd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
+}
+
+// --- Gated DeltaNet, in the same three parts ------------------------------------------------------
+
+void Model::Impl::gdn_project(DevLayer& L, int64_t T) {
+  auto& G = *L.gdn;
+  mv_group({{&G.wqkv, ws.qkv.data()}, {&G.wz, ws.z.data()}, {&G.wb, ws.b.data()}, {&G.wa, ws.a.data()}}, ws.h.data(),
+           c.n_embd, ws.hq.data(), T);
+}
+
+// Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci.
+void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0) {
+  const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+  const auto& G = *L.gdn;
+  cuda::GdnConvParams cp;
+  cp.x = ws.qkv.data() + r0 * cd; cp.taps = G.conv.data(); cp.state = ci.conv[li].data(); cp.pos0 = ci.pos_dev.data();
+  cp.y = ws.qkvc.data() + r0 * cd; cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
+  cuda::GdnParams gp;
+  gp.qkv = cp.y; gp.b = ws.b.data() + r0 * nv; gp.a = ws.a.data() + r0 * nv; gp.ssm_a = G.ssm_a.data();
+  gp.dt_bias = G.dt_bias.data(); gp.state = ci.state[li].data(); gp.o = ws.o.data() + r0 * vd; gp.T = T;
+  gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
+  gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = weights.tiled;
+  Q81* const oq_rows = gdn_q_in_norm(L, c) ? ws.oq.data() + r0 * vd / 32 : nullptr;
+  // a decode token: the conv, the recurrence and the gated norm in one launch where the head
+  // shape has that kernel (bitwise the same as the three launches below)
+  const cuda::GdnOutNorm gn{ws.z.data() + r0 * vd, G.norm.data(), static_cast<float>(c.rms_eps), gp.o, oq_rows};
+  if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
+    cuda::gdn_conv_run(cp, s);
+    if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
+      cuda::gdn_chunked_run(gp, ws.work.data(), ws.cap_work, s);
+      ++counters.gdn_chunked_launches;
+    } else {
+      cuda::gdn_recurrent_run(gp, s);
+    }
+    rowop(cuda::RowOp::RmsNormGated, gp.o, c.ssm_d_v, gn.z, c.ssm_d_v, G.norm.data(), gp.o, oq_rows, T * nv, c.ssm_d_v);
+  }
+}
+
+void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
+  const int64_t vd = c.ssm_value_dim();
+  const DMat& wout = L.gdn->wout.m;
+  if (cuda::uses_q8_1(wout.type) && !gdn_q_in_norm(L, c))
+    rowop(cuda::RowOp::Identity, ws.o.data(), vd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, vd);
+  mv(wout, ws.o.data(), vd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
+}
+
+// --- FFN and MoE -------------------------------------------------------------------------------------
+
+// SwiGLU FFN of n_out rows: gate/up from h (row a / x_div), down into y.
+void Model::Impl::swiglu(const DevMatrix& g, const DevMatrix& u, const DevMatrix& d, int64_t n_out, int x_div,
+                         const int32_t* slab, float* y, bool add) {
+  const int64_t D = c.n_embd, F = g.m.slab_rows;
+  mv_group({{&g, ws.fg.data()}, {&u, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n_out, x_div, slab);
+  rowop(cuda::RowOp::Swiglu, ws.fg.data(), F, ws.fu.data(), F, nullptr, ws.fg.data(), ws.fq.data(), n_out, F);
+  mv(d.m, ws.fg.data(), F, ws.fq.data(), y, D, n_out, add, 1, slab);
+}
+
+// The experts' SwiGLU over the T*K routed vectors, each Q8_0 / NVFP4 expert matrix as a GEMM
+// grouped by expert (the GEMM arm): every vector's rows by the GEMM's chain, as a dense GEMM
+// would give them; other types by the routed mat-vec.
+bool Model::Impl::use_routed_gemm(const DevMatrix& m, int64_t T) const {
+  return arms.prefill_matmul == PrefillMatmul::mma && !batch_step && T >= gemm_min_tokens &&
+         (m.m.type == DType::Q8_0 || m.m.type == DType::NVFP4) && cuda::gemm_supported(m.m.type, m.m.cols);
+}
+
+void Model::Impl::routed_gemm(const DMat& m, const Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n) {
+  cuda::GemmParams g;
+  g.w = m; g.xq = xq; g.T = n; g.y = y; g.ld_y = ld_y;
+  g.order = ws.group_order.data(); g.group_start = ws.group_start.data(); g.n_slab = static_cast<int>(c.n_expert);
+  g.tile_slab = ws.tile_slab.data(); g.tile_start = ws.tile_start.data(); g.n_tiles = ws.n_tiles.data();
+  g.max_tiles = cuda::moe_group_tile_bound(n, g.n_slab, cuda::gemm_routed_tile);
+  g.x_div = x_div;
+  cuda::gemm_run(g, s);
+  ++counters.gemm_launches;
+  ++counters.gemm_routed_launches;
+}
+
+void Model::Impl::expert_swiglu(const DevLayer& L, int64_t T, int K) {
+  const cuda::DevFfn& X = L.moe->experts;
+  const int64_t D = c.n_embd, F = X.gate.m.slab_rows, n = T * K;
+  const bool gate_up = use_routed_gemm(X.gate, T) && use_routed_gemm(X.up, T), down = use_routed_gemm(X.down, T);
+  if (!gate_up && !down) return swiglu(X.gate, X.up, X.down, n, K, ws.ids.data(), ws.ye.data(), false);
+  cuda::moe_group_run({ws.ids.data(), n, static_cast<int>(c.n_expert), ws.group_order.data(), ws.group_start.data(),
+                       cuda::gemm_routed_tile, ws.tile_slab.data(), ws.tile_start.data(), ws.n_tiles.data()},
+                      s);
+  if (gate_up) {
+    routed_gemm(X.gate.m, ws.hq.data(), K, ws.fg.data(), F, n);
+    routed_gemm(X.up.m, ws.hq.data(), K, ws.fu.data(), F, n);
+  } else {
+    mv_group({{&X.gate, ws.fg.data()}, {&X.up, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n, K, ws.ids.data());
+  }
+  rowop(cuda::RowOp::Swiglu, ws.fg.data(), F, ws.fu.data(), F, nullptr, ws.fg.data(), ws.fq.data(), n, F);
+  if (down) routed_gemm(X.down.m, ws.fq.data(), 1, ws.ye.data(), D, n);
+  else mv(X.down.m, ws.fg.data(), F, ws.fq.data(), ws.ye.data(), D, n, false, 1, ws.ids.data());
+}
+
+void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
+  const int64_t D = c.n_embd;
+  if (!L.moe) return swiglu(L.ffn->gate, L.ffn->up, L.ffn->down, T, 1, nullptr, ws.x.data(), true);
+  const auto& M = *L.moe;
+  const int K = static_cast<int>(c.n_expert_used);
+  mv(M.router.m, ws.h.data(), D, ws.hq.data(), ws.rl.data(), c.n_expert, T, false);
+  cuda::MoeRouteParams rp;
+  rp.logits = ws.rl.data(); rp.ids = ws.ids.data(); rp.weights = ws.wts.data(); rp.T = T;
+  rp.E = static_cast<int>(c.n_expert); rp.k = K; rp.renorm = c.norm_topk;
+  cuda::moe_route_run(rp, s);
+  expert_swiglu(L, T, K);
+  const bool shared = !M.shared.empty();
+  if (shared) {
+    mv(L.shared_gate_row.m, ws.h.data(), D, ws.hq.data(), ws.sg.data(), 1, T, false);
+    swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
+  }
+  cuda::MoeCombineParams cp;
+  cp.y = ws.ye.data(); cp.weights = ws.wts.data(); cp.y_shared = shared ? ws.ysh.data() : nullptr; cp.sg = ws.sg.data();
+  cp.x = ws.x.data(); cp.T = T; cp.D = D; cp.k = K;
+  cuda::moe_combine_run(cp, s);
+}
+
+// --- the walk ----------------------------------------------------------------------------------------
+
+void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
+  const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
+  cuda::EmbedParams ep;
+  ep.table = weights.embed.m; ep.tokens = ws.tok.data(); ep.T = T; ep.x = ws.x.data();
+  cuda::embed_run(ep, s);
+  for (int64_t li = 0; li < c.n_layer; ++li) {
+    DevLayer& L = weights.layers[static_cast<size_t>(li)];
+    norm_quant(ws.x.data(), L.attn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
+    if (L.kind == LayerKind::Attention) {
+      attention_project(L, T);
+      for (size_t q = 0; q < seqs.size(); ++q)
+        attention_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      attention_output(L, T);
+    } else {
+      gdn_project(L, T);
+      for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, *seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
+      gdn_output(L, T);
+    }
+    norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
+    ffn_layer(L, T);
+  }
+}
+
+// --- a single-sequence step ----------------------------------------------------------------------------
+
+// Host half of a step: checks, scratch sized for T tokens and contexts up to ctx_bound, the
+// token ids uploaded (outside any graph, in stream order before it).
+// device_token: the one token is the previous greedy step's, already in tok[0] on the device
+// (an argmax index: in range), and toks is not read.
+void Model::Impl::prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token) {
+  check_arms();
+  const bool chunked = arms.gdn_prefill == GdnPrefill::chunked;
+  if (device_token) {
+    if (ci.pos + 1 > ci.max_ctx) fail("decode: position ", ci.pos, " is the cache's last (max_ctx ", ci.max_ctx, ")");
+    if (1 > ws.cap_T) tok_dev = -1;  // the token buffer moves
+    return ws.ensure(*e, c, 1, ctx_bound, chunked);
+  }
+  c.check_prompt(toks, ci.pos, ci.max_ctx);
+  const int64_t T = static_cast<int64_t>(toks.size());
+  if (T > ws.cap_T) tok_dev = -1;  // the token buffer moves
+  ws.ensure(*e, c, T, ctx_bound, chunked);
+  if (T == 1 && tok_dev == toks[0]) return;  // the last greedy step left it there
+  tok_host.assign(toks.begin(), toks.end());
+  copy_to_device(ws.tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(T), e->stream());
+  tok_dev = T == 1 ? toks[0] : -1;
+}
+
+// Device half: the decoder over T tokens at the cache's device position; leaves the last
+// row's final-normed hidden in hn and its logits in `logits`, and advances the device
+// position; greedy: also the token in amax (see the end). Launches only (capturable).
+void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy) {
+  const int64_t D = c.n_embd;
+  const Seq seq[1] = {{&ci, ctx_bound}};
+  walk(seq, T);
+  norm_quant(ws.x.data() + (T - 1) * D, weights.output_norm.data(), ws.hn.data(), ws.hnq.data(), 1, D);
+  if (!greedy) {
+    mv(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false);
+    cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
+    return;
+  }
+  // Greedy: the lm_head leaves its warps' bests, and one launch takes the token from them,
+  // writes it where the next step's embedding reads it and into the cache's history, and
+  // advances the position (the full-vocabulary scan and advance_pos were two launches).
+  // (one output vector: never the GEMM, never W4A4 — mv()'s other two forms)
+  const cuda::MatvecParams p =
+      mv_params(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false, 1, nullptr);
+  const int nb = cuda::matvec_run_best(p, arms.decode_matvec, ws.row_best.data(), static_cast<int>(ws.row_best.size()), s);
+  cuda::GreedyStep o;
+  o.out = ws.amax.data(); o.next_tok = ws.tok.data(); o.hist = ci.greedy_hist.data(); o.pos = ci.pos_dev.data();
+  o.advance = T;
+  cuda::argmax_step_run(ws.logits.data(), c.n_vocab, nb ? ws.row_best.data() : nullptr, nb, o, s);
+}
+
+void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy, bool device_token) {
+  const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
+  ci.has_last_logits = false;
+  const int64_t T = static_cast<int64_t>(toks.size());
+  prepare(toks, ci, ci.pos + T, device_token);
+  w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
+  if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
+    const int64_t K = k_used();
+    const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
+                                     T * K * c.n_ff_exp, T * c.n_ff_shexp});
+    if (static_cast<int64_t>(ws.x4.size()) < widest / 32) ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
+  }
+  struct Off {
+    bool& on;
+    ~Off() { on = false; }
+  } off{w4a4_on};
+  body(ci, T, ci.pos + T, greedy);
+  ci.pos += T;
+}
+
+}  // namespace memra

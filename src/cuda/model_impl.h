@@ -1,0 +1,206 @@
+// src/cuda/model_impl.h — the GPU model's parts (memra/model.h's Model::Impl and Cache::Impl).
+//
+// Model::Impl is a composition of named parts, each defined in its own file:
+//   DeviceWeights  the layer schema on the device            device_weights.h / .cu
+//   Workspace      the step's scratch, shapes below          workspace.cu
+//   the layer walk one loop over the layers for any step     layer_walk.cu
+//                  (T tokens of one sequence, or one token of each of B sequences)
+//   decode graph   capture / replay of a decode step         decode_graph.cu
+//   decode batch   B sequences per step, device sampling     decode_batch.cu
+//   the API        memra/model.h's entry points              model.cu
+// and Cache::Impl (cache.cu) is one sequence's K/V, conv and recurrent state.
+//
+// Block (all families, pre-norm):  x += mixer(norm1(x));  x += ffn(norm2(x)).
+//   attention: q,k,v(,gate) = W h; q/k norm + RoPE + K/V store; split-KV attention (+gate);
+//              x += Wo o                               (rope.cu, attention.cu, mmvq.cu)
+//   GDN:       qkv,z,b,a = W h; conv + SiLU; recurrence; gated norm; x += Wout o   (gdn.cu)
+//   FFN:       x += Wdown (silu(Wgate h) * Wup h)
+//   MoE:       router → route on device → expert mat-vecs indexed by the device-side ids →
+//              x += Σ w_j y_j + sigmoid(sg.h) shared(h)                  (moe.cu)
+// The residual adds are fused into the producing mat-vec (add_to_y) or the MoE combine, with
+// the same two roundings as a separate add.
+//
+// Adding a layer kind: docs/architecture.md "Adding a layer kind".
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cuda/argmax.cuh"
+#include "cuda/device_weights.h"
+#include "cuda/dmat.h"
+#include "cuda/mmvq.cuh"
+#include "cuda/norm.cuh"
+#include "memra/model.h"
+
+namespace memra {
+
+// --- one sequence's state ------------------------------------------------------------------------
+
+struct Cache::Impl {
+  const Model::Impl* owner = nullptr;
+  cudaStream_t s = nullptr;
+  int64_t max_ctx = 0, pos = 0;                        // pos: host mirror of pos_dev
+  DeviceBuffer<int64_t> pos_dev;                       // [1]
+  DeviceBuffer<int32_t> greedy_hist;                   // [max_ctx]: a greedy step's token at the position it followed
+  std::vector<DeviceBuffer<float>> k, v;               // [n_layer] of [max_ctx, KV*hd]; empty for GDN layers
+  std::vector<DeviceBuffer<float>> conv, state;        // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
+  // The captured decode step of this cache (decode_graph arm): valid while the model's workspace
+  // keeps the generation it was captured with.
+  cudaGraphExec_t exec = nullptr;
+  uint64_t exec_gen = 0;
+  bool exec_greedy = false;
+  bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
+  // A lean sampled step's logits of this sequence (decode_step_batch_sampled), valid while
+  // has_last_logits: any later step of the cache clears it.
+  DeviceBuffer<float> last_logits;
+  bool has_last_logits = false;
+  void reset();
+  ~Impl();
+};
+
+// --- the step's scratch ----------------------------------------------------------------------------
+
+// Buffers of a step over T rows (T tokens of one sequence, or one token of each of T sequences),
+// grown on demand and never shrunk. D = n_embd, qd = H*hd, kvd = KV*hd, cd = conv_dim, vd = nv*dv,
+// K = experts per token, F = the widest FFN (dense, K routed experts, shared).
+struct Workspace {
+  int64_t cap_T = 0, cap_work = 0;
+  uint64_t gen = 1;  // bumped whenever a buffer moves: captured graphs that read it go stale
+  DeviceBuffer<float> x;          // [T, D]   the residual stream
+  DeviceBuffer<float> h;          // [T, D]   normed input of the mixer / FFN
+  DeviceBuffer<float> q, gate;    // [T, qd]  queries, attention output gate
+  DeviceBuffer<float> k, v;       // [T, kvd]
+  DeviceBuffer<float> o;          // [T, max(qd, vd)]  mixer output (before its projection)
+  DeviceBuffer<float> qkv, qkvc;  // [T, cd]  GDN q|k|v projections before / after the conv
+  DeviceBuffer<float> z;          // [T, vd]  GDN output-gate input
+  DeviceBuffer<float> b, a;       // [T, nv]  GDN beta / decay inputs
+  DeviceBuffer<float> fg, fu;     // [T*F]    SwiGLU gate (then the product) / up
+  DeviceBuffer<float> ye;         // [T*K, D] routed experts' outputs
+  DeviceBuffer<float> ysh;        // [T, D]   shared expert's output
+  DeviceBuffer<float> rl;         // [T, E]   router logits
+  DeviceBuffer<float> sg;         // [T]      shared-expert gate logit
+  DeviceBuffer<float> wts;        // [T*K]    routing weights
+  DeviceBuffer<cuda::Q81> hq;     // [T, D/32]   q8_1 of h
+  DeviceBuffer<cuda::Q81> oq;     // [T, max(qd, vd)/32]  q8_1 of o
+  DeviceBuffer<cuda::Q81> fq;     // [T*F/32]    q8_1 of the SwiGLU product
+  DeviceBuffer<int32_t> ids;      // [T*K]    routed expert ids
+  DeviceBuffer<int32_t> tok;      // [T]      token ids
+  // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
+  DeviceBuffer<int32_t> group_order;  // [T*K]
+  DeviceBuffer<int32_t> group_start;  // [E+1]
+  DeviceBuffer<int32_t> tile_slab, tile_start, n_tiles;  // [moe_group_tile_bound], [1]
+  DeviceBuffer<float> work;       // [cap_work] split-KV attention partials / chunked GDN
+  // one row, sized once
+  DeviceBuffer<float> logits;     // [V]      a single-sequence step's logits
+  DeviceBuffer<float> hn;         // [D]      its final-normed hidden
+  DeviceBuffer<cuda::Q81> hnq;    // [D/32]
+  DeviceBuffer<int32_t> amax;     // [1]      a greedy step's token
+  DeviceBuffer<cuda::RowBest> row_best;    // [SMs*64] the greedy lm_head's per-warp bests
+  DeviceBuffer<uint32_t> attn_arrivals;    // [H] the one-launch decode attention's counters
+  // W4A4 activations of the current call (prefill_act = w4a4), sized for its widest rows
+  DeviceBuffer<cuda::A4> x4;
+  // Sizes every buffer for T rows and attention / GDN over contexts up to ctx (gdn_chunked: the
+  // chunked GDN prefill's workspace too).
+  void ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked);
+};
+
+// --- the model -----------------------------------------------------------------------------------
+
+struct Model::Impl {
+  Engine* e = nullptr;
+  cudaStream_t s = nullptr;
+  ModelConfig c;
+  Arms arms;
+  cuda::DeviceWeights weights;
+  Workspace ws;
+  Counters counters;
+  // The one token ws.tok[0] holds when the host knows it (a one-token copy, or a greedy step's
+  // token once read back), else -1: a decode call whose token is already there copies nothing.
+  int64_t tok_dev = -1;
+  std::vector<int32_t> tok_host;  // the token upload's host copy (alive until the copy ran)
+  // prefill_act = w4a4: on for the current call when it has more than one token (run()); the
+  // NVFP4 mat-muls then read W4A4 activations from ws.x4, quantized per call from the f32 rows.
+  bool w4a4_on = false;
+  int64_t gemm_min_tokens = 32;
+  // A batched decode step is running (decode_batch): its mat-muls stay on the mat-vec, whose
+  // per-vector chain is the same for any number of output vectors (a GEMM above
+  // gemm_min_tokens sequences would change a sequence's bits with B: DESIGN.md law 2).
+  bool batch_step = false;
+  // decode batch: per-row token selections and their results
+  DeviceBuffer<float> logits_batch;        // [B, V]
+  DeviceBuffer<cuda::RowSelect> row_jobs;  // [B]
+  DeviceBuffer<int32_t> row_tokens;        // [B]
+  std::vector<cuda::RowSelect> jobs_host;  // the jobs' host copy (alive until the upload ran)
+
+  int64_t k_used() const { return std::max<int64_t>(c.n_expert_used, 1); }
+  void check_arms() const;
+  void check_cache(const Cache& cache) const;
+
+  // --- mat-muls and row ops (layer_walk.cu)
+  const cuda::A4* w4a4_acts(DType type, const float* xf, int64_t ld, int64_t n, int64_t n_out, int x_div);
+  bool use_gemm(const cuda::DMat& w, int64_t n_out, const int32_t* slab) const;
+  void gemm(const cuda::DMat& w, const float* xf, int64_t ld, const cuda::Q81* xq, float* y, int64_t ld_y, int64_t T,
+            bool add);
+  // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
+  void mv(const cuda::DMat& w, const float* xf, int64_t ld, const cuda::Q81* xq, float* y, int64_t ld_y, int64_t n_out,
+          bool add, int x_div = 1, const int32_t* slab = nullptr);
+  struct Job {
+    const cuda::DevMatrix* w;
+    float* y;
+  };
+  void mv_group(std::initializer_list<Job> jobs, const float* xf, int64_t ld, const cuda::Q81* xq, int64_t n_out,
+                int x_div = 1, const int32_t* slab = nullptr);
+  void rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt, float* y,
+             cuda::Q81* qq, int64_t rows, int64_t n);
+  void norm_quant(const float* x, const float* wt, float* y, cuda::Q81* qq, int64_t rows, int64_t n);
+
+  // --- the layer walk (layer_walk.cu): every layer kind in three parts — the projections of all
+  // rows, the sequence-local core of each sequence over its own cache, the output projection.
+  struct Seq {
+    Cache::Impl* ci;
+    int64_t ctx_bound;  // attention grid bound (pos + rows, or max_ctx under a graph)
+  };
+  void attention_project(cuda::DevLayer& L, int64_t T);
+  void attention_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
+  void attention_output(cuda::DevLayer& L, int64_t T);
+  void gdn_project(cuda::DevLayer& L, int64_t T);
+  void gdn_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0);
+  void gdn_output(cuda::DevLayer& L, int64_t T);
+  void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
+              const int32_t* slab, float* y, bool add);
+  bool use_routed_gemm(const cuda::DevMatrix& m, int64_t T) const;
+  void routed_gemm(const cuda::DMat& m, const cuda::Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n);
+  void expert_swiglu(const cuda::DevLayer& L, int64_t T, int K);
+  void ffn_layer(cuda::DevLayer& L, int64_t T);
+  // The embedding of ws.tok and every layer, leaving the residual stream in ws.x: seqs.size()
+  // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
+  // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
+  void walk(std::span<const Seq> seqs, int64_t rows);
+
+  // --- a single-sequence step (layer_walk.cu)
+  void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token = false);
+  void body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy = false);
+  void run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy = false, bool device_token = false);
+
+  // --- one decode token, eager or replayed from the cache's graph (decode_graph.cu)
+  void decode(int32_t token, Cache::Impl& ci, bool greedy, bool device_token = false);
+
+  // --- B sequences, one token each (decode_batch.cu)
+  void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis,
+                    std::span<const std::optional<SampleSpec>> specs);
+  void select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos);
+
+  // --- results (model.cu)
+  [[noreturn]] void fail_nonfinite(const char* what, int64_t pos, int64_t sequence = -1);
+  std::vector<float> fetch_logits(const char* what, int64_t pos);
+};
+
+inline cudaStream_t stream_of(const Engine& e) { return reinterpret_cast<cudaStream_t>(e.stream()); }
+
+}  // namespace memra
