@@ -7,8 +7,19 @@
 //
 // GPU time through CUDA events (UseManualTime). Counters: items_per_second = tokens/s,
 // bytes_per_token (weight bytes one decode step streams), bytes_per_second, hbm_fraction
-// (streamed bytes/s over the probe's measured read bandwidth, run first in the same program).
-// Context (GPU, SM, driver, commit $MEMRA_COMMIT) goes into the JSON.
+// (streamed bytes/s over the read bandwidth the probe measures before any benchmark runs).
+//
+// A run identifies itself (the JSON's context): GPU, SM, SM count, clocks, driver and runtime,
+// memra's commit (MEMRA_COMMIT, else `git describe` of the source tree, else the configure-time
+// commit), memra's build type, the model source, and every arm of the Arms table as set by the
+// environment (arm.<field>). Every benchmark's label names its model shape, dtype and the arms
+// it actually ran with (to_string(Arms)).
+//
+// Paired arms (eager vs graph decode, W4A8 vs W4A4 prefill, the GEMM vs the mat-vec prefill)
+// are compared on medians of 9 repetitions whose order is interleaved at random (Google
+// Benchmark's --benchmark_enable_random_interleaving, on by default here; pass =false to turn it
+// off), so a clock or thermal drift during the run falls on both arms alike. The JSON keeps
+// every repetition (memra-dash compare runs its U test on them); the console shows aggregates.
 #include <benchmark/benchmark.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -54,22 +65,36 @@ struct Timer {
   }
 };
 
+// One pass of 16-byte loads over a 4 GiB buffer (stream_read.cuh); bytes/s.
+double read_pass(const DeviceBuffer<uint8_t>& buf, DeviceBuffer<float>& sink, Timer& t) {
+  t.start();
+  cuda::stream_read_run(buf.data(), buf.size(), sink.data(), engine().props().sm_count, stream());
+  return static_cast<double>(buf.size()) / t.stop_s();
+}
+
+// The card's read roofline, measured before any benchmark runs (the best of 20 passes): with
+// interleaved repetitions a decode arm may run before StreamRead, and its hbm_fraction needs it.
+void measure_read_bw() {
+  DeviceBuffer<uint8_t> buf(engine(), size_t{4} << 30);
+  buf.fill_bytes(0);
+  DeviceBuffer<float> sink(engine(), 8 * static_cast<size_t>(engine().props().sm_count));
+  Timer t;
+  for (int i = 0; i < 20; ++i) g_read_bw = std::max(g_read_bw, read_pass(buf, sink, t));
+}
+
 void BM_StreamRead(benchmark::State& st) {
-  const size_t bytes = size_t{4} << 30;
-  DeviceBuffer<uint8_t> buf(engine(), bytes);
+  DeviceBuffer<uint8_t> buf(engine(), size_t{4} << 30);
   buf.fill_bytes(0);
   DeviceBuffer<float> sink(engine(), 8 * static_cast<size_t>(engine().props().sm_count));
   Timer t;
   double best = 0;
   for (auto _ : st) {
-    t.start();
-    cuda::stream_read_run(buf.data(), bytes, sink.data(), engine().props().sm_count, stream());
-    const double s = t.stop_s();
-    st.SetIterationTime(s);
-    best = std::max(best, static_cast<double>(bytes) / s);
+    const double bw = read_pass(buf, sink, t);
+    st.SetIterationTime(static_cast<double>(buf.size()) / bw);
+    best = std::max(best, bw);
   }
   g_read_bw = std::max(g_read_bw, best);
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * bytes));
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * buf.size()));
   st.counters["read_bw_GBps"] = best / 1e9;
 }
 
@@ -87,19 +112,23 @@ const Shape kShapes[] = {
     {"qwen3-0.6b/q8_0", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::Q8_0},
 };
 
-// One model resident at a time (the 35B-A3B shape alone is ~20 GB).
+// Every shape's model stays resident once built (~35 GB for the four: the 35B-A3B shape alone is
+// ~20 GB), so interleaved repetitions of different shapes do not rebuild models between them.
 Model& model_for(const Shape& s) {
-  static std::string key;
-  static std::unique_ptr<Model> m;
-  if (key != s.name) {
-    m.reset();
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  std::unique_ptr<Model>& m = models[s.name];
+  if (!m) {
     fixture::FixtureSpec spec;
     spec.family = s.family;
     spec.preset = s.preset;
     m = std::make_unique<Model>(Model::synthetic(engine(), fixture::fixture_config(spec), s.type, 42));
-    key = s.name;
   }
   return *m;
+}
+
+// "qwen35-9b/q8_0 prefill_act=w4a8 decode_matvec=mmvq ...": what one benchmark ran.
+void label(benchmark::State& st, const Shape& s, const Model& m) {
+  st.SetLabel(std::string(s.name) + " " + to_string(m.arms()));
 }
 
 // "mmvq", "dp4a": eager decode with that mat-vec family; "graph": mmvq replayed as a CUDA graph
@@ -122,6 +151,7 @@ void set_arm(Model& m, const char* arm) {
 void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, arm);
+  label(st, s, m);
   const int64_t steps = st.max_iterations;
   // "graph_ctx32k": the same short context in a cache of 32768 positions (a server's cache): the
   // captured attention grid is sized for max_ctx, so this times what the splits past the context
@@ -164,6 +194,7 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
 void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
+  label(st, s, m);
   const int64_t steps = st.max_iterations;
   std::vector<Cache> caches;
   std::vector<Cache*> ptrs;
@@ -189,18 +220,22 @@ void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
   st.counters["batch"] = B;
 }
 
-// arm "mmvq": the default arms (token-tiled mat-vec, recurrent GDN: bit-identical to decode);
-// "gemm": the fast prefill arms (tensor-core GEMM prefill_matmul = mma, chunked GDN);
-// "mmvq_serial": mmvq with launch_overlap off
+// arm "mmvq": the default arms (token-tiled mat-vec, recurrent GDN, W4A8: bit-identical to
+// decode); "gemm": the fast prefill arms (tensor-core GEMM prefill_matmul = mma, chunked GDN);
+// "mmvq_serial": mmvq with launch_overlap off; "w4a4" (NVFP4 shapes): mmvq with the W4A4
+// activation contract (prefill_act = w4a4), the test arm of the ArmFork gate.
 void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
   Arms a = m.arms();
-  const bool fast = std::string(arm) == "gemm";
+  const std::string name = arm;
+  const bool fast = name == "gemm";
   a.prefill_matmul = fast ? PrefillMatmul::mma : PrefillMatmul::mmvq;
   if (fast) a.gdn_prefill = GdnPrefill::chunked;
-  a.launch_overlap = std::string(arm) != "mmvq_serial";
+  a.launch_overlap = name != "mmvq_serial";
+  a.prefill_act = name == "w4a4" ? PrefillAct::w4a4 : PrefillAct::w4a8;
   m.set_arms(a);
+  label(st, s, m);
   std::vector<int32_t> prompt(512);
   for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
   Timer t;
@@ -214,20 +249,98 @@ void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * 512), benchmark::Counter::kIsRate);
 }
 
+// One step of the TeacherForced gate (GATES.md 3): decode_step of the banked token (never the
+// model's own pick) with the whole logits row back on the host, where the gate compares it with
+// the bank. Eager, default arms.
+void BM_TeacherForcedStep(benchmark::State& st, Shape s) {
+  Model& m = model_for(s);
+  set_arm(m, "mmvq");
+  label(st, s, m);
+  Cache c = m.new_cache(16 + st.max_iterations + 1);
+  std::vector<int32_t> prompt(16);
+  for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
+  m.prime_cache(prompt, c);
+  int32_t forced = 1000;
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    Step step = m.decode_step(forced, c);
+    benchmark::DoNotOptimize(step.logits.data());
+    st.SetIterationTime(t.stop_s());
+    forced = (forced * 7 + 13) % 100000;  // a banked trajectory's next token
+  }
+  st.SetItemsProcessed(st.iterations());
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
   for (const Shape& s : kShapes) {
+    const std::string shape = s.name;
     for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"})
-      benchmark::RegisterBenchmark((std::string("Decode/") + s.name + "/" + arm).c_str(), BM_Decode, s, arm)
-          ->UseManualTime()->Iterations(64)->Repetitions(9)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
-    for (int B : {1, 4, 16, 32})
-      benchmark::RegisterBenchmark((std::string("DecodeBatch/") + s.name + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
-          ->UseManualTime()->Iterations(16)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
-    for (const char* arm : {"mmvq", "mmvq_serial", "gemm"})
-      benchmark::RegisterBenchmark((std::string("Prefill512/") + s.name + "/" + arm).c_str(), BM_Prefill512, s, arm)
-          ->UseManualTime()->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("Decode/" + shape + "/" + arm).c_str(), BM_Decode, s, arm)
+          ->UseManualTime()->Iterations(64)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+    for (int B : {1, 4, 16, 32, 64})
+      benchmark::RegisterBenchmark(("DecodeBatch/" + shape + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
+          ->UseManualTime()->Iterations(16)->Repetitions(3)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+    std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
+    if (s.type == DType::NVFP4) prefill_arms.push_back("w4a4");
+    for (const char* arm : prefill_arms)
+      benchmark::RegisterBenchmark(("Prefill512/" + shape + "/" + arm).c_str(), BM_Prefill512, s, arm)
+          ->UseManualTime()->Iterations(1)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
+        ->UseManualTime()->Iterations(32)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
   }
+}
+
+// memra's commit: MEMRA_COMMIT, else the source tree's `git describe --always --dirty` (a run
+// from a checkout), else the commit CMake saw at configure time (a copied build).
+std::string memra_commit() {
+  if (const char* c = std::getenv("MEMRA_COMMIT"); c && *c) return c;
+  const std::string cmd = std::string("git -C '") + MEMRA_SOURCE_DIR + "' describe --always --dirty --abbrev=7 2>/dev/null";
+  if (std::FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[128] = {};
+    const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+    const int rc = pclose(p);
+    std::string s = got ? buf : "";
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (rc == 0 && !s.empty()) return s;
+  }
+  return std::string(MEMRA_CONFIGURED_COMMIT) + " (configure time)";
+}
+
+// A device attribute, or "unknown" where the driver does not report it.
+std::string device_attribute(cudaDeviceAttr attr, int device, double scale, const char* unit) {
+  int v = 0;
+  if (cudaDeviceGetAttribute(&v, attr, device) != cudaSuccess || v <= 0) {
+    cudaGetLastError();
+    return "unknown";
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.0f %s", v * scale, unit);
+  return buf;
+}
+
+// Everything that identifies the run (see the header).
+void add_context() {
+  const DeviceProps& p = engine().props();
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  benchmark::AddCustomContext("gpu", p.name);
+  benchmark::AddCustomContext("sm", std::to_string(p.sm));
+  benchmark::AddCustomContext("sm_count", std::to_string(p.sm_count));
+  benchmark::AddCustomContext("sm_clock_max", device_attribute(cudaDevAttrClockRate, engine().device(), 1e-3, "MHz"));
+  benchmark::AddCustomContext("memory_clock_max",
+                              device_attribute(cudaDevAttrMemoryClockRate, engine().device(), 1e-3, "MHz"));
+  benchmark::AddCustomContext("driver", std::to_string(driver));
+  benchmark::AddCustomContext("cuda_runtime", std::to_string(runtime));
+  benchmark::AddCustomContext("commit", memra_commit());
+  benchmark::AddCustomContext("memra_build_type", MEMRA_BUILD_TYPE);
+  benchmark::AddCustomContext("model_source", "Model::synthetic (fixture presets' shapes, seed 42; no file, no sha256)");
+  const Arms env = Arms::from_env();
+  for (const auto& [field, value] : env.fields()) benchmark::AddCustomContext("arm." + std::string(field), std::string(value));
 }
 
 }  // namespace
@@ -358,16 +471,17 @@ int timeline_decode(const std::string& name) {
 int main(int argc, char** argv) {
   if (const char* prof = std::getenv("MEMRA_BENCH_PROFILE")) return profile_decode(prof);
   if (const char* tl_shape = std::getenv("MEMRA_BENCH_TIMELINE")) return timeline_decode(tl_shape);
-  benchmark::Initialize(&argc, argv);
-  const DeviceProps& p = engine().props();
-  int driver = 0;
-  cudaDriverGetVersion(&driver);
-  benchmark::AddCustomContext("gpu", p.name);
-  benchmark::AddCustomContext("sm", std::to_string(p.sm));
-  benchmark::AddCustomContext("sm_count", std::to_string(p.sm_count));
-  benchmark::AddCustomContext("driver", std::to_string(driver));
-  const char* commit = std::getenv("MEMRA_COMMIT");
-  benchmark::AddCustomContext("commit", commit ? commit : "unknown");
+  // Repetitions interleaved at random unless the command line says otherwise (see the header).
+  std::vector<char*> args(argv, argv + argc);
+  bool interleave_given = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]).rfind("--benchmark_enable_random_interleaving", 0) == 0) interleave_given = true;
+  static char interleave[] = "--benchmark_enable_random_interleaving=true";
+  if (!interleave_given) args.insert(args.begin() + 1, interleave);
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  add_context();
+  measure_read_bw();
   register_all();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
