@@ -18,7 +18,8 @@ using namespace memra;
 // the unit qwen3 shapes with D = 128, tied, and the real vocabulary; threads: 0 = hardware
 // concurrency.
 void BM_OracleDecodeStep(benchmark::State& st) {
-  ModelConfig c = fixture::fixture_config({.family = Family::Qwen3, .preset = fixture::Preset::Unit, .n_vocab = 151936});
+  ModelConfig c =
+      fixture::fixture_config({.family = Family::Qwen3, .preset = fixture::Preset::Unit, .n_vocab = 151936});
   c.n_embd = 128;
   c.tied_embeddings = true;
   oracle::Options o;
@@ -34,7 +35,11 @@ void BM_OracleDecodeStep(benchmark::State& st) {
   }
   st.SetItemsProcessed(st.iterations());
 }
-BENCHMARK(BM_OracleDecodeStep)->Name("OracleDecodeStep/qwen3-vocab151936")->Arg(0)->Arg(1)->ArgName("threads")
+BENCHMARK(BM_OracleDecodeStep)
+    ->Name("OracleDecodeStep/qwen3-vocab151936")
+    ->Arg(0)
+    ->Arg(1)
+    ->ArgName("threads")
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

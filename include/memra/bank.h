@@ -76,7 +76,7 @@ void PrintTo(const BankRow& r, std::ostream* os);
 struct Bank {
   std::string model_sha256;  // sha256 of the source model file (see tools/memra-bank.cpp)
   std::string model_name;
-  std::string arm_tag;       // which reference produced it, e.g. "cpu-oracle/gdn-chunked"
+  std::string arm_tag;  // which reference produced it, e.g. "cpu-oracle/gdn-chunked"
   std::vector<int32_t> prompt;
   std::vector<int32_t> tokens;  // the oracle's greedy continuation, one per row
   std::vector<BankRow> rows;    // rows[i].token == tokens[i]
@@ -104,15 +104,13 @@ Bank make_bank(const oracle::Model& m, std::span<const int32_t> prompt, int step
 
 // The logit rows an arm sees when it is fed `tokens` after `prompt` (teacher forcing): row 0 is
 // prime(prompt), row i is decode_step(tokens[i-1]); tokens.size() rows.
-std::vector<std::vector<float>> teacher_forced_rows(const oracle::Model& m,
-                                                    std::span<const int32_t> prompt,
+std::vector<std::vector<float>> teacher_forced_rows(const oracle::Model& m, std::span<const int32_t> prompt,
                                                     std::span<const int32_t> tokens);
 
 // C_ref of the header comment: teacher_forced_rows with chunked and with recurrent GDN prefill,
 // max over steps of max |difference| / |top1 logit of the chunked row|. 0 for a model without
 // GDN layers (the same computation). `m`'s options are restored before returning.
-double reference_noise_rel(oracle::Model& m, std::span<const int32_t> prompt,
-                           std::span<const int32_t> tokens);
+double reference_noise_rel(oracle::Model& m, std::span<const int32_t> prompt, std::span<const int32_t> tokens);
 
 // 3*sqrt(2)*(arm_noise_rel + max(ref_noise_rel, 2^-23)); the bank's band_coeff is
 // band_coeff_for(C_ref). The floor: banked logits are f32, so the reference itself is only known

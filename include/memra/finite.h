@@ -16,10 +16,10 @@
 namespace memra {
 
 struct FiniteSite {
-  std::string call;        // the API call that produced the values ("" when not known)
-  std::string layer;       // "layer 3 (attention)", "the token embedding", "lm_head"
-  int64_t pos0 = 0;        // position of the first row
-  int64_t sequence = -1;   // sequence of a batched call (-1: a single-sequence call)
+  std::string call;       // the API call that produced the values ("" when not known)
+  std::string layer;      // "layer 3 (attention)", "the token embedding", "lm_head"
+  int64_t pos0 = 0;       // position of the first row
+  int64_t sequence = -1;  // sequence of a batched call (-1: a single-sequence call)
 };
 
 // Throws memra::Error at the first non-finite value of x, a run of rows of `row` values each

@@ -35,35 +35,47 @@ namespace memra {
 // (empty for Qwen3).
 template <class M, class V>
 struct AttnT {
-  M wq;     // [H*hd, D]  queries only
-  M wgate;  // [H*hd, D]  output gate; empty for Qwen3
-  M wk;     // [KV*hd, D]
-  M wv;     // [KV*hd, D]
-  M wo;     // [D, H*hd]
+  M wq;              // [H*hd, D]  queries only
+  M wgate;           // [H*hd, D]  output gate; empty for Qwen3
+  M wk;              // [KV*hd, D]
+  M wv;              // [KV*hd, D]
+  M wo;              // [D, H*hd]
   V q_norm, k_norm;  // [hd] multipliers
   template <class F, class... S>
   static void visit(F&& f, S&... s) {
-    f("wq", s.wq...); f("wgate", s.wgate...); f("wk", s.wk...); f("wv", s.wv...); f("wo", s.wo...);
-    f("q_norm", s.q_norm...); f("k_norm", s.k_norm...);
+    f("wq", s.wq...);
+    f("wgate", s.wgate...);
+    f("wk", s.wk...);
+    f("wv", s.wv...);
+    f("wo", s.wo...);
+    f("q_norm", s.q_norm...);
+    f("k_norm", s.k_norm...);
   }
 };
 
 // Gated DeltaNet (linear attention).
 template <class M, class V, class C>
 struct GdnT {
-  M wqkv;  // [2*nk*dk + nv*dv, D] rows [q | k | v]
-  M wz;    // [nv*dv, D] output-gate input z
-  M wb;    // [nv, D] beta logits
-  M wa;    // [nv, D] decay input a
-  C conv;  // [conv_dim, K] depthwise causal conv taps, tap K-1 multiplies the newest input
+  M wqkv;     // [2*nk*dk + nv*dv, D] rows [q | k | v]
+  M wz;       // [nv*dv, D] output-gate input z
+  M wb;       // [nv, D] beta logits
+  M wa;       // [nv, D] decay input a
+  C conv;     // [conv_dim, K] depthwise causal conv taps, tap K-1 multiplies the newest input
   V ssm_a;    // [nv] = -exp(A_log)
   V dt_bias;  // [nv]
   V norm;     // [dv] gated RMSNorm multiplier
   M wout;     // [D, nv*dv]
   template <class F, class... S>
   static void visit(F&& f, S&... s) {
-    f("wqkv", s.wqkv...); f("wz", s.wz...); f("wb", s.wb...); f("wa", s.wa...); f("conv", s.conv...);
-    f("ssm_a", s.ssm_a...); f("dt_bias", s.dt_bias...); f("norm", s.norm...); f("wout", s.wout...);
+    f("wqkv", s.wqkv...);
+    f("wz", s.wz...);
+    f("wb", s.wb...);
+    f("wa", s.wa...);
+    f("conv", s.conv...);
+    f("ssm_a", s.ssm_a...);
+    f("dt_bias", s.dt_bias...);
+    f("norm", s.norm...);
+    f("wout", s.wout...);
   }
 };
 
@@ -76,7 +88,9 @@ struct FfnT {
   bool empty() const { return gate.empty(); }
   template <class F, class... S>
   static void visit(F&& f, S&... s) {
-    f("gate", s.gate...); f("up", s.up...); f("down", s.down...);
+    f("gate", s.gate...);
+    f("up", s.up...);
+    f("down", s.down...);
   }
 };
 
@@ -84,10 +98,10 @@ struct FfnT {
 // scaled by sigmoid(shared_gate . x).
 template <class M, class V, class E>
 struct MoeT {
-  M router;       // [E, D]
-  E experts;      // FfnT<M> of E slabs, or std::vector<FfnT<M>> of E experts
+  M router;        // [E, D]
+  E experts;       // FfnT<M> of E slabs, or std::vector<FfnT<M>> of E experts
   FfnT<M> shared;  // empty when n_ff_shexp == 0
-  V shared_gate;  // [D]
+  V shared_gate;   // [D]
 };
 
 template <class M, class V, class C, class E>
@@ -96,11 +110,11 @@ struct LayerT {
   using Gdn = GdnT<M, V, C>;
   using Ffn = FfnT<M>;
   using Moe = MoeT<M, V, E>;
-  V attn_norm;  // [D] pre-mixer norm
-  V ffn_norm;   // [D] pre-FFN norm
+  V attn_norm;               // [D] pre-mixer norm
+  V ffn_norm;                // [D] pre-FFN norm
   std::optional<Attn> attn;  // mixer: one of attn / gdn
   std::optional<Gdn> gdn;
-  std::optional<Ffn> ffn;    // feed-forward: one of ffn / moe
+  std::optional<Ffn> ffn;  // feed-forward: one of ffn / moe
   std::optional<Moe> moe;
 };
 

@@ -28,7 +28,6 @@
 
 namespace memra::oracle {
 
-
 inline constexpr int64_t kGdnChunk = 64;
 
 struct Options {
@@ -103,8 +102,8 @@ class Model {
   Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
   void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
   void check_cache(const Cache& cache) const;
-  void run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
-                 int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const;
+  void run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x, int64_t T, int64_t pos0,
+                 AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const;
   std::vector<float> logits_of(const float* hidden_normed, int64_t pos) const;
 
   ModelConfig cfg_;

@@ -53,10 +53,10 @@ struct RawMatrix {
 
 // The layer's parts as the file's blocks: the schema (memra/layer_schema.h) with RawMatrix
 // matrices, f32 vectors and conv taps, and the routed experts stacked (n_slab = E).
-using RawAttn = AttnT<RawMatrix, std::vector<float>>;             // wgate empty for Qwen3
+using RawAttn = AttnT<RawMatrix, std::vector<float>>;                    // wgate empty for Qwen3
 using RawGdn = GdnT<RawMatrix, std::vector<float>, std::vector<float>>;  // value heads in the file's order
-using RawFfn = FfnT<RawMatrix>;  // [F, D], [F, D], [D, F] (or E slabs of those)
-using RawMoe = MoeT<RawMatrix, std::vector<float>, RawFfn>;  // experts: gate/up [E*I, D], down [E*D, I]
+using RawFfn = FfnT<RawMatrix>;                                          // [F, D], [F, D], [D, F] (or E slabs of those)
+using RawMoe = MoeT<RawMatrix, std::vector<float>, RawFfn>;              // experts: gate/up [E*I, D], down [E*D, I]
 using RawLayer = LayerT<RawMatrix, std::vector<float>, std::vector<float>, RawFfn>;
 
 struct RawWeights {

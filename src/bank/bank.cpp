@@ -19,12 +19,18 @@ using nlohmann::json;
 
 std::string type_word(json::value_t t) {
   switch (t) {
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "?";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_integer:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "?";
   }
 }
 
@@ -33,9 +39,14 @@ const json& get(const json& j, const char* name, json::value_t type, const std::
   if (it == j.end()) fail(where, ": missing field '", name, "'");
   bool ok = false;
   switch (type) {
-    case json::value_t::number_integer: ok = it->is_number_integer(); break;
-    case json::value_t::number_float: ok = it->is_number(); break;
-    default: ok = it->type() == type;
+    case json::value_t::number_integer:
+      ok = it->is_number_integer();
+      break;
+    case json::value_t::number_float:
+      ok = it->is_number();
+      break;
+    default:
+      ok = it->type() == type;
   }
   if (!ok) fail(where, ": field '", name, "' is ", it->type_name(), ", expected ", type_word(type));
   return *it;
@@ -48,8 +59,7 @@ std::vector<int32_t> ids(const json& arr, const std::string& where) {
     const json& v = arr[i];
     if (!v.is_number_integer()) fail(where, "[", i, "] is ", v.type_name(), ", expected a token id");
     const int64_t x = v.get<int64_t>();
-    if (x < 0 || x > std::numeric_limits<int32_t>::max())
-      fail(where, "[", i, "] = ", x, " is not a token id");
+    if (x < 0 || x > std::numeric_limits<int32_t>::max()) fail(where, "[", i, "] = ", x, " is not a token id");
     out.push_back(static_cast<int32_t>(x));
   }
   return out;
@@ -63,32 +73,29 @@ std::vector<float> logits(const json& arr, const std::string& where) {
     const double d = arr[i].get<double>();
     const float f = static_cast<float>(d);
     // Banks hold f32 logits written exactly; a value that is not an f32 was not written by us.
-    if (!std::isfinite(f) || static_cast<double>(f) != d)
-      fail(where, "[", i, "] = ", d, " is not a finite f32 value");
+    if (!std::isfinite(f) || static_cast<double>(f) != d) fail(where, "[", i, "] = ", d, " is not a finite f32 value");
     out.push_back(f);
   }
   return out;
 }
 
 bool is_hex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
 
 void check_bank_row(size_t step, const BankRow& row) {
-  MEMRA_CHECK(row.top_ids.size() == row.top_logits.size(), "bank step ", step, ": ",
-              row.top_ids.size(), " top ids but ", row.top_logits.size(), " top logits");
+  MEMRA_CHECK(row.top_ids.size() == row.top_logits.size(), "bank step ", step, ": ", row.top_ids.size(),
+              " top ids but ", row.top_logits.size(), " top logits");
   MEMRA_CHECK(row.top_ids.size() >= 2, "bank step ", step, ": top-k has ", row.top_ids.size(),
               " entries, need at least 2");
-  MEMRA_CHECK(row.top_ids[0] == row.token, "bank step ", step, ": oracle top-1 id ",
-              row.top_ids[0], " is not the banked token ", row.token);
+  MEMRA_CHECK(row.top_ids[0] == row.token, "bank step ", step, ": oracle top-1 id ", row.top_ids[0],
+              " is not the banked token ", row.token);
   for (size_t k = 1; k < row.top_logits.size(); ++k)
-    MEMRA_CHECK(row.top_logits[k] <= row.top_logits[k - 1], "bank step ", step,
-                ": top-k logits not sorted at rank ", k, " (", row.top_logits[k - 1], " then ",
-                row.top_logits[k], ")");
+    MEMRA_CHECK(row.top_logits[k] <= row.top_logits[k - 1], "bank step ", step, ": top-k logits not sorted at rank ", k,
+                " (", row.top_logits[k - 1], " then ", row.top_logits[k], ")");
 }
 
 void PrintTo(const BankRow& r, std::ostream* os) {
@@ -98,24 +105,21 @@ void PrintTo(const BankRow& r, std::ostream* os) {
 }
 
 void validate_bank(const Bank& b, const std::string& where) {
-  if (!is_hex64(b.model_sha256))
-    fail(where, ": model_sha256 '", b.model_sha256, "' is not 64 lowercase hex digits");
+  if (!is_hex64(b.model_sha256)) fail(where, ": model_sha256 '", b.model_sha256, "' is not 64 lowercase hex digits");
   if (b.prompt.empty()) fail(where, ": empty prompt");
   if (b.tokens.empty()) fail(where, ": no banked tokens");
   if (b.rows.size() < b.tokens.size())
-    fail(where, ": bank step ", b.rows.size(), ": no row for tokens[", b.rows.size(), "] (",
-         b.rows.size(), " rows for ", b.tokens.size(), " tokens, one row per step)");
-  if (b.rows.size() > b.tokens.size())
-    fail(where, ": bank step ", b.tokens.size(), ": a row without a banked token (", b.rows.size(),
+    fail(where, ": bank step ", b.rows.size(), ": no row for tokens[", b.rows.size(), "] (", b.rows.size(),
          " rows for ", b.tokens.size(), " tokens, one row per step)");
+  if (b.rows.size() > b.tokens.size())
+    fail(where, ": bank step ", b.tokens.size(), ": a row without a banked token (", b.rows.size(), " rows for ",
+         b.tokens.size(), " tokens, one row per step)");
   for (double v : {b.band_coeff, b.measured_noise_rel})
-    if (!std::isfinite(v) || v < 0)
-      fail(where, ": calibration value ", v, " is not a finite non-negative number");
+    if (!std::isfinite(v) || v < 0) fail(where, ": calibration value ", v, " is not a finite non-negative number");
   for (size_t i = 0; i < b.rows.size(); ++i) {
     with_context(where, [&] { check_bank_row(i, b.rows[i]); });
     if (b.rows[i].token != b.tokens[i])
-      fail(where, ": bank step ", i, ": row token ", b.rows[i].token, " is not tokens[", i,
-           "] = ", b.tokens[i]);
+      fail(where, ": bank step ", i, ": row token ", b.rows[i].token, " is not tokens[", i, "] = ", b.tokens[i]);
   }
 }
 
@@ -126,9 +130,7 @@ Bank read_bank(const std::string& path) {
   json j;
   try {
     j = json::parse(f);
-  } catch (const json::exception& e) {
-    fail(where, ": not JSON: ", e.what());
-  }
+  } catch (const json::exception& e) { fail(where, ": not JSON: ", e.what()); }
   if (!j.is_object()) fail(where, ": top level is ", j.type_name(), ", expected an object");
   using T = json::value_t;
   const std::string format = get(j, "format", T::string, where).get<std::string>();
@@ -181,8 +183,9 @@ void write_bank(const Bank& b, const std::string& path) {
       {"calibration",
        {{"measured_noise_rel", b.measured_noise_rel},
         {"band_coeff", b.band_coeff},
-        {"rule", "band = band_coeff*|top1|; band_coeff = 3*sqrt(2)*(C_arm + max(measured_noise_rel, "
-                 "2^-23)), stored with C_arm = 0 (memra/bank.h)"},
+        {"rule",
+         "band = band_coeff*|top1|; band_coeff = 3*sqrt(2)*(C_arm + max(measured_noise_rel, "
+         "2^-23)), stored with C_arm = 0 (memra/bank.h)"},
         {"note", b.calibration_note}}},
       {"rows", std::move(rows)},
   };
@@ -193,8 +196,7 @@ void write_bank(const Bank& b, const std::string& path) {
   if (!f) fail("bank ", path, ": write failed");
 }
 
-std::vector<std::vector<float>> teacher_forced_rows(const oracle::Model& m,
-                                                    std::span<const int32_t> prompt,
+std::vector<std::vector<float>> teacher_forced_rows(const oracle::Model& m, std::span<const int32_t> prompt,
                                                     std::span<const int32_t> tokens) {
   MEMRA_CHECK(!prompt.empty(), "teacher forcing: empty prompt");
   std::vector<std::vector<float>> rows;
@@ -213,8 +215,8 @@ Bank make_bank(const oracle::Model& m, std::span<const int32_t> prompt, int step
   if (prompt.empty()) fail("make_bank: empty prompt");
   const int64_t ctx = static_cast<int64_t>(prompt.size()) + steps;
   if (ctx > m.config().n_ctx_train)
-    fail("make_bank: prompt (", prompt.size(), ") + steps (", steps, ") = ", ctx,
-         " tokens, over the context of ", m.config().n_ctx_train);
+    fail("make_bank: prompt (", prompt.size(), ") + steps (", steps, ") = ", ctx, " tokens, over the context of ",
+         m.config().n_ctx_train);
   Bank b;
   b.prompt.assign(prompt.begin(), prompt.end());
   oracle::Cache cache = m.new_cache(ctx);
@@ -234,8 +236,7 @@ Bank make_bank(const oracle::Model& m, std::span<const int32_t> prompt, int step
   return b;
 }
 
-double reference_noise_rel(oracle::Model& m, std::span<const int32_t> prompt,
-                           std::span<const int32_t> tokens) {
+double reference_noise_rel(oracle::Model& m, std::span<const int32_t> prompt, std::span<const int32_t> tokens) {
   const oracle::Options saved = m.options();
   std::vector<std::vector<float>> chunked, recurrent;
   try {

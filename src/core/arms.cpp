@@ -94,10 +94,10 @@ Arms Arms::equalised() {
 }
 
 void Arms::set(std::string_view field, std::string_view value) {
-#define MEMRA_ARM_SET(f, type, d, e, doc)   \
-  if (field == #f) {                        \
-    f = parse<type>(field, value);          \
-    return;                                 \
+#define MEMRA_ARM_SET(f, type, d, e, doc) \
+  if (field == #f) {                      \
+    f = parse<type>(field, value);        \
+    return;                               \
   }
   MEMRA_ARMS(MEMRA_ARM_SET)
 #undef MEMRA_ARM_SET
@@ -124,8 +124,8 @@ std::string arms_markdown_table() {
   for (const ArmSpec& s : arm_specs()) {
     std::string values;
     for (std::string_view v : s.values) values += (values.empty() ? "" : ", ") + std::string(v);
-    t += "| " + std::string(s.field) + " | `" + s.env + "` | " + values + " | " + std::string(s.default_value) +
-         " | " + std::string(s.equalised_value) + " | " + std::string(s.doc) + " |\n";
+    t += "| " + std::string(s.field) + " | `" + s.env + "` | " + values + " | " + std::string(s.default_value) + " | " +
+         std::string(s.equalised_value) + " | " + std::string(s.doc) + " |\n";
   }
   return t;
 }

@@ -13,8 +13,10 @@ void fail_non_finite(const FiniteSite& site, int64_t position, std::optional<int
   std::ostringstream m;
   if (!site.call.empty()) m << site.call << ": ";
   m << "non-finite value (";
-  if (value) m << *value;
-  else m << "NaN or Inf";
+  if (value)
+    m << *value;
+  else
+    m << "NaN or Inf";
   m << ") in " << site.layer;
   if (site.sequence >= 0) m << ", sequence " << site.sequence;
   m << ", position " << position;

@@ -56,7 +56,8 @@ Cache Model::new_cache(int64_t max_ctx) const {
       ci->k[li] = DeviceBuffer<float>(e, kv);
       ci->v[li] = DeviceBuffer<float>(e, kv);
     } else {
-      ci->conv[li] = DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)
+      ci->conv[li] =
+          DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)
       ci->state[li] = DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v));
     }
   }

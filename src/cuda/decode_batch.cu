@@ -58,7 +58,8 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
 
 // One select_rows launch over B rows of x: each row's token (specs) into row_tokens, each
 // pos[r] (when set) advanced by one.
-void Model::Impl::select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos) {
+void Model::Impl::select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs,
+                              std::span<int64_t* const> pos) {
   const size_t B = specs.size();
   if (row_jobs.size() < B) {
     row_jobs = DeviceBuffer<cuda::RowSelect>(*e, B);
@@ -79,7 +80,6 @@ void Model::Impl::select_rows(const float* x, std::span<const std::optional<Samp
   cuda::select_rows_run(x, c.n_vocab, row_jobs.data(), static_cast<int>(B), row_tokens.data(), s);
 }
 
-
 namespace {
 
 // A batched call's inputs, all checked before anything runs; errors name the call and sequence.
@@ -95,9 +95,7 @@ std::vector<Cache::Impl*> batch_caches(const char* what, const Model::Impl& m, s
       if (!cache) fail("null cache");
       m.check_cache(*cache);
       m.c.check_prompt(tokens.subspan(b, 1), cache->pos(), cache->max_ctx());
-    } catch (const Error& err) {
-      fail(what, ": sequence ", b, ": ", err.what());
-    }
+    } catch (const Error& err) { fail(what, ": sequence ", b, ": ", err.what()); }
     for (size_t a = 0; a < b; ++a)
       if (cis[a] == cache->impl()) fail(what, ": sequences ", a, " and ", b, " share one cache");
     cis.push_back(cache->impl());
@@ -107,7 +105,8 @@ std::vector<Cache::Impl*> batch_caches(const char* what, const Model::Impl& m, s
 
 }  // namespace
 
-std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens, std::span<Cache* const> caches) {
+std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t> tokens,
+                                                         std::span<Cache* const> caches) {
   const std::vector<Cache::Impl*> cis = batch_caches("decode_step_batch", *impl_, tokens, caches);
   const int64_t B = static_cast<int64_t>(tokens.size());
   if (B == 1 && impl_->arms.b1_fast) return {decode_step(tokens[0], *caches[0]).logits};
@@ -120,7 +119,9 @@ std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t
   for (int64_t b = 0; b < B; ++b) {
     const float* row = all.data() + b * V;
     check_finite({row, static_cast<size_t>(V)}, V,
-                 {.call = "decode_step_batch", .layer = "lm_head", .pos0 = caches[static_cast<size_t>(b)]->pos() - 1,
+                 {.call = "decode_step_batch",
+                  .layer = "lm_head",
+                  .pos0 = caches[static_cast<size_t>(b)]->pos() - 1,
                   .sequence = b});
     rows[static_cast<size_t>(b)].assign(row, row + V);
   }
@@ -157,8 +158,10 @@ Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::s
     if (specs[b] && out.tokens[b] < 0) m.fail_nonfinite(what, cis[b]->pos - 1, static_cast<int64_t>(b));
     if (specs[b] && lean) {
       Cache::Impl& ci = *cis[b];
-      if (ci.last_logits.size() != static_cast<size_t>(V)) ci.last_logits = DeviceBuffer<float>(*m.e, static_cast<size_t>(V));
-      MEMRA_CUDA_CHECK(cudaMemcpyAsync(ci.last_logits.data(), row, sizeof(float) * static_cast<size_t>(V), cudaMemcpyDeviceToDevice, m.s));
+      if (ci.last_logits.size() != static_cast<size_t>(V))
+        ci.last_logits = DeviceBuffer<float>(*m.e, static_cast<size_t>(V));
+      MEMRA_CUDA_CHECK(cudaMemcpyAsync(ci.last_logits.data(), row, sizeof(float) * static_cast<size_t>(V),
+                                       cudaMemcpyDeviceToDevice, m.s));
       ci.has_last_logits = true;
       continue;
     }
@@ -167,7 +170,8 @@ Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::s
     h.resize(static_cast<size_t>(V));
     copy_to_host(h.data(), row, sizeof(float) * h.size(), m.e->stream());
     if (!specs[b])
-      check_finite(h, V, {.call = what, .layer = "lm_head", .pos0 = cis[b]->pos - 1, .sequence = static_cast<int64_t>(b)});
+      check_finite(h, V,
+                   {.call = what, .layer = "lm_head", .pos0 = cis[b]->pos - 1, .sequence = static_cast<int64_t>(b)});
   }
   return out;
 }

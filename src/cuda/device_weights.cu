@@ -79,7 +79,11 @@ DevMatrix upload_row(Engine& e, const std::vector<float>& v, const std::string& 
 // --- synthetic weights (benchmarks): valid random blocks written on the device
 
 __device__ __forceinline__ uint32_t mix32(uint64_t x) {
-  x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
   return static_cast<uint32_t>(x);
 }
 
@@ -92,7 +96,8 @@ __global__ void synth_kernel(uint8_t* data, int64_t n_units, int type, uint64_t 
     if (type == static_cast<int>(DType::Q8_0)) {  // unit = block of 34 B
       uint8_t* b = data + u * 34;
       const uint16_t d = __half_as_ushort(__float2half_rn(0.0005f * static_cast<float>(1 + (h & 3))));
-      b[0] = d & 0xff; b[1] = d >> 8;
+      b[0] = d & 0xff;
+      b[1] = d >> 8;
       for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>((mix32(h + j) % 255) - 127));
     } else if (type == static_cast<int>(DType::NVFP4)) {  // unit = block of 36 B
       uint8_t* b = data + u * 36;
@@ -102,7 +107,8 @@ __global__ void synth_kernel(uint8_t* data, int64_t n_units, int type, uint64_t 
       const float v = (static_cast<float>(h % 2001) - 1000.0f) * 2e-5f;
       const uint16_t bits = type == static_cast<int>(DType::BF16) ? static_cast<uint16_t>(__float_as_uint(v) >> 16)
                                                                   : __half_as_ushort(__float2half_rn(v));
-      data[2 * u] = bits & 0xff; data[2 * u + 1] = bits >> 8;
+      data[2 * u] = bits & 0xff;
+      data[2 * u + 1] = bits >> 8;
     } else {  // F32
       reinterpret_cast<float*>(data)[u] = (static_cast<float>(h % 2001) - 1000.0f) * 2e-5f;
     }
@@ -119,11 +125,13 @@ DevMatrix synth_matrix(Engine& e, DType type, int64_t rows, int64_t cols, int64_
   const int64_t units = type == DType::Q8_0 ? rows * cols / 32 : type == DType::NVFP4 ? rows * cols / 64 : rows * cols;
   if (is_planar(type)) {  // GGUF blocks written, then made planar as an upload would
     DeviceBuffer<uint8_t> blocks(e, static_cast<size_t>(row_bytes(type, cols) * rows));
-    launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), blocks.data(), units, static_cast<int>(type), seed);
+    launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), blocks.data(), units,
+                  static_cast<int>(type), seed);
     to_planar(type, blocks.data(), d.bytes.data(), rows, cols, d.m.row_bytes, stream_of(e));
     e.synchronize();
   } else {
-    launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), d.bytes.data(), units, static_cast<int>(type), seed);
+    launch_kernel("synth_kernel", synth_kernel, 1024, 256, 0, stream_of(e), d.bytes.data(), units,
+                  static_cast<int>(type), seed);
   }
   std::vector<float> ones(static_cast<size_t>(n_slab), 1.0f);
   d.scale.upload(ones);
@@ -149,11 +157,23 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   L.attn_norm = {D};
   L.ffn_norm = {D};
   if (c.layer_kind[static_cast<size_t>(li)] == LayerKind::Attention) {
-    L.attn = {.wq = {qd, D}, .wgate = {c.attn_gated() ? qd : 0, D}, .wk = {kvd, D}, .wv = {kvd, D}, .wo = {D, qd},
-              .q_norm = {c.head_dim}, .k_norm = {c.head_dim}};
+    L.attn = {.wq = {qd, D},
+              .wgate = {c.attn_gated() ? qd : 0, D},
+              .wk = {kvd, D},
+              .wv = {kvd, D},
+              .wo = {D, qd},
+              .q_norm = {c.head_dim},
+              .k_norm = {c.head_dim}};
   } else {
-    L.gdn = {.wqkv = {cd, D}, .wz = {vd, D}, .wb = {nv, D}, .wa = {nv, D}, .conv = {cd * c.ssm_conv_kernel, 0.25f},
-             .ssm_a = {nv, -1.0f}, .dt_bias = {nv, 0.0f}, .norm = {c.ssm_d_v}, .wout = {D, vd}};
+    L.gdn = {.wqkv = {cd, D},
+             .wz = {vd, D},
+             .wb = {nv, D},
+             .wa = {nv, D},
+             .conv = {cd * c.ssm_conv_kernel, 0.25f},
+             .ssm_a = {nv, -1.0f},
+             .dt_bias = {nv, 0.0f},
+             .norm = {c.ssm_d_v},
+             .wout = {D, vd}};
   }
   if (c.ffn_kind[static_cast<size_t>(li)] == FfnKind::Moe) {
     const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
@@ -177,10 +197,10 @@ void check_kernel_limits(const ModelConfig& c) {
   const bool has_gdn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Linear) > 0;
   const bool has_moe = std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe) > 0;
   if (has_attn) {
-    need(c.head_dim >= 1 && c.head_dim <= kAttnMaxHeadDim, "head_dim = ", c.head_dim, " (the attention kernels take 1..",
-         kAttnMaxHeadDim, ")");
-    need(c.n_head_kv >= 1 && c.n_head % c.n_head_kv == 0, "n_head = ", c.n_head, " is not a multiple of n_head_kv = ",
-         c.n_head_kv, " (grouped-query attention)");
+    need(c.head_dim >= 1 && c.head_dim <= kAttnMaxHeadDim, "head_dim = ", c.head_dim,
+         " (the attention kernels take 1..", kAttnMaxHeadDim, ")");
+    need(c.n_head_kv >= 1 && c.n_head % c.n_head_kv == 0, "n_head = ", c.n_head,
+         " is not a multiple of n_head_kv = ", c.n_head_kv, " (grouped-query attention)");
     need(c.n_rot % 2 == 0 && c.n_rot <= c.head_dim, "n_rot = ", c.n_rot, " (RoPE needs an even count <= head_dim ",
          c.head_dim, ")");
   }
@@ -220,8 +240,10 @@ int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used) const {
         [&](std::string_view name, const auto& t) {
           if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, DevMatrix>) {
             // a step reads k of the E expert slabs
-            if (name.starts_with("moe.experts.")) n += t.empty() ? 0 : t.total_bytes() / t.n_slab * n_expert_used;
-            else n += t.total_bytes();
+            if (name.starts_with("moe.experts."))
+              n += t.empty() ? 0 : t.total_bytes() / t.n_slab * n_expert_used;
+            else
+              n += t.total_bytes();
           }
         },
         L);
@@ -244,8 +266,10 @@ DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& 
     const std::string P = "layer " + std::to_string(i) + " ";
     for_each_tensor(
         [&](std::string_view name, const auto& raw, auto& dev) {
-          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(raw)>, RawMatrix>) dev = upload(e, raw, P + std::string(name));
-          else dev = upload_vec(e, raw);
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(raw)>, RawMatrix>)
+            dev = upload(e, raw, P + std::string(name));
+          else
+            dev = upload_vec(e, raw);
         },
         R, L);
     if (L.moe && !L.moe->shared.empty()) L.shared_gate_row = upload_row(e, R.moe->shared_gate, P + "moe.shared_gate");

@@ -221,7 +221,6 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
 }
 
-
 // Decode (T == 1): a block per (value head, 32 state columns): the block's 32 columns of S go
 // through shared memory with every thread's loads in flight (a head's whole 64 KB state through
 // one block with a serial load loop took twice as long), then lane j of warp 0 walks column j.

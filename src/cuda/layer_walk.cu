@@ -45,11 +45,28 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
     auto qb = [&](int64_t n) { return DeviceBuffer<Q81>(e, static_cast<size_t>(std::max<int64_t>(n / 32, 1))); };
     const int64_t omax = std::max(qd, vd);
     const int64_t fmax = std::max({T * c.n_ff, T * K * c.n_ff_exp, T * c.n_ff_shexp});
-    x = f(T * D); h = f(T * D); q = f(T * qd); k = f(T * kvd); v = f(T * kvd); gate = f(T * qd);
-    o = f(T * omax); qkv = f(T * cd); qkvc = f(T * cd); z = f(T * vd); b = f(T * nv); a = f(T * nv);
-    fg = f(fmax); fu = f(fmax); ye = f(T * K * D); ysh = f(T * D); rl = f(T * c.n_expert); sg = f(T);
+    x = f(T * D);
+    h = f(T * D);
+    q = f(T * qd);
+    k = f(T * kvd);
+    v = f(T * kvd);
+    gate = f(T * qd);
+    o = f(T * omax);
+    qkv = f(T * cd);
+    qkvc = f(T * cd);
+    z = f(T * vd);
+    b = f(T * nv);
+    a = f(T * nv);
+    fg = f(fmax);
+    fu = f(fmax);
+    ye = f(T * K * D);
+    ysh = f(T * D);
+    rl = f(T * c.n_expert);
+    sg = f(T);
     wts = f(T * K);
-    hq = qb(T * D); oq = qb(T * omax); fq = qb(fmax);
+    hq = qb(T * D);
+    oq = qb(T * omax);
+    fq = qb(fmax);
     ids = DeviceBuffer<int32_t>(e, static_cast<size_t>(T * K));
     group_order = DeviceBuffer<int32_t>(e, static_cast<size_t>(T * K));
     group_start = DeviceBuffer<int32_t>(e, static_cast<size_t>(c.n_expert + 1));
@@ -86,8 +103,9 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
 
 void Model::Impl::check_arms() const {
   if (arms.prefill_act == PrefillAct::w4a4 && arms.prefill_matmul == PrefillMatmul::mma)
-    fail("GPU model: arm prefill_act=w4a4 has no tensor-core GEMM (prefill_matmul=mma); the W4A4 contract runs on "
-         "the token-tiled mat-vec: set prefill_matmul=mmvq");
+    fail(
+        "GPU model: arm prefill_act=w4a4 has no tensor-core GEMM (prefill_matmul=mma); the W4A4 contract runs on "
+        "the token-tiled mat-vec: set prefill_matmul=mmvq");
 }
 
 void Model::Impl::check_cache(const Cache& cache) const {
@@ -117,9 +135,17 @@ bool Model::Impl::use_gemm(const DMat& m, int64_t n_out, const int32_t* slab) co
 void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T,
                        bool add) {
   cuda::GemmParams g;
-  g.w = m; g.T = T; g.y = y; g.ld_y = ld_y; g.add_to_y = add;
-  if (cuda::uses_q8_1(m.type)) g.xq = xq;
-  else { g.xf = xf; g.ld_xf = ld; }
+  g.w = m;
+  g.T = T;
+  g.y = y;
+  g.ld_y = ld_y;
+  g.add_to_y = add;
+  if (cuda::uses_q8_1(m.type))
+    g.xq = xq;
+  else {
+    g.xf = xf;
+    g.ld_xf = ld;
+  }
   cuda::gemm_run(g, s);
   ++counters.gemm_launches;
 }
@@ -131,9 +157,18 @@ cuda::MatvecParams mv_params(const DMat& m, const float* xf, int64_t ld, const Q
                              int64_t n_out, bool add, int x_div, const int32_t* slab) {
   cuda::MatvecParams p;
   p.w = m;
-  if (cuda::uses_q8_1(m.type)) p.xq = xq;
-  else { p.xf = xf; p.ld_xf = ld; }
-  p.y = y; p.ld_y = ld_y; p.n_out = n_out; p.add_to_y = add; p.x_div = x_div; p.slab_of = slab;
+  if (cuda::uses_q8_1(m.type))
+    p.xq = xq;
+  else {
+    p.xf = xf;
+    p.ld_xf = ld;
+  }
+  p.y = y;
+  p.ld_y = ld_y;
+  p.n_out = n_out;
+  p.add_to_y = add;
+  p.x_div = x_div;
+  p.slab_of = slab;
   return p;
 }
 
@@ -173,9 +208,15 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
     cuda::MatvecParams batch[cuda::kMatvecMulti];
     int n = 0;
     for (size_t k = i; k < ps.size() && n < cuda::kMatvecMulti; ++k)
-      if (!done[k] && ps[k].w.type == ps[i].w.type) { batch[n++] = ps[k]; done[k] = true; }
+      if (!done[k] && ps[k].w.type == ps[i].w.type) {
+        batch[n++] = ps[k];
+        done[k] = true;
+      }
     if (a4 && batch[0].w.type == DType::NVFP4) {
-      for (int j = 0; j < n; ++j) { batch[j].x4 = a4; batch[j].xq = nullptr; }
+      for (int j = 0; j < n; ++j) {
+        batch[j].x4 = a4;
+        batch[j].xq = nullptr;
+      }
       ++counters.w4a4_launches;
     }
     cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
@@ -185,8 +226,18 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
 void Model::Impl::rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt,
                         float* y, Q81* qq, int64_t rows, int64_t n) {
   cuda::RowOpParams p;
-  p.op = op; p.x = x; p.ld_x = ld_x; p.z = zz; p.ld_z = ld_z; p.w = wt; p.eps = static_cast<float>(c.rms_eps);
-  p.y = y; p.ld_y = n; p.q = n % 32 == 0 ? qq : nullptr; p.rows = rows; p.n = n;
+  p.op = op;
+  p.x = x;
+  p.ld_x = ld_x;
+  p.z = zz;
+  p.ld_z = ld_z;
+  p.w = wt;
+  p.eps = static_cast<float>(c.rms_eps);
+  p.y = y;
+  p.ld_y = n;
+  p.q = n % 32 == 0 ? qq : nullptr;
+  p.rows = rows;
+  p.n = n;
   cuda::rowop_run(p, s);
 }
 
@@ -204,8 +255,8 @@ void Model::Impl::norm_quant(const float* x, const float* wt, float* y, Q81* qq,
 
 void Model::Impl::attention_project(DevLayer& L, int64_t T) {
   auto& A = *L.attn;
-  mv_group({{&A.wq, ws.q.data()}, {&A.wk, ws.k.data()}, {&A.wv, ws.v.data()}, {&A.wgate, ws.gate.data()}},
-           ws.h.data(), c.n_embd, ws.hq.data(), T);
+  mv_group({{&A.wq, ws.q.data()}, {&A.wk, ws.k.data()}, {&A.wv, ws.v.data()}, {&A.wgate, ws.gate.data()}}, ws.h.data(),
+           c.n_embd, ws.hq.data(), T);
 }
 
 namespace {
@@ -226,19 +277,38 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64
   const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
   const auto& A = *L.attn;
   cuda::QkPrepParams qp;
-  qp.q = ws.q.data() + r0 * qd; qp.k = ws.k.data() + r0 * kvd; qp.v = ws.v.data() + r0 * kvd;
-  qp.q_norm = A.q_norm.data(); qp.k_norm = A.k_norm.data();
-  qp.k_cache = ci.k[li].data(); qp.v_cache = ci.v[li].data(); qp.T = T; qp.pos0 = ci.pos_dev.data();
-  qp.H = static_cast<int>(c.n_head); qp.KV = static_cast<int>(c.n_head_kv); qp.hd = static_cast<int>(c.head_dim);
-  qp.n_rot = static_cast<int>(c.n_rot); qp.eps = static_cast<float>(c.rms_eps); qp.theta = c.rope_theta;
+  qp.q = ws.q.data() + r0 * qd;
+  qp.k = ws.k.data() + r0 * kvd;
+  qp.v = ws.v.data() + r0 * kvd;
+  qp.q_norm = A.q_norm.data();
+  qp.k_norm = A.k_norm.data();
+  qp.k_cache = ci.k[li].data();
+  qp.v_cache = ci.v[li].data();
+  qp.T = T;
+  qp.pos0 = ci.pos_dev.data();
+  qp.H = static_cast<int>(c.n_head);
+  qp.KV = static_cast<int>(c.n_head_kv);
+  qp.hd = static_cast<int>(c.head_dim);
+  qp.n_rot = static_cast<int>(c.n_rot);
+  qp.eps = static_cast<float>(c.rms_eps);
+  qp.theta = c.rope_theta;
   // a decode token: its q / k preparation, K / V store and the combine inside one attention
   // launch (attention.cuh; the same bits as these three launches)
   const bool one_launch = T == 1;
   if (!one_launch) cuda::qk_prep_run(qp, s);
   cuda::AttnParams ap;
-  ap.q = qp.q; ap.k_cache = ci.k[li].data(); ap.v_cache = ci.v[li].data();
-  ap.gate = A.wgate.empty() ? nullptr : ws.gate.data() + r0 * qd; ap.out = ws.o.data() + r0 * qd; ap.work = ws.work.data();
-  ap.T = T; ap.pos0 = ci.pos_dev.data(); ap.ctx_bound = ctx_bound; ap.H = qp.H; ap.KV = qp.KV; ap.hd = qp.hd;
+  ap.q = qp.q;
+  ap.k_cache = ci.k[li].data();
+  ap.v_cache = ci.v[li].data();
+  ap.gate = A.wgate.empty() ? nullptr : ws.gate.data() + r0 * qd;
+  ap.out = ws.o.data() + r0 * qd;
+  ap.work = ws.work.data();
+  ap.T = T;
+  ap.pos0 = ci.pos_dev.data();
+  ap.ctx_bound = ctx_bound;
+  ap.H = qp.H;
+  ap.KV = qp.KV;
+  ap.hd = qp.hd;
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   ap.out_q = attn_q_in_combine(L, c) ? ws.oq.data() + r0 * qd / 32 : nullptr;
   if (one_launch) {
@@ -269,13 +339,28 @@ void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
   const auto& G = *L.gdn;
   cuda::GdnConvParams cp;
-  cp.x = ws.qkv.data() + r0 * cd; cp.taps = G.conv.data(); cp.state = ci.conv[li].data(); cp.pos0 = ci.pos_dev.data();
-  cp.y = ws.qkvc.data() + r0 * cd; cp.T = T; cp.cd = cd; cp.K = static_cast<int>(c.ssm_conv_kernel);
+  cp.x = ws.qkv.data() + r0 * cd;
+  cp.taps = G.conv.data();
+  cp.state = ci.conv[li].data();
+  cp.pos0 = ci.pos_dev.data();
+  cp.y = ws.qkvc.data() + r0 * cd;
+  cp.T = T;
+  cp.cd = cd;
+  cp.K = static_cast<int>(c.ssm_conv_kernel);
   cuda::GdnParams gp;
-  gp.qkv = cp.y; gp.b = ws.b.data() + r0 * nv; gp.a = ws.a.data() + r0 * nv; gp.ssm_a = G.ssm_a.data();
-  gp.dt_bias = G.dt_bias.data(); gp.state = ci.state[li].data(); gp.o = ws.o.data() + r0 * vd; gp.T = T;
-  gp.nk = static_cast<int>(c.ssm_n_k_heads); gp.nv = static_cast<int>(nv);
-  gp.dk = static_cast<int>(c.ssm_d_k); gp.dv = static_cast<int>(c.ssm_d_v); gp.tiled = weights.tiled;
+  gp.qkv = cp.y;
+  gp.b = ws.b.data() + r0 * nv;
+  gp.a = ws.a.data() + r0 * nv;
+  gp.ssm_a = G.ssm_a.data();
+  gp.dt_bias = G.dt_bias.data();
+  gp.state = ci.state[li].data();
+  gp.o = ws.o.data() + r0 * vd;
+  gp.T = T;
+  gp.nk = static_cast<int>(c.ssm_n_k_heads);
+  gp.nv = static_cast<int>(nv);
+  gp.dk = static_cast<int>(c.ssm_d_k);
+  gp.dv = static_cast<int>(c.ssm_d_v);
+  gp.tiled = weights.tiled;
   Q81* const oq_rows = gdn_q_in_norm(L, c) ? ws.oq.data() + r0 * vd / 32 : nullptr;
   // a decode token: the conv, the recurrence and the gated norm in one launch where the head
   // shape has that kernel (bitwise the same as the three launches below)
@@ -321,9 +406,17 @@ bool Model::Impl::use_routed_gemm(const DevMatrix& m, int64_t T) const {
 
 void Model::Impl::routed_gemm(const DMat& m, const Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n) {
   cuda::GemmParams g;
-  g.w = m; g.xq = xq; g.T = n; g.y = y; g.ld_y = ld_y;
-  g.order = ws.group_order.data(); g.group_start = ws.group_start.data(); g.n_slab = static_cast<int>(c.n_expert);
-  g.tile_slab = ws.tile_slab.data(); g.tile_start = ws.tile_start.data(); g.n_tiles = ws.n_tiles.data();
+  g.w = m;
+  g.xq = xq;
+  g.T = n;
+  g.y = y;
+  g.ld_y = ld_y;
+  g.order = ws.group_order.data();
+  g.group_start = ws.group_start.data();
+  g.n_slab = static_cast<int>(c.n_expert);
+  g.tile_slab = ws.tile_slab.data();
+  g.tile_start = ws.tile_start.data();
+  g.n_tiles = ws.n_tiles.data();
   g.max_tiles = cuda::moe_group_tile_bound(n, g.n_slab, cuda::gemm_routed_tile);
   g.x_div = x_div;
   cuda::gemm_run(g, s);
@@ -346,8 +439,10 @@ void Model::Impl::expert_swiglu(const DevLayer& L, int64_t T, int K) {
     mv_group({{&X.gate, ws.fg.data()}, {&X.up, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n, K, ws.ids.data());
   }
   rowop(cuda::RowOp::Swiglu, ws.fg.data(), F, ws.fu.data(), F, nullptr, ws.fg.data(), ws.fq.data(), n, F);
-  if (down) routed_gemm(X.down.m, ws.fq.data(), 1, ws.ye.data(), D, n);
-  else mv(X.down.m, ws.fg.data(), F, ws.fq.data(), ws.ye.data(), D, n, false, 1, ws.ids.data());
+  if (down)
+    routed_gemm(X.down.m, ws.fq.data(), 1, ws.ye.data(), D, n);
+  else
+    mv(X.down.m, ws.fg.data(), F, ws.fq.data(), ws.ye.data(), D, n, false, 1, ws.ids.data());
 }
 
 void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
@@ -357,8 +452,13 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
   const int K = static_cast<int>(c.n_expert_used);
   mv(M.router.m, ws.h.data(), D, ws.hq.data(), ws.rl.data(), c.n_expert, T, false);
   cuda::MoeRouteParams rp;
-  rp.logits = ws.rl.data(); rp.ids = ws.ids.data(); rp.weights = ws.wts.data(); rp.T = T;
-  rp.E = static_cast<int>(c.n_expert); rp.k = K; rp.renorm = c.norm_topk;
+  rp.logits = ws.rl.data();
+  rp.ids = ws.ids.data();
+  rp.weights = ws.wts.data();
+  rp.T = T;
+  rp.E = static_cast<int>(c.n_expert);
+  rp.k = K;
+  rp.renorm = c.norm_topk;
   cuda::moe_route_run(rp, s);
   expert_swiglu(L, T, K);
   const bool shared = !M.shared.empty();
@@ -367,8 +467,14 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
     swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
   }
   cuda::MoeCombineParams cp;
-  cp.y = ws.ye.data(); cp.weights = ws.wts.data(); cp.y_shared = shared ? ws.ysh.data() : nullptr; cp.sg = ws.sg.data();
-  cp.x = ws.x.data(); cp.T = T; cp.D = D; cp.k = K;
+  cp.y = ws.ye.data();
+  cp.weights = ws.wts.data();
+  cp.y_shared = shared ? ws.ysh.data() : nullptr;
+  cp.sg = ws.sg.data();
+  cp.x = ws.x.data();
+  cp.T = T;
+  cp.D = D;
+  cp.k = K;
   cuda::moe_combine_run(cp, s);
 }
 
@@ -377,7 +483,10 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
   cuda::EmbedParams ep;
-  ep.table = weights.embed.m; ep.tokens = ws.tok.data(); ep.T = T; ep.x = ws.x.data();
+  ep.table = weights.embed.m;
+  ep.tokens = ws.tok.data();
+  ep.T = T;
+  ep.x = ws.x.data();
   cuda::embed_run(ep, s);
   for (int64_t li = 0; li < c.n_layer; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
@@ -440,9 +549,13 @@ void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greed
   // (one output vector: never the GEMM, never W4A4 — mv()'s other two forms)
   const cuda::MatvecParams p =
       mv_params(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false, 1, nullptr);
-  const int nb = cuda::matvec_run_best(p, arms.decode_matvec, ws.row_best.data(), static_cast<int>(ws.row_best.size()), s);
+  const int nb =
+      cuda::matvec_run_best(p, arms.decode_matvec, ws.row_best.data(), static_cast<int>(ws.row_best.size()), s);
   cuda::GreedyStep o;
-  o.out = ws.amax.data(); o.next_tok = ws.tok.data(); o.hist = ci.greedy_hist.data(); o.pos = ci.pos_dev.data();
+  o.out = ws.amax.data();
+  o.next_tok = ws.tok.data();
+  o.hist = ci.greedy_hist.data();
+  o.pos = ci.pos_dev.data();
   o.advance = T;
   cuda::argmax_step_run(ws.logits.data(), c.n_vocab, nb ? ws.row_best.data() : nullptr, nb, o, s);
 }
@@ -457,7 +570,8 @@ void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greed
     const int64_t K = k_used();
     const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
                                      T * K * c.n_ff_exp, T * c.n_ff_shexp});
-    if (static_cast<int64_t>(ws.x4.size()) < widest / 32) ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
+    if (static_cast<int64_t>(ws.x4.size()) < widest / 32)
+      ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
   }
   struct Off {
     bool& on;

@@ -45,11 +45,11 @@ namespace memra {
 struct Cache::Impl {
   const Model::Impl* owner = nullptr;
   cudaStream_t s = nullptr;
-  int64_t max_ctx = 0, pos = 0;                        // pos: host mirror of pos_dev
-  DeviceBuffer<int64_t> pos_dev;                       // [1]
-  DeviceBuffer<int32_t> greedy_hist;                   // [max_ctx]: a greedy step's token at the position it followed
-  std::vector<DeviceBuffer<float>> k, v;               // [n_layer] of [max_ctx, KV*hd]; empty for GDN layers
-  std::vector<DeviceBuffer<float>> conv, state;        // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
+  int64_t max_ctx = 0, pos = 0;                  // pos: host mirror of pos_dev
+  DeviceBuffer<int64_t> pos_dev;                 // [1]
+  DeviceBuffer<int32_t> greedy_hist;             // [max_ctx]: a greedy step's token at the position it followed
+  std::vector<DeviceBuffer<float>> k, v;         // [n_layer] of [max_ctx, KV*hd]; empty for GDN layers
+  std::vector<DeviceBuffer<float>> conv, state;  // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
   // The captured decode step of this cache (decode_graph arm): valid while the model's workspace
   // keeps the generation it was captured with.
   cudaGraphExec_t exec = nullptr;
@@ -71,7 +71,7 @@ struct Cache::Impl {
 // K = experts per token, F = the widest FFN (dense, K routed experts, shared).
 struct Workspace {
   int64_t cap_T = 0, cap_work = 0;
-  uint64_t gen = 1;  // bumped whenever a buffer moves: captured graphs that read it go stale
+  uint64_t gen = 1;               // bumped whenever a buffer moves: captured graphs that read it go stale
   DeviceBuffer<float> x;          // [T, D]   the residual stream
   DeviceBuffer<float> h;          // [T, D]   normed input of the mixer / FFN
   DeviceBuffer<float> q, gate;    // [T, qd]  queries, attention output gate
@@ -92,17 +92,17 @@ struct Workspace {
   DeviceBuffer<int32_t> ids;      // [T*K]    routed expert ids
   DeviceBuffer<int32_t> tok;      // [T]      token ids
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
-  DeviceBuffer<int32_t> group_order;  // [T*K]
-  DeviceBuffer<int32_t> group_start;  // [E+1]
+  DeviceBuffer<int32_t> group_order;                     // [T*K]
+  DeviceBuffer<int32_t> group_start;                     // [E+1]
   DeviceBuffer<int32_t> tile_slab, tile_start, n_tiles;  // [moe_group_tile_bound], [1]
-  DeviceBuffer<float> work;       // [cap_work] split-KV attention partials / chunked GDN
+  DeviceBuffer<float> work;                              // [cap_work] split-KV attention partials / chunked GDN
   // one row, sized once
-  DeviceBuffer<float> logits;     // [V]      a single-sequence step's logits
-  DeviceBuffer<float> hn;         // [D]      its final-normed hidden
-  DeviceBuffer<cuda::Q81> hnq;    // [D/32]
-  DeviceBuffer<int32_t> amax;     // [1]      a greedy step's token
-  DeviceBuffer<cuda::RowBest> row_best;    // [SMs*64] the greedy lm_head's per-warp bests
-  DeviceBuffer<uint32_t> attn_arrivals;    // [H] the one-launch decode attention's counters
+  DeviceBuffer<float> logits;            // [V]      a single-sequence step's logits
+  DeviceBuffer<float> hn;                // [D]      its final-normed hidden
+  DeviceBuffer<cuda::Q81> hnq;           // [D/32]
+  DeviceBuffer<int32_t> amax;            // [1]      a greedy step's token
+  DeviceBuffer<cuda::RowBest> row_best;  // [SMs*64] the greedy lm_head's per-warp bests
+  DeviceBuffer<uint32_t> attn_arrivals;  // [H] the one-launch decode attention's counters
   // W4A4 activations of the current call (prefill_act = w4a4), sized for its widest rows
   DeviceBuffer<cuda::A4> x4;
   // Sizes every buffer for T rows and attention / GDN over contexts up to ctx (gdn_chunked: the

@@ -195,13 +195,13 @@ void launch(const RowOpParams& p, cudaStream_t s) {
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
     launch_kernel("rowop_wide_kernel", rowop_wide_kernel<Op>, grid, kThreads, 0, s, p);
   } else {
-  // The spread form for a decode step's rows: every row one block (no re-reading), or a few rows whose
-  // re-reads (ceil(n / kThreads) per row) stay small, and y not aliasing x across blocks.
-  const int64_t per_row = ceil_div(p.n, kThreads);
-  const bool alias = p.y && p.y < p.x + (p.rows - 1) * p.ld_x + p.n && p.x < p.y + (p.rows - 1) * p.ld_y + p.n;
-  if (p.rows <= 65535 && (per_row == 1 || (p.rows <= kSpreadRows && !alias))) {
-    const dim3 grid(static_cast<unsigned>(per_row), static_cast<unsigned>(p.rows));
-    return launch_kernel("rowop_spread_kernel", rowop_spread_kernel<Op>, grid, kThreads, 0, s, p);
+    // The spread form for a decode step's rows: every row one block (no re-reading), or a few rows whose
+    // re-reads (ceil(n / kThreads) per row) stay small, and y not aliasing x across blocks.
+    const int64_t per_row = ceil_div(p.n, kThreads);
+    const bool alias = p.y && p.y < p.x + (p.rows - 1) * p.ld_x + p.n && p.x < p.y + (p.rows - 1) * p.ld_y + p.n;
+    if (p.rows <= 65535 && (per_row == 1 || (p.rows <= kSpreadRows && !alias))) {
+      const dim3 grid(static_cast<unsigned>(per_row), static_cast<unsigned>(p.rows));
+      return launch_kernel("rowop_spread_kernel", rowop_spread_kernel<Op>, grid, kThreads, 0, s, p);
   }
   const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
   // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head

@@ -38,12 +38,9 @@ struct PresetName {
   const char* name;
 };
 constexpr PresetName kPresets[] = {
-    {Preset::Tiny, "tiny"},
-    {Preset::Bank, "bank"},
-    {Preset::Unit, "unit"},
-    {Preset::Qwen3_0_6B, "qwen3-0.6b"},
-    {Preset::Qwen35_9B, "qwen35-9b"},
-    {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
+    {Preset::Tiny, "tiny"},           {Preset::Bank, "bank"},
+    {Preset::Unit, "unit"},           {Preset::Qwen3_0_6B, "qwen3-0.6b"},
+    {Preset::Qwen35_9B, "qwen35-9b"}, {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
 };
 
 // The HF Qwen3 vocabulary size (151643 BPE tokens + 26 added, padded to 151936).
@@ -218,7 +215,9 @@ ModelConfig fixture_config(const FixtureSpec& s) {
   ModelConfig c;
   switch (s.preset) {
     case Preset::Tiny: c = tiny_shapes(s.family); break;
-    case Preset::Unit: c = unit_shapes(s.family); break;
+    case Preset::Unit:
+      c = unit_shapes(s.family);
+      break;
     case Preset::Bank:
       c = tiny_shapes(s.family);
       c.n_vocab = kBankVocab;

@@ -110,8 +110,8 @@ void delta_rule_chunked(const double* q, const double* k, const double* v, const
   }
 }
 
-void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form,
-         GdnCacheLayer& cache, float* out, int threads) {
+void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
+         float* out, int threads) {
   const int64_t nk = c.ssm_n_k_heads, nv = c.ssm_n_v_heads, dk = c.ssm_d_k, dv = c.ssm_d_v;
   const int64_t r = nv / nk, kd = c.ssm_key_dim(), vd = c.ssm_value_dim(), cd = c.ssm_conv_dim();
   const int64_t K = c.ssm_conv_kernel;

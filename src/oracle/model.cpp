@@ -166,8 +166,8 @@ void Model::check_tokens(std::span<const int32_t> tokens, const Cache& k) const 
   cfg_.check_prompt(tokens, k.pos, k.max_ctx);
 }
 
-void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x,
-                      int64_t T, int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const {
+void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x, int64_t T,
+                      int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const {
   const int64_t D = cfg_.n_embd;
   const int th = opt_.threads;
   std::vector<float> h(static_cast<size_t>(T * D)), o(static_cast<size_t>(T * D));
@@ -175,18 +175,18 @@ void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std:
   if (kind == LayerKind::Attention) ops::attention(cfg_, *L.attn, h.data(), T, pos0, *ac, o.data(), th);
   else ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
-  check_finite(x, D, {.layer = layer_name(layer) + " (" + kind_name(kind) + ")", .pos0 = pos0});
+  check_finite(x, D, {.call = "oracle", .layer = layer_name(layer) + " (" + kind_name(kind) + ")", .pos0 = pos0});
   for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
   if (L.moe) ops::moe(cfg_, *L.moe, h.data(), T, o.data(), th);
   else ops::ffn(*L.ffn, h.data(), T, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
-  check_finite(x, D, {.layer = layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"), .pos0 = pos0});
+  check_finite(x, D, {.call = "oracle", .layer = layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"), .pos0 = pos0});
 }
 
 std::vector<float> Model::logits_of(const float* hn, int64_t pos) const {
   std::vector<float> logits(static_cast<size_t>(cfg_.n_vocab));
   ops::matvec(w_.lm_head(), hn, logits.data(), opt_.threads);
-  check_finite(logits, cfg_.n_vocab, {.layer = "lm_head", .pos0 = pos});
+  check_finite(logits, cfg_.n_vocab, {.call = "oracle", .layer = "lm_head", .pos0 = pos});
   return logits;
 }
 
@@ -196,7 +196,7 @@ Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_lo
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.n_embd, pos0 = cache.pos;
   std::vector<float> x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);
-  check_finite(x, D, {.layer = "the token embedding", .pos0 = pos0});
+  check_finite(x, D, {.call = "oracle", .layer = "the token embedding", .pos0 = pos0});
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
     const size_t li = static_cast<size_t>(i);
     run_layer(w_.layers[li], cfg_.layer_kind[li], i, x, T, pos0, &cache.attn[li], &cache.gdn[li], form);

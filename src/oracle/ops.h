@@ -60,8 +60,8 @@ void attention(const ModelConfig& c, const AttnWeights& w, const float* x, int64
                AttnCacheLayer& cache, float* out, int threads);
 
 // Gated DeltaNet over T tokens continuing the conv and recurrent state in `cache`.
-void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form,
-         GdnCacheLayer& cache, float* out, int threads);
+void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
+         float* out, int threads);
 
 // The delta rule alone (one head, T steps), exposed for the recurrent-vs-chunked tests.
 // q,k [T, dk] (already L2-normed, q scaled), v [T, dv], g (log decay) and beta [T];

@@ -351,9 +351,7 @@ void gate3b(Loaded& m, bool shift_counter, testing::Report& rep) {
               m.fx.id.c_str(), bad, kSampledB * kSteps, host_mismatch, distinct);
   EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's draw";
   EXPECT_EQ(host_mismatch, 0) << m.fx.id << ": device draws differ from memra/sampling.h's on the same rows";
-  if (!shift_counter) {
-    EXPECT_GT(distinct, 0) << m.fx.id << ": temperature 0.7 never left the argmax (vacuous)";
-  }
+  if (!shift_counter) { EXPECT_GT(distinct, 0) << m.fx.id << ": temperature 0.7 never left the argmax (vacuous)"; }
 }
 
 // gate3c: a lean step gives the same tokens as the full step; a sampled row's parked device logits

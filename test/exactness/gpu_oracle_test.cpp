@@ -515,15 +515,17 @@ TEST_F(GpuModel, GreedyNonFiniteLogitIsAnError) {
       a.decode_graph = graph;
       m.set_arms(a);
       Cache c = m.new_cache(8), d = m.new_cache(8);
-      EXPECT_THAT([&] { m.decode_greedy(3, c); },
-                  ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("non-finite value (NaN or Inf) in lm_head"),
-                                                                   ::testing::HasSubstr("position 0"))));
+      EXPECT_THAT([&] { m.decode_greedy(3, c); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                                                      ::testing::HasSubstr("non-finite value (NaN or Inf) in lm_head"),
+                                                      ::testing::HasSubstr("position 0"))));
       EXPECT_THAT([&] { m.decode_greedy_n(3, 4, d); },
                   ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("decode_greedy_n"),
                                                                    ::testing::HasSubstr("position 0"))));
       // the control: decode_step's own check sees the same logits
       Cache e = m.new_cache(8);
-      EXPECT_THAT([&] { m.decode_step(3, e); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(::testing::HasSubstr("decode_step: non-finite value ("), ::testing::HasSubstr(") in lm_head, position 0, element "))));
+      EXPECT_THAT([&] { m.decode_step(3, e); }, ::testing::ThrowsMessage<Error>(::testing::AllOf(
+                                                    ::testing::HasSubstr("decode_step: non-finite value ("),
+                                                    ::testing::HasSubstr(") in lm_head, position 0, element "))));
     }
   }
 }

@@ -84,10 +84,12 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
     edit(c);
     return error_message([&] { memra::cuda::check_kernel_limits(c); });
   };
-  EXPECT_THAT(limit_error([](auto& c) { c.head_dim = 512; }), HasSubstr("head_dim = 512 (the attention kernels take 1..256)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.head_dim = 512; }),
+              HasSubstr("head_dim = 512 (the attention kernels take 1..256)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_head_kv = 3; }), HasSubstr("not a multiple of n_head_kv = 3"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_rot = 5; }), HasSubstr("n_rot = 5"));
-  EXPECT_THAT(limit_error([](auto& c) { c.ssm_conv_kernel = 9; }), HasSubstr("ssm_conv_kernel = 9 (the GDN conv takes 1..8)"));
+  EXPECT_THAT(limit_error([](auto& c) { c.ssm_conv_kernel = 9; }),
+              HasSubstr("ssm_conv_kernel = 9 (the GDN conv takes 1..8)"));
   EXPECT_THAT(limit_error([](auto& c) { c.ssm_d_v = 256; }), HasSubstr("ssm_d_v = 256 (the GDN kernels take 1..128)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert = 2048; }), HasSubstr("n_expert = 2048 (the router takes 1..1024)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert_used = 17; }), HasSubstr("n_expert_used = 17"));

@@ -37,7 +37,9 @@ std::vector<GemmCase> cases() {
     v.emplace_back(t, 37, 512, 5);
     v.emplace_back(t, 100, 1024 + 64, 131);
     v.emplace_back(t, 64, 256, 300);
-    v.emplace_back(t, 300, 4096 + 512, 260);  // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
+    v.emplace_back(
+        t, 300, 4096 + 512,
+        260);  // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
   }
   v.emplace_back(DType::Q8_0, 40, 96, 17);  // an odd number of units: a 3-unit chunk
   return v;

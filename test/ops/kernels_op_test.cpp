@@ -281,9 +281,7 @@ void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, in
     }
     cuda::attention_run(p, k.s());  // one-launch: again on the same counters and cache
     k.e().synchronize();
-    if (one_launch) {
-      EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
-    }
+    if (one_launch) { EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set"; }
     return Out{out.download(), dkc.download(), dvc.download(), dq.download(), oq.download()};
   };
   const Out ref = run(false, 1e6), got = run(true, 1e6);
@@ -412,9 +410,7 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
         EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
         EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
         EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
-        if (with_conv) {
-          EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot";
-        }
+        if (with_conv) { EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot"; }
         for (size_t i = 0; with_q && i < ref.q.size(); ++i)
           ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
       }

@@ -33,9 +33,9 @@
 #include "memra/source.h"
 #include "memra/testing/bank.h"
 #include "memra/testing/errors.h"
+#include "memra/testing/fixtures.h"
 #include "memra/testing/gate.h"
 #include "memra/testing/matchers.h"
-#include "memra/testing/fixtures.h"
 #include "unit/safetensors_test_util.h"
 
 namespace memra::testing {
@@ -117,8 +117,8 @@ ModelWeights* BankGate::weights_ = nullptr;
 
 TEST_F(BankGate, MakeBankIsTheOraclesGreedyTopK) {
   const ModelConfig hc = hybrid_config();
-  const oracle::Model ref = oracle::Model::from_weights(hc, fixture::fixture_weights(hc, 7),
-                                                       {GdnPrefill::recurrent, 0});
+  const oracle::Model ref =
+      oracle::Model::from_weights(hc, fixture::fixture_weights(hc, 7), {GdnPrefill::recurrent, 0});
   const std::vector<int32_t> prompt = tf::prompt(9, kVocab, 3);
   const Bank b = make_bank(ref, prompt, 6, 5);
   ASSERT_EQ(b.tokens.size(), 6u);

@@ -10,8 +10,8 @@
 #include "memra/gguf.h"
 #include "memra/hf_config.h"
 #include "memra/memory_source.h"
-#include "memra/weights.h"
 #include "memra/testing/fixtures.h"
+#include "memra/weights.h"
 
 namespace memra {
 namespace {

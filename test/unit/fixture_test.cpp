@@ -164,9 +164,7 @@ TEST_P(FixtureFiles, QuantizedStorageTypes) {
         ASSERT_NE(sv, nullptr) << s;
         EXPECT_EQ(sv->nelements(), v.ne.size() == 3 ? v.ne[2] : 1) << s;
       }
-      if (is_scale) {
-        EXPECT_EQ(t, DType::NVFP4);
-      }
+      if (is_scale) { EXPECT_EQ(t, DType::NVFP4); }
     }
     EXPECT_GT(quantized, 8);
     EXPECT_EQ(g->find("token_embd.scale"), nullptr) << "llama.cpp rejects a file with it";

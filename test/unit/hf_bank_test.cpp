@@ -159,9 +159,7 @@ void expect_matches_bank(const oracle::Model& m, const nlohmann::json& j, const 
     for (size_t i = 0; i < rows.size(); ++i) {
       const RowCheck r = compare(got[i], rows[i].logits);
       EXPECT_LE(r.max_err, r.bound) << what << ", " << row_name(rows[i]);
-      if (r.ref_margin > r.bound) {
-        EXPECT_EQ(r.top, r.ref_top) << what << ", " << row_name(rows[i]);
-      }
+      if (r.ref_margin > r.bound) { EXPECT_EQ(r.top, r.ref_top) << what << ", " << row_name(rows[i]); }
     }
   }
 }

@@ -15,8 +15,8 @@
 #include "memra/error.h"
 #include "memra/gguf.h"
 #include "memra/oracle.h"
-#include "memra/weights.h"
 #include "memra/testing/fixtures.h"
+#include "memra/weights.h"
 
 namespace memra::oracle {
 namespace {
@@ -76,18 +76,18 @@ TEST(OracleErrors, NonFiniteNamesTheLayer) {
   ModelWeights a = w;
   a.layers[1].gdn->wout.data[0] = std::numeric_limits<float>::infinity();
   EXPECT_THAT([&] { Model::from_weights(c, a).forward_last(p); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite"), HasSubstr("in layer 1 (linear attention)"),
-                                         HasSubstr("position 0"))));
+              ThrowsMessage<Error>(
+                  AllOf(HasSubstr("non-finite"), HasSubstr("in layer 1 (linear attention)"), HasSubstr("position 0"))));
   // A NaN in layer 3's MoE router poisons its MoE output.
   ModelWeights b = w;
   b.layers[3].moe->router.data[5] = std::nanf("");
-  EXPECT_THAT([&] { Model::from_weights(c, b).forward_last(p); },
-              ThrowsMessage<Error>(HasSubstr("in layer 3 (MoE)")));
+  EXPECT_THAT([&] { Model::from_weights(c, b).forward_last(p); }, ThrowsMessage<Error>(HasSubstr("in layer 3 (MoE)")));
   // A NaN in the lm_head only shows in the logits.
   ModelWeights d = w;
   d.output.data[64 * 100] = std::nanf("");
-  EXPECT_THAT([&] { Model::from_weights(c, d).forward_last(p); },
-              ThrowsMessage<Error>(AllOf(HasSubstr("non-finite value"), HasSubstr("element 100"), HasSubstr("in lm_head"))));
+  EXPECT_THAT(
+      [&] { Model::from_weights(c, d).forward_last(p); },
+      ThrowsMessage<Error>(AllOf(HasSubstr("non-finite value"), HasSubstr("element 100"), HasSubstr("in lm_head"))));
   // A NaN embedding row is named as the embedding.
   ModelWeights e = w;
   e.embed.at(6, 3) = std::nanf("");

@@ -11,8 +11,8 @@
 #include "memra/gguf.h"
 #include "memra/oracle.h"
 #include "memra/safetensors.h"
-#include "memra/weights.h"
 #include "memra/testing/fixtures.h"
+#include "memra/weights.h"
 
 namespace memra::oracle {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "memra/error.h"
 #include "memra/oracle.h"
+#include "memra/testing/fixtures.h"
 #include "memra/weights.h"
 #include "oracle/ops.h"
-#include "memra/testing/fixtures.h"
 
 namespace memra::oracle {
 namespace {
@@ -87,9 +87,7 @@ TEST_P(OracleFamily, PrimeThenDecodeMatchesForwardLastChunked) {
   Step s = m.decode_step(p[69], c);
   std::vector<float> ref = m.forward_last(p);
   EXPECT_LE(rel_err(s.logits, ref), 1e-5);
-  if (!m.config().has_linear()) {
-    EXPECT_TRUE(bit_equal(s.logits, ref));
-  }
+  if (!m.config().has_linear()) { EXPECT_TRUE(bit_equal(s.logits, ref)); }
   // the primed logits are forward_last of the shorter prompt, computed the same way
   EXPECT_TRUE(bit_equal(primed, m.forward_last(std::span<const int32_t>(p).first(69))));
 }

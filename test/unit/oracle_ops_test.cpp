@@ -9,8 +9,8 @@
 
 #include "memra/config.h"
 #include "memra/oracle.h"
-#include "oracle/ops.h"
 #include "memra/testing/fixtures.h"
+#include "oracle/ops.h"
 
 namespace memra::oracle {
 namespace {

@@ -342,9 +342,7 @@ TEST(Nvfp4, RandomRowsRoundToNearestAndStayWithinTheGridBound) {
                                                  : std::fabs(double{xs[j]}) - 6.0 * D;
           // Saturation only comes from the scale rounding down (<= 2^-4 relative in e4m3's
           // normal range): |x|/D <= 6/(1 - 2^-4) = 6.4 (docs/quant.md).
-          if (want >= 0x1p-6 && want <= 448) {
-            ASSERT_LE(std::fabs(t), 6.4f) << i << "," << s;
-          }
+          if (want >= 0x1p-6 && want <= 448) { ASSERT_LE(std::fabs(t), 6.4f) << i << "," << s; }
           saturated += std::fabs(t) > 6;
           // D*t = x up to one f32 rounding of x/D and of sc*s2: 2^-22 relative slack.
           ASSERT_LE(std::fabs(xs[j] - deq), bound + std::fabs(double{xs[j]}) * 0x1p-22)
@@ -545,9 +543,7 @@ TEST(Fp4Act, CodesAreNearestE2m1OfXOverTheDecodedScale) {
     for (int s = 0; s < 4; ++s) {
       double amax = 0;
       for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(double{x[i * 64 + s * 16 + j]}));
-      if (amax / 6 >= 0x1p-6) {
-        ASSERT_LE(std::fabs(ue4m3(a[i].d[s]) - amax / 6), amax / 6 * 0x1p-4) << i << "," << s;
-      }
+      if (amax / 6 >= 0x1p-6) { ASSERT_LE(std::fabs(ue4m3(a[i].d[s]) - amax / 6), amax / 6 * 0x1p-4) << i << "," << s; }
       for (int j = 0; j < 16; ++j) {
         if (a[i].d[s] == 0) {
           ASSERT_EQ(nvfp4_code(a[i].qs, s * 16 + j), 0);

@@ -11,8 +11,8 @@
 #include "memra/error.h"
 #include "memra/memory_source.h"
 #include "memra/quant.h"
-#include "memra/weights.h"
 #include "memra/testing/fixtures.h"
+#include "memra/weights.h"
 
 namespace memra {
 namespace {

@@ -20,8 +20,8 @@
 
 namespace memra::testing {
 
-using memra::Bank;
 using memra::band_coeff_for;
+using memra::Bank;
 using memra::kBankFormat;
 using memra::kF32ResolutionRel;
 using memra::make_bank;

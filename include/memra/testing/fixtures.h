@@ -58,8 +58,10 @@ using Flat = std::vector<std::pair<std::string, std::span<const float>>>;
 inline void flatten_layer(const LayerWeights& L, const std::string& p, Flat& out) {
   for_each_tensor(
       [&](std::string_view name, const auto& t) {
-        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>) out.emplace_back(p + std::string(name), t.data);
-        else out.emplace_back(p + std::string(name), t);
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>)
+          out.emplace_back(p + std::string(name), t.data);
+        else
+          out.emplace_back(p + std::string(name), t);
       },
       L);
 }

@@ -53,9 +53,8 @@ int main(int argc, char** argv) try {
   const Bank back = read_bank(dir + "/consumer-bank.json");
   if (back.tokens != b.tokens || back.tokens.front() != next) fail("bank round trip");
 
-  std::printf("consumer_oracle: %s, vocab %lld, prompt -> %d -> %d; bank of %zu steps read back\n",
-              path.c_str(), static_cast<long long>(c.n_vocab), next,
-              oracle::top_k(step.logits, 1).front().first, back.tokens.size());
+  std::printf("consumer_oracle: %s, vocab %lld, prompt -> %d -> %d; bank of %zu steps read back\n", path.c_str(),
+              static_cast<long long>(c.n_vocab), next, oracle::top_k(step.logits, 1).front().first, back.tokens.size());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "consumer_oracle: %s\n", e.what());

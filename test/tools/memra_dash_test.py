@@ -1,0 +1,571 @@
+#!/usr/bin/env python3
+"""Host tests of tools/memra-dash (docs/dashboard.md): parsing, aggregation, statistics, compare.
+
+    memra_dash_test.py <repository root>
+
+- parsing: benchmark names and keys, repetitions vs aggregates, old runs without run_type /
+  run_name / context, the context keys memra adds (memra_arm_*, memra_commit, memra_build_type,
+  model_*) shown when present, the file name's commit authoritative;
+- aggregation: median / min / max per benchmark per run, from repetitions or from aggregates,
+  the roofline fraction (hbm_fraction, else bytes/token x tok/s over the run's StreamRead);
+- statistics: the Mann-Whitney U test against values computed with scipy 1.10.1
+  (scipy.stats.mannwhitneyu(x, y, alternative="two-sided"), default and asymptotic methods);
+- compare: a "re-run" of a committed run (its aggregates expanded to 9 repetitions, then a small
+  deterministic jitter) is not flagged; a 5 % slowdown with 9 repetitions is (exit 1, named);
+  runs without repetitions never are; the threshold, --filter, bad input (exit 2);
+- render: the plots built from the committed runs and from synthetic ones (batch and prefill
+  length curves, llama.cpp reference lines), the page self-contained, a clear failure without
+  Chart.js; import-llama-bench.
+"""
+import copy
+import io
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".."))
+TOOL = os.path.join(ROOT, "tools", "memra-dash")
+RESULTS = os.path.join(ROOT, "bench", "results")
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from memra_dash import compare, gbench, render, stats  # noqa: E402
+
+BATCH_RUN = os.path.join(RESULTS, "h200-d9b5cec-decode-batch.json")
+
+
+def run_tool(*args, env=None):
+    e = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    if env:
+        e.update(env)
+    r = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, env=e)
+    return r.returncode, r.stdout, r.stderr
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def write(d, name, doc):
+    p = os.path.join(d, name)
+    with open(p, "w") as f:
+        json.dump(doc, f)
+    return p
+
+
+def entry(name, real_time, unit="us", rep=None, agg=None, **counters):
+    """A Google Benchmark entry: a repetition (rep = its index) or an aggregate (agg = its name)."""
+    e = {"name": name + (f"_{agg}" if agg else ""), "run_name": name, "run_type": "aggregate" if agg else "iteration",
+         "repetitions": 9, "threads": 1, "iterations": 64, "real_time": real_time, "cpu_time": real_time,
+         "time_unit": unit}
+    if agg:
+        e["aggregate_name"] = agg
+    else:
+        e["repetition_index"] = rep
+    e.update(counters)
+    return e
+
+
+def expand(doc, n=9):
+    """The run with every aggregate-only benchmark expanded into n repetitions: the median, spread
+    by the stddev over deterministic normal quantiles (a run as DisplayAggregatesOnly writes it)."""
+    from statistics import NormalDist
+    out = {"context": copy.deepcopy(doc.get("context", {})), "benchmarks": []}
+    by = {}
+    for e in doc["benchmarks"]:
+        by.setdefault(e["run_name"], []).append(e)
+    z = [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]
+    rnd = random.Random(7)
+    for name, es in by.items():
+        reps = [e for e in es if e["run_type"] == "iteration"]
+        aggs = {e["aggregate_name"]: e for e in es if e["run_type"] == "aggregate"}
+        if len(reps) >= 2 or "median" not in aggs:
+            out["benchmarks"] += es
+            continue
+        med, sd = aggs["median"], aggs.get("stddev", {})
+        order = list(range(n))
+        rnd.shuffle(order)
+        for i, k in enumerate(order):
+            t = med["real_time"] + z[k] * sd.get("real_time", 0.0)
+            e = {kk: v for kk, v in med.items() if kk not in ("aggregate_name", "aggregate_unit")}
+            e.update(name=name, run_type="iteration", repetition_index=i, repetitions=n, real_time=t, cpu_time=t)
+            for c in ("items_per_second", "tok_per_s"):
+                if c in med:
+                    e[c] = med[c] * med["real_time"] / t
+            out["benchmarks"].append(e)
+        out["benchmarks"] += [dict(a, repetitions=n) for a in aggs.values()]
+    return out
+
+
+def scaled(doc, factor_of, seed=11, jitter=0.0):
+    """Every repetition's time multiplied by factor_of(run_name) * (1 + jitter * u), u in [-1, 1]
+    from a seeded generator (deterministic); rates divided accordingly; aggregates dropped and
+    the median re-written so both forms agree."""
+    rnd = random.Random(seed)
+    out = {"context": copy.deepcopy(doc["context"]), "benchmarks": []}
+    for e in doc["benchmarks"]:
+        if e["run_type"] != "iteration":
+            continue
+        f = factor_of(e["run_name"]) * (1 + jitter * (2 * rnd.random() - 1))
+        e = dict(e, real_time=e["real_time"] * f, cpu_time=e["cpu_time"] * f)
+        for c in ("items_per_second", "tok_per_s", "bytes_per_second", "read_bw_GBps"):
+            if c in e:
+                e[c] = e[c] / f
+        out["benchmarks"].append(e)
+    return out
+
+
+class Names(unittest.TestCase):
+    def test_normalize(self):
+        n = gbench.normalize_name
+        self.assertEqual(n("Decode/qwen35-9b/q8_0/graph_stream/iterations:64/repeats:9/manual_time"),
+                         "Decode/qwen35-9b/q8_0/graph_stream")
+        self.assertEqual(n("DecodeBatch/qwen3-0.6b/q8_0/B16/iterations:16/repeats:3/manual_time"),
+                         "DecodeBatch/qwen3-0.6b/q8_0/B16")
+        self.assertEqual(n("StreamRead/4GiB/iterations:20/repeats:3/manual_time"), "StreamRead/4GiB")
+        self.assertEqual(n("BM_Foo/8/min_time:0.500/threads:4/real_time"), "BM_Foo/8")
+
+    def test_keys(self):
+        p = gbench.parse_key
+        d = p("Decode/qwen35-9b/nvfp4/graph_stream")
+        self.assertEqual((d["kind"], d["shape"], d["dtype"], d["arm"]), ("decode", "qwen35-9b", "nvfp4", "graph_stream"))
+        b = p("DecodeBatch/qwen35-35b-a3b/nvfp4/B32")
+        self.assertEqual((b["kind"], b["shape"], b["batch"], b["arm"]), ("batch", "qwen35-35b-a3b", 32, "eager"))
+        b2 = p("DecodeBatch/qwen35-9b/q8_0/graph/B4")
+        self.assertEqual((b2["batch"], b2["arm"]), (4, "graph"))
+        f = p("Prefill2048/qwen3-0.6b/q8_0/gemm")
+        self.assertEqual((f["kind"], f["prompt_len"], f["arm"]), ("prefill", 2048, "gemm"))
+        self.assertEqual(p("StreamRead/4GiB")["kind"], "stream")
+        o = p("BM_Foo/8")
+        self.assertEqual((o["kind"], o["family"]), ("other", "BM_Foo"))
+
+
+class Parsing(unittest.TestCase):
+    def test_committed_runs_all_parse(self):
+        runs = gbench.load_runs([RESULTS])
+        memra = [r for r in runs if not r.peer]
+        self.assertGreaterEqual(len(memra), 22)
+        self.assertEqual([r.date for r in memra], sorted(r.date for r in memra), "runs in date order")
+        self.assertEqual(len({r.label for r in runs}), len(runs), "labels unique")
+        for r in memra:
+            self.assertTrue(r.benches, r.file)
+            for b in r.benches.values():
+                self.assertIsNotNone(b.median("time"), f"{r.file} {b.key}")
+        peers = [r for r in runs if r.peer]
+        self.assertEqual([p.file for p in peers], ["llamacpp-reference.json"])
+
+    def test_repetitions_and_aggregates(self):
+        r = gbench.load_run(BATCH_RUN)
+        self.assertEqual(len(r.benches), 21)  # StreamRead + 4 shapes x (graph_stream + B1/4/16/32)
+        s = r.benches["StreamRead/4GiB"]
+        self.assertEqual((len(s.reps), sorted(s.aggs)), (3, ["cv", "mean", "median", "stddev"]))
+        self.assertEqual(s.summary("throughput")["band"], "range")
+        self.assertAlmostEqual(s.median("throughput"), 4450.48503555831)
+        self.assertAlmostEqual(s.spread("throughput")[0], 4439.591538884162)
+        self.assertAlmostEqual(s.spread("throughput")[1], 4456.69183166922)
+        self.assertAlmostEqual(r.stream_bandwidth(), 4456.69183166922e9)
+        d = r.benches["Decode/qwen35-9b/q8_0/graph_stream"]
+        self.assertEqual((len(d.reps), d.repetitions()), (0, 9))
+        self.assertAlmostEqual(d.median("throughput"), 370.4262158321708)
+        self.assertAlmostEqual(d.median("time"), 2699.5929479598994e3)  # us -> ns
+        lo, hi, how = d.spread("throughput")
+        self.assertEqual(how, "stddev")
+        self.assertAlmostEqual(hi - d.median("throughput"), 0.10796326723557893)
+        self.assertEqual(d.rep_values("time"), [])
+        self.assertAlmostEqual(d.median("fraction"), 0.7008084178196258)  # hbm_fraction as reported
+
+    def test_file_name_commit_is_authoritative(self):
+        r = gbench.load_run(os.path.join(RESULTS, "h200-270d1e9-decode.json"))
+        self.assertEqual((r.commit, r.context_commit), ("270d1e9", "377e4e9"))
+        html = render.context_table([r])
+        self.assertIn("377e4e9", html)
+
+    def test_old_run_without_context_and_run_type(self):
+        # an older Google Benchmark: no run_type, no run_name, aggregates named by suffix; no context
+        doc = {"benchmarks": [
+            {"name": "Decode/qwen35-9b/q8_0/graph/iterations:64/manual_time", "real_time": 2.0, "time_unit": "ms",
+             "items_per_second": 500.0},
+            {"name": "Decode/qwen35-9b/q8_0/graph/iterations:64/manual_time", "real_time": 2.2, "time_unit": "ms",
+             "items_per_second": 454.5},
+            {"name": "Decode/qwen35-9b/q8_0/graph/iterations:64/manual_time", "real_time": 2.1, "time_unit": "ms",
+             "items_per_second": 476.2},
+            {"name": "Decode/qwen35-9b/q8_0/graph/iterations:64/manual_time_median", "real_time": 2.1,
+             "time_unit": "ms", "items_per_second": 476.2},
+        ]}
+        with tempfile.TemporaryDirectory() as d:
+            r = gbench.load_run(write(d, "old.json", doc))
+        self.assertEqual(list(r.benches), ["Decode/qwen35-9b/q8_0/graph"])
+        b = r.benches["Decode/qwen35-9b/q8_0/graph"]
+        self.assertEqual((len(b.reps), list(b.aggs)), (3, ["median"]))
+        self.assertEqual(b.summary("throughput")["median"], 476.2)
+        self.assertEqual((b.spread("throughput")[0], b.spread("throughput")[1]), (454.5, 500.0))
+        self.assertEqual(b.median("time"), 2.1e6)
+        self.assertEqual((r.commit, r.date, r.arms(), r.models(), r.build_type()), ("unknown", None, {}, {}, None))
+        self.assertIsNone(b.median("fraction"))
+        html = render.context_table([r])
+        self.assertNotIn("<th>arms</th>", html, "no arms column when no run has arms")
+
+    def test_new_context_keys_shown(self):
+        old = load(BATCH_RUN)
+        new = copy.deepcopy(old)
+        # bench_decode's keys (arm.<field>, commit from git describe, memra_build_type, model_source,
+        # clocks, runtime) and the memra_arm_ / memra_commit / model_<shape> spellings
+        new["context"].update({"commit": "abc1234-dirty", "memra_build_type": "Release",
+                               "arm.prefill_act": "w4a8", "arm.decode_graph": "off", "memra_arm_launch_overlap": "on",
+                               "model_source": "Model::synthetic", "model_qwen35-9b_q8_0_bytes": "8431603968",
+                               "sm_clock_max": "1980 MHz", "memory_clock_max": "3201 MHz", "cuda_runtime": "13000"})
+        for e in new["benchmarks"]:
+            e["label"] = "qwen35-9b/q8_0 prefill_act=w4a8 decode_matvec=mmvq"
+        with tempfile.TemporaryDirectory() as d:
+            a = gbench.load_run(write(d, "h200-d9b5cec-decode-batch.json", old))
+            b = gbench.load_run(write(d, "run.json", new))
+            c = gbench.load_run(write(d, "h200-abc1234-decode.json", new))
+            d2 = gbench.load_run(write(d, "h200-fff0000-decode.json", dict(new, context=dict(new["context"], commit="",
+                                                                                               memra_commit="abc1234"))))
+        self.assertEqual(b.commit, "abc1234-dirty", "the context's commit when the file name carries none")
+        self.assertEqual((c.commit, d2.commit, d2.context_commit), ("abc1234", "fff0000", "abc1234"))
+        self.assertEqual(b.arms(), {"decode_graph": "off", "launch_overlap": "on", "prefill_act": "w4a8"})
+        self.assertEqual(b.build_type(), "Release")
+        self.assertEqual(b.models(), {"source": "Model::synthetic", "qwen35-9b_q8_0_bytes": "8431603968"})
+        html = render.context_table([a, b, c])
+        self.assertIn("<th>arms</th>", html)
+        self.assertIn("prefill_act=w4a8", html)
+        self.assertIn("launch_overlap=on", html)
+        self.assertIn("Release", html)
+        self.assertIn("model_qwen35-9b_q8_0_bytes", html)
+        self.assertIn("1980 MHz", html)
+        self.assertIn("runtime 13000", html)
+        self.assertIn("<td>—</td>", html, "the older run's arms cell")
+        self.assertNotIn("context: abc1234-dirty", html, "a -dirty suffix is the same commit")
+        tip = render._point_tip(b, b.benches["Decode/qwen35-9b/q8_0/graph_stream"], "throughput")
+        self.assertIn("prefill_act=w4a8", tip, "the benchmark's label in its tooltip")
+
+    def test_errors_and_bad_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            doc = {"context": {}, "benchmarks": [
+                {"name": "Decode/x/q8_0/graph", "run_name": "Decode/x/q8_0/graph", "run_type": "iteration",
+                 "error_occurred": True, "error_message": "out of memory"}]}
+            r = gbench.load_run(write(d, "e.json", doc))
+            self.assertEqual((r.benches, len(r.errors)), ({}, 1))
+            with open(os.path.join(d, "bad.json"), "w") as f:
+                f.write("{not json")
+            with self.assertRaises(gbench.ParseError):
+                gbench.load_run(os.path.join(d, "bad.json"))
+            with self.assertRaises(gbench.ParseError):
+                gbench.load_run(write(d, "list.json", [1, 2]))
+            with self.assertRaises(gbench.ParseError):
+                gbench.load_run(write(d, "nobench.json", {"context": {}}))
+
+    def test_same_commit_labels(self):
+        doc = load(BATCH_RUN)
+        with tempfile.TemporaryDirectory() as d:
+            write(d, "h200-abc1234-decode.json", doc)
+            write(d, "h200-abc1234-prefill.json", doc)
+            labels = sorted(r.label for r in gbench.load_runs([d]))
+        self.assertEqual(labels, ["abc1234·decode", "abc1234·prefill"])
+
+
+class Aggregation(unittest.TestCase):
+    def run_with(self, benchmarks, context=None):
+        with tempfile.TemporaryDirectory() as d:
+            return gbench.load_run(write(d, "r.json", {"context": context or {}, "benchmarks": benchmarks}))
+
+    def test_median_min_max_of_repetitions(self):
+        times = [1000.0, 1040.0, 980.0, 1010.0, 1100.0]
+        name = "Decode/s/q8_0/graph/iterations:64/repeats:5/manual_time"
+        es = [entry(name, t, rep=i, items_per_second=1e6 / t, bytes_per_token=8e9, hbm_fraction=0.0)
+              for i, t in enumerate(times)]
+        es.append(entry(name, 1010.0, agg="median", items_per_second=1e6 / 1010.0))
+        sr = "StreamRead/4GiB/iterations:20/repeats:3/manual_time"
+        es += [entry(sr, 1.0, unit="ms", rep=i, read_bw_GBps=bw) for i, bw in enumerate([4400.0, 4450.0, 4420.0])]
+        r = self.run_with(es)
+        b = r.benches["Decode/s/q8_0/graph"]
+        s = b.summary("time")
+        self.assertEqual((s["median"], s["min"], s["max"], s["band"], s["n"]), (1010e3, 980e3, 1100e3, "range", 5))
+        t = b.summary("throughput")
+        self.assertAlmostEqual(t["median"], 1e6 / 1010.0)
+        self.assertAlmostEqual(t["min"], 1e6 / 1100.0)
+        self.assertAlmostEqual(t["max"], 1e6 / 980.0)
+        # hbm_fraction 0 (no probe in that process): bytes/token x tok/s over this run's best StreamRead
+        self.assertAlmostEqual(b.median("fraction"), 8e9 * (1e6 / 1010.0) / 4450e9)
+
+    def test_no_fraction_without_probe(self):
+        r = gbench.load_run(os.path.join(RESULTS, "h200-d617128-prefill-decode.json"))
+        b = r.benches["Decode/qwen35-9b/q8_0/graph_stream"]
+        self.assertIsNone(r.stream_bandwidth())
+        self.assertIsNone(b.median("fraction"), "hbm_fraction 0 and no StreamRead: no fraction")
+        self.assertAlmostEqual(b.median("throughput"), 373.3469784107551)
+
+
+# scipy 1.10.1: scipy.stats.mannwhitneyu(x, y, alternative="two-sided") -> (U1, p default, p asymptotic)
+SCIPY = {
+    "docs example": ([19, 22, 16, 29, 24], [20, 11, 17, 12], 17.0, 0.1111111111111111, 0.11134688653314041),
+    "separated 5/5": ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], 0.0, 0.007936507936507936, 0.012185780355344813),
+    "separated 9/9": (list(range(1, 10)), list(range(10, 19)), 0.0, 0.00041229480206169127, 0.00041229480206169127),
+    "ties 9/9": ([1, 2, 2, 3, 3, 3, 4, 5, 5], [2, 3, 4, 4, 5, 6, 6, 7, 8], 17.5, 0.04434596235912805, 0.04434596235912805),
+    "ties 3/3": ([1.0, 2.0, 2.0], [2.0, 3.0, 4.0], 1.0, 0.16415972847851523, 0.16415972847851523),
+    "interleaved 9/9": ([10.1, 10.3, 10.2, 10.5, 10.0, 10.4, 10.6, 10.35, 10.25],
+                        [10.15, 10.45, 10.22, 10.55, 10.05, 10.42, 10.62, 10.33, 10.7], 30.0,
+                        0.37722461666745344, 0.37722461666745344),
+    "all tied": ([1, 1, 1], [1, 1, 1], 4.5, 1.0, 1.0),
+    "separated 3/3": ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], 0.0, 0.1, 0.08085559837005224),
+    "separated 2/2": ([1.0, 2.0], [3.0, 4.0], 0.0, 0.3333333333333333, 0.2452781168067728),
+    "11/10": ([3.1, 2.2, 5.5, 4.8, 1.9, 6.0, 7.2, 3.3, 2.8, 4.1, 5.0], [6.1, 7.4, 8.8, 5.9, 6.6, 9.1, 7.7, 8.0, 6.9, 7.1],
+              6.0, 0.0006371948724634316, 0.0006371948724634316),
+    "4/6 exact": ([1.5, 3.5, 2.5, 6.0], [2.0, 4.0, 5.0, 7.0, 8.0, 0.5], 9.0, 0.6095238095238095, 0.5940323405990415),
+}
+
+
+class Statistics(unittest.TestCase):
+    def test_against_scipy(self):
+        for what, (x, y, u, p, p_asym) in SCIPY.items():
+            with self.subTest(what):
+                u1, p1, _ = stats.mannwhitneyu(x, y)
+                self.assertEqual(u1, u)
+                self.assertTrue(math.isclose(p1, p, rel_tol=1e-12), f"{p1} vs {p}")
+                self.assertTrue(math.isclose(stats.mannwhitneyu(x, y, "asymptotic")[1], p_asym, rel_tol=1e-12))
+                # symmetric: swapping the samples keeps p, U becomes n1*n2 - U
+                u2, p2, _ = stats.mannwhitneyu(y, x)
+                self.assertEqual(u2, len(x) * len(y) - u)
+                self.assertTrue(math.isclose(p2, p1, rel_tol=1e-12))
+
+    def test_method_choice(self):
+        self.assertEqual(stats.mannwhitneyu([1, 2, 3], [4, 5, 6])[2], "exact")
+        self.assertEqual(stats.mannwhitneyu([1, 2, 2], [4, 5, 6])[2], "asymptotic", "ties: asymptotic")
+        self.assertEqual(stats.mannwhitneyu(list(range(9)), list(range(9, 18)))[2], "asymptotic")
+        self.assertEqual(stats.mannwhitneyu(list(range(9)), list(range(9, 17)))[2], "exact", "one sample of 8")
+
+    def test_ranks_and_exact_distribution(self):
+        self.assertEqual(stats.ranks([3, 1, 3, 2]), [3.5, 1.0, 3.5, 2.0])
+        for n1, n2 in ((1, 1), (3, 4), (8, 8), (5, 12)):
+            self.assertEqual(sum(stats._count_u(n1, n2)), math.comb(n1 + n2, n1))
+        # U of 0 for 3 vs 3: one arrangement in 20, two-sided 2/20
+        self.assertEqual(stats.exact_p(0, 3, 3), 0.1)
+
+
+class Compare(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.base_doc = expand(load(BATCH_RUN))
+        cls.base = write(d, "base.json", cls.base_doc)
+        # the same binary run again: every repetition moved by at most 0.02 %, order shuffled
+        cls.rerun = write(d, "rerun.json", scaled(cls.base_doc, lambda n: 1.0, jitter=2e-4))
+        cls.slow = write(d, "slow.json", scaled(cls.base_doc, lambda n: 1.05 if n.startswith("Decode/") else 1.0))
+        cls.slow3 = write(d, "slow3.json", scaled(cls.base_doc, lambda n: 1.03 if n.startswith("Decode/") else 1.0))
+        cls.fast = write(d, "fast.json", scaled(cls.base_doc, lambda n: 0.95))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_expanded_run_has_repetitions(self):
+        r = gbench.load_run(self.base)
+        b = r.benches["Decode/qwen35-9b/q8_0/graph_stream"]
+        self.assertEqual(len(b.rep_values("time")), 9)
+        self.assertAlmostEqual(b.median("time"), 2699.5929479598994e3, delta=1.0)
+
+    def test_rerun_of_the_same_binary_is_not_significant(self):
+        res = compare.compare_runs(gbench.load_run(self.base), gbench.load_run(self.rerun))
+        self.assertEqual(len(res["rows"]), 21)
+        for r in res["rows"]:
+            self.assertIsNotNone(r["p"], r["key"])
+            self.assertGreaterEqual(r["p"], 0.05, f"{r['key']}: p {r['p']}")
+            self.assertLess(abs(r["change"]), 0.001)
+        rc, out, err = run_tool("compare", self.base, self.rerun)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("no significant regression", out)
+
+    def test_five_percent_slowdown_is_flagged(self):
+        rc, out, err = run_tool("compare", self.base, self.slow)
+        self.assertEqual(rc, 1, out + err)
+        flagged = re.findall(r"^(\S+)\s.*REGRESSION$", out, re.M)
+        self.assertEqual(sorted(flagged), sorted(k for k in gbench.load_run(self.base).benches if k.startswith("Decode/")))
+        self.assertIn("REGRESSION: 4 benchmark(s)", out)
+        self.assertIn("Decode/qwen35-9b/q8_0/graph_stream (+5.00%", out)
+        res = compare.compare_runs(gbench.load_run(self.base), gbench.load_run(self.slow))
+        row = next(r for r in res["rows"] if r["key"] == "Decode/qwen35-9b/q8_0/graph_stream")
+        self.assertEqual(row["method"], "asymptotic")
+        self.assertAlmostEqual(row["p"], SCIPY["separated 9/9"][3], places=12)  # fully separated 9 vs 9
+        others = [r for r in res["rows"] if not r["key"].startswith("Decode/")]
+        self.assertTrue(all(r["verdict"] == "same" for r in others))
+
+    def test_threshold_and_filter(self):
+        rc, out, _ = run_tool("compare", self.base, self.slow3)
+        self.assertEqual(rc, 0, "3 % is under the default 5 % threshold: " + out)
+        self.assertEqual(run_tool("compare", self.base, self.slow3, "--threshold", "0.02")[0], 1)
+        rc, out, _ = run_tool("compare", self.base, self.slow, "--filter", "^DecodeBatch/")
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("Decode/qwen35", out.replace("DecodeBatch/qwen35", ""))
+        rc, out, _ = run_tool("compare", self.base, self.slow, "--filter", "qwen3-0.6b")
+        self.assertEqual(rc, 1)
+        self.assertIn("REGRESSION: 1 benchmark(s)", out)
+
+    def test_faster_is_not_a_regression(self):
+        rc, out, _ = run_tool("compare", self.base, self.fast)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("faster", out)
+
+    def test_runs_without_repetitions_are_never_flagged(self):
+        agg = load(BATCH_RUN)
+        slow = copy.deepcopy(agg)
+        for e in slow["benchmarks"]:
+            if e["run_name"].startswith("Decode/") and e.get("aggregate_name") in ("mean", "median"):
+                e["real_time"] *= 1.10
+                e["items_per_second"] /= 1.10
+        with tempfile.TemporaryDirectory() as d:
+            a, b = write(d, "a.json", agg), write(d, "b.json", slow)
+            rc, out, _ = run_tool("compare", a, b)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("no p-value: aggregates only", out)
+        self.assertIn("+10.00%", out)
+        self.assertIn("slower?", out)
+
+    def test_committed_runs(self):
+        # two committed runs (aggregates, and 3 StreamRead repetitions: an exact test can't reach
+        # p < 0.1 with 3 vs 3, so it is never significant)
+        rc, out, _ = run_tool("compare", BATCH_RUN, os.path.join(RESULTS, "h200-fab1bbd-decode-batch.json"))
+        self.assertEqual(rc, 0, out)
+        line = next(l for l in out.splitlines() if l.startswith("StreamRead/4GiB"))
+        self.assertRegex(line, r"\s1\.0000|\s0\.\d{4}\s")
+        self.assertIn("fewer than 9 repetitions", line)
+
+    def test_bad_input(self):
+        rc, _, err = run_tool("compare", BATCH_RUN, os.path.join(RESULTS, "nope.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("nope.json", err)
+        rc, _, err = run_tool("compare", BATCH_RUN, BATCH_RUN, "--filter", "(")
+        self.assertEqual(rc, 2)
+
+
+class Render(unittest.TestCase):
+    def test_plots_from_committed_runs(self):
+        runs = gbench.load_runs([RESULTS])
+        plots = render.Builder(runs).build()
+        by = {}
+        for p in plots:
+            by.setdefault(p["section"], []).append(p)
+        self.assertEqual(set(by), {"history", "arms", "roofline", "batch"})
+        hist = {p["title"]: p for p in by["history"]}
+        g = hist["Decode/qwen35-9b/q8_0/graph_stream"]
+        self.assertEqual(g["labels"][-1], "d617128")
+        self.assertAlmostEqual(g["series"][0]["data"][-1], 373.3469784107551)
+        self.assertEqual([r["value"] for r in g["refs"]], [218], "llama.cpp tg128 for the 9B")
+        self.assertIn("(q8_0)", hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"][0]["label"], "other dtype said")
+        self.assertEqual([r["value"] for r in hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["refs"]], [42000])
+        self.assertEqual(hist["StreamRead/4GiB"]["band"]["label"], "min–max of repetitions")
+        self.assertEqual(hist["StreamRead/4GiB"]["unit"], "GB/s")
+        for p in plots:
+            pts = [v for s in p["series"] for v in s["data"] if v is not None]
+            self.assertTrue(pts, p["title"])
+        batch = {p["title"]: p for p in by["batch"]}
+        b = batch["DecodeBatch qwen35-9b q8_0: tokens/s vs batch"]
+        d9 = next(s for s in b["series"] if s["label"] == "d9b5cec")
+        self.assertEqual([pt["x"] for pt in d9["data"]], [1, 4, 16, 32])
+        self.assertAlmostEqual(d9["data"][3]["y"], 876.1394035934178)
+        roof = {p["title"]: p for p in by["roofline"]}
+        r9 = roof["Decode qwen35-9b q8_0: fraction of the read roofline"]
+        self.assertNotIn("d617128", r9["labels"])
+        self.assertIn("d617128", r9["subtitle"])
+
+    def synthetic_runs(self, d):
+        def run(commit, date, values):
+            bs = []
+            for name, t_ms, n_tok in values:
+                for i in range(3):
+                    t = t_ms * (1 + 0.01 * (i - 1))
+                    bs.append(entry(name, t, unit="ms", rep=i, items_per_second=n_tok / (t / 1e3)))
+            write(d, f"h200-{commit}-prefill.json", {"context": {"date": date, "gpu": "NVIDIA H200"}, "benchmarks": bs})
+        vals = [(f"Prefill{n}/qwen3-0.6b/q8_0/{arm}/iterations:1/repeats:3/manual_time", n / k * 1e3, n)
+                for n in (128, 512, 2048) for arm, k in (("gemm", 16000.0), ("mmvq", 7000.0))]
+        run("aaaaaaa", "2026-12-01T00:00:00+00:00", vals)
+        run("bbbbbbb", "2026-12-02T00:00:00+00:00", vals)
+        bvals = [(f"DecodeBatch/qwen3-0.6b/q8_0/B{b}/iterations:16/repeats:3/manual_time", 1.0 + b / 10, b)
+                 for b in (1, 4, 16)]
+        run("ccccccc", "2026-12-03T00:00:00+00:00", bvals)
+        llama = [{"build_commit": "abc", "gpu_info": "NVIDIA H200", "model_type": "qwen3 0.6B Q8_0", "n_prompt": n,
+                  "n_gen": 0, "n_depth": 0, "avg_ts": 40000.0, "samples_ts": [39000.0, 40000.0, 41000.0]}
+                 for n in (512, 2048)]
+        llama.append({"build_commit": "abc", "n_prompt": 0, "n_gen": 128, "avg_ts": 725.0, "samples_ts": [720.0, 725.0, 730.0]})
+        llama.append({"build_commit": "abc", "n_prompt": 512, "n_gen": 128, "avg_ts": 1.0, "samples_ts": [1.0]})
+        with open(os.path.join(d, "llama-bench.out"), "w") as f:
+            json.dump(llama, f)
+
+    def test_prefill_length_and_batch_curves_and_peer_import(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.synthetic_runs(d)
+            rc, _, err = run_tool("import-llama-bench", os.path.join(d, "llama-bench.out"), "--shape", "qwen3-0.6b",
+                                  "--dtype", "q8_0", "--out", os.path.join(d, "llamacpp-h200.json"))
+            self.assertEqual(rc, 0, err)
+            self.assertIn("left out pp512+tg128", err)
+            peer = gbench.load_run(os.path.join(d, "llamacpp-h200.json"))
+            self.assertEqual((peer.peer, peer.commit), ("llama.cpp", "abc"))
+            tg = peer.benches["Decode/qwen3-0.6b/q8_0/llamacpp_tg128"]
+            self.assertEqual((len(tg.reps), tg.median("throughput")), (3, 725.0))
+            self.assertAlmostEqual(tg.median("time"), 1e9 / 725.0)
+            pp = peer.benches["Prefill2048/qwen3-0.6b/q8_0/llamacpp_pp2048"]
+            self.assertAlmostEqual(pp.median("time"), 2048 / 40000.0 * 1e9)
+            plots = render.Builder(gbench.load_runs([d])).build()
+        pre = [p for p in plots if p["section"] == "prefill"]
+        self.assertEqual(len(pre), 1)
+        p = pre[0]
+        self.assertEqual(p["xTicks"], [128, 512, 2048])
+        self.assertEqual([s["label"] for s in p["series"]], ["gemm", "mmvq"])
+        self.assertEqual([pt["x"] for pt in p["series"][0]["data"]], [128, 512, 2048])
+        self.assertAlmostEqual(p["series"][0]["data"][0]["y"], 16000.0, delta=1.0)
+        self.assertEqual(sorted(r["x"] for r in p["pointRefs"]), [512, 2048])
+        batch = [p for p in plots if p["section"] == "batch"]
+        self.assertEqual(len(batch), 1)
+        self.assertEqual([pt["x"] for pt in batch[0]["series"][0]["data"]], [1, 4, 16])
+        hist = {p["title"]: p for p in plots if p["section"] == "history"}
+        self.assertEqual(hist["Prefill2048/qwen3-0.6b/q8_0/gemm"]["refs"][0]["value"], 40000.0)
+        self.assertNotIn("Prefill128/qwen3-0.6b/q8_0/gemm", [r["label"] for r in hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"]])
+        self.assertEqual(hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"], [], "no pp128 peer")
+        self.assertEqual(hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["labels"], ["aaaaaaa", "bbbbbbb"], "peers not in history")
+
+    def test_page_is_self_contained(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "chart.umd.min.js")
+            with open(lib, "w") as f:
+                f.write("/*!\n * Chart.js v0.0-test\n */\nwindow.Chart=function(){};\n//# sourceMappingURL=chart.umd.min.js.map\n")
+            out = os.path.join(d, "out", "dash.html")
+            rc, _, err = run_tool("render", RESULTS, "--out", out, "--chart-js", lib)
+            self.assertEqual(rc, 0, err)
+            self.assertRegex(err, r"\(\d+ runs, 1 peer runs, \d+ plots\)")
+            with open(out) as f:
+                page = f.read()
+        self.assertNotRegex(page, r"<script[^>]*\ssrc=", "no external script")
+        self.assertNotRegex(page, r"<link[^>]*\shref=", "no external stylesheet")
+        self.assertNotIn("sourceMappingURL", page)
+        self.assertIn("Chart.js v0.0-test", page)
+        self.assertIn('id="memra-dash-status"', page)
+        self.assertIn("llamacpp-reference.json", page)
+        m = re.search(r'<script id="memra-data" type="application/json">(.*?)</script>', page, re.S)
+        self.assertTrue(json.loads(m.group(1))["plots"])
+
+    def test_missing_chart_js_fails_clearly(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, _, err = run_tool("render", RESULTS, "--out", os.path.join(d, "x.html"), "--chart-js",
+                                  os.path.join(d, "none.js"))
+            self.assertEqual(rc, 2)
+            self.assertIn("no such file", err)
+            saved = render.cache_dirs
+            render.cache_dirs = lambda: [d]
+            try:
+                with self.assertRaises(render.MissingLibrary) as cm:
+                    render.find_chart_js(None)
+            finally:
+                render.cache_dirs = saved
+            self.assertIn("./dev setup", str(cm.exception))
+            self.assertFalse(os.path.exists(os.path.join(d, "x.html")))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"] + sys.argv[1:])

@@ -1,0 +1,59 @@
+"""memra-dash: render | compare | import-llama-bench (docs/dashboard.md)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import compare, llamabench, render
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="memra-dash",
+        description="Dashboards and A/B comparisons of Google Benchmark JSON runs (bench/results/). "
+                    "docs/dashboard.md has the details.")
+    sub = p.add_subparsers(dest="verb", required=True)
+
+    r = sub.add_parser("render", help="one static, self-contained HTML dashboard from runs",
+                       description="Turn Google Benchmark JSON runs (files, or folders of *.json) into one "
+                                   "self-contained HTML page (Chart.js inlined: it opens offline).")
+    r.add_argument("inputs", nargs="+", metavar="DIR_OR_FILE")
+    r.add_argument("--out", required=True, metavar="OUT.html")
+    r.add_argument("--chart-js", metavar="PATH",
+                   help="Chart.js UMD build (chart.umd.min.js) or its folder; default: the npm cache of "
+                        "tools/fetch-tokenizers.sh ($MEMRA_CACHE_DIR, else ~/.cache/memra, else .cache/memra)")
+    r.add_argument("--title", default="memra benchmarks")
+    r.set_defaults(func=render.main)
+
+    c = sub.add_parser("compare", help="per-benchmark change and Mann-Whitney U p-value; exit 1 on a regression",
+                       description="Compare two runs benchmark by benchmark: median time per iteration, relative "
+                                   "change, two-sided Mann-Whitney U p-value over the repetitions. Exit 1 when a "
+                                   "benchmark is slower by more than --threshold with p < --alpha, 2 on bad input.")
+    c.add_argument("base", metavar="BASE.json")
+    c.add_argument("contender", metavar="CONTENDER.json")
+    c.add_argument("--threshold", type=float, default=0.05,
+                   help="relative slowdown that counts as a regression (default 0.05 = 5%%)")
+    c.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
+    c.add_argument("--filter", metavar="REGEX", help="only benchmarks whose key matches (re.search)")
+    c.add_argument("--json", metavar="OUT.json", help="also write the table as JSON (for scripts)")
+    c.set_defaults(func=compare.main)
+
+    i = sub.add_parser("import-llama-bench", help="llama-bench JSON (-o json / jsonl) -> a peer run",
+                       description="Convert llama-bench output into a Google Benchmark JSON peer run that render "
+                                   "draws as reference lines (and compare.py reads).")
+    i.add_argument("input", metavar="LLAMA_BENCH.json")
+    i.add_argument("--shape", required=True, help="memra shape the model stands for, e.g. qwen35-9b")
+    i.add_argument("--dtype", required=True, help="its weight type in memra's spelling, e.g. q8_0")
+    i.add_argument("--out", required=True, metavar="OUT.json")
+    i.add_argument("--label", help="the peer run's label in the dashboard (default: the file's stem)")
+    i.set_defaults(func=llamabench.main)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
