@@ -280,17 +280,33 @@ void register_all() {
     const std::string shape = s.name;
     for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"})
       benchmark::RegisterBenchmark(("Decode/" + shape + "/" + arm).c_str(), BM_Decode, s, arm)
-          ->UseManualTime()->Iterations(64)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+          ->UseManualTime()
+          ->Iterations(64)
+          ->Repetitions(9)
+          ->DisplayAggregatesOnly(true)
+          ->Unit(benchmark::kMicrosecond);
     for (int B : {1, 4, 16, 32, 64})
       benchmark::RegisterBenchmark(("DecodeBatch/" + shape + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
-          ->UseManualTime()->Iterations(16)->Repetitions(3)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+          ->UseManualTime()
+          ->Iterations(16)
+          ->Repetitions(3)
+          ->DisplayAggregatesOnly(true)
+          ->Unit(benchmark::kMicrosecond);
     std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
     if (s.type == DType::NVFP4) prefill_arms.push_back("w4a4");
     for (const char* arm : prefill_arms)
       benchmark::RegisterBenchmark(("Prefill512/" + shape + "/" + arm).c_str(), BM_Prefill512, s, arm)
-          ->UseManualTime()->Iterations(1)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMillisecond);
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Repetitions(9)
+          ->DisplayAggregatesOnly(true)
+          ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
-        ->UseManualTime()->Iterations(32)->Repetitions(9)->DisplayAggregatesOnly(true)->Unit(benchmark::kMicrosecond);
+        ->UseManualTime()
+        ->Iterations(32)
+        ->Repetitions(9)
+        ->DisplayAggregatesOnly(true)
+        ->Unit(benchmark::kMicrosecond);
   }
 }
 
@@ -298,7 +314,8 @@ void register_all() {
 // from a checkout), else the commit CMake saw at configure time (a copied build).
 std::string memra_commit() {
   if (const char* c = std::getenv("MEMRA_COMMIT"); c && *c) return c;
-  const std::string cmd = std::string("git -C '") + MEMRA_SOURCE_DIR + "' describe --always --dirty --abbrev=7 2>/dev/null";
+  const std::string cmd =
+      std::string("git -C '") + MEMRA_SOURCE_DIR + "' describe --always --dirty --abbrev=7 2>/dev/null";
   if (std::FILE* p = popen(cmd.c_str(), "r")) {
     char buf[128] = {};
     const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
@@ -338,9 +355,11 @@ void add_context() {
   benchmark::AddCustomContext("cuda_runtime", std::to_string(runtime));
   benchmark::AddCustomContext("commit", memra_commit());
   benchmark::AddCustomContext("memra_build_type", MEMRA_BUILD_TYPE);
-  benchmark::AddCustomContext("model_source", "Model::synthetic (fixture presets' shapes, seed 42; no file, no sha256)");
+  benchmark::AddCustomContext("model_source",
+                              "Model::synthetic (fixture presets' shapes, seed 42; no file, no sha256)");
   const Arms env = Arms::from_env();
-  for (const auto& [field, value] : env.fields()) benchmark::AddCustomContext("arm." + std::string(field), std::string(value));
+  for (const auto& [field, value] : env.fields())
+    benchmark::AddCustomContext("arm." + std::string(field), std::string(value));
 }
 
 }  // namespace

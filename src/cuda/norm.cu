@@ -202,7 +202,7 @@ void launch(const RowOpParams& p, cudaStream_t s) {
     if (p.rows <= 65535 && (per_row == 1 || (p.rows <= kSpreadRows && !alias))) {
       const dim3 grid(static_cast<unsigned>(per_row), static_cast<unsigned>(p.rows));
       return launch_kernel("rowop_spread_kernel", rowop_spread_kernel<Op>, grid, kThreads, 0, s, p);
-  }
+    }
   const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
   // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
   // norms): kThreads.

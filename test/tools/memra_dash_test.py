@@ -435,7 +435,7 @@ class Compare(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         line = next(l for l in out.splitlines() if l.startswith("StreamRead/4GiB"))
         self.assertRegex(line, r"\s1\.0000|\s0\.\d{4}\s")
-        self.assertIn("fewer than 9 repetitions", line)
+        self.assertIn("3 vs 3 repetitions cannot reach p < 0.05", line)
 
     def test_bad_input(self):
         rc, _, err = run_tool("compare", BATCH_RUN, os.path.join(RESULTS, "nope.json"))
@@ -529,6 +529,22 @@ class Render(unittest.TestCase):
         self.assertNotIn("Prefill128/qwen3-0.6b/q8_0/gemm", [r["label"] for r in hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"]])
         self.assertEqual(hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"], [], "no pp128 peer")
         self.assertEqual(hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["labels"], ["aaaaaaa", "bbbbbbb"], "peers not in history")
+
+    def test_other_families(self):
+        # a family memra-dash has no plan for (TeacherForcedStep) is still drawn over the runs, by
+        # its rate; one without a rate by its time per iteration
+        with tempfile.TemporaryDirectory() as d:
+            es = []
+            for i, t in enumerate([5000.0, 5100.0, 4900.0]):
+                es.append(entry("TeacherForcedStep/qwen35-9b/q8_0/iterations:32/repeats:3/manual_time", t, rep=i,
+                                tok_per_s=1e6 / t, items_per_second=1e6 / t))
+                es.append(entry("BM_NoRate/8", t, unit="ns", rep=i))
+            write(d, "h200-1234567-x.json", {"context": {"date": "2026-12-03T00:00:00Z"}, "benchmarks": es})
+            plots = {p["title"]: p for p in render.Builder(gbench.load_runs([d])).build()}
+        self.assertEqual(set(plots), {"TeacherForcedStep/qwen35-9b/q8_0", "BM_NoRate/8"})
+        self.assertEqual(plots["TeacherForcedStep/qwen35-9b/q8_0"]["series"][0]["data"], [200.0])
+        self.assertEqual(plots["BM_NoRate/8"]["series"][0]["data"], [5000.0])
+        self.assertIn("time", plots["BM_NoRate/8"]["yTitle"])
 
     def test_page_is_self_contained(self):
         with tempfile.TemporaryDirectory() as d:

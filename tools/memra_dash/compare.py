@@ -54,7 +54,10 @@ def compare_runs(base: gbench.Run, cont: gbench.Run, threshold: float = 0.05, al
         if len(xb) >= UTEST_MIN_REPETITIONS and len(xc) >= UTEST_MIN_REPETITIONS:
             u, p, method = stats.mannwhitneyu(xb, xc)
             row.update(u=u, p=p, method=method)
-            if min(len(xb), len(xc)) < UTEST_OPTIMAL_REPETITIONS:
+            floor = stats.exact_p(0, len(xb), len(xc)) if method == "exact" else 0.0
+            if floor >= alpha:
+                row["note"] = f"{len(xb)} vs {len(xc)} repetitions cannot reach p < {alpha}"
+            elif min(len(xb), len(xc)) < UTEST_OPTIMAL_REPETITIONS:
                 row["note"] = f"fewer than {UTEST_OPTIMAL_REPETITIONS} repetitions: weak test"
         else:
             row["note"] = "no p-value: aggregates only, no per-repetition entries" if not (xb and xc) \
