@@ -1,5 +1,6 @@
-// Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>) and
-// prefill of 512 tokens, on realistic-shape
+// Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>),
+// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048) and the TeacherForced gate's step, on
+// realistic-shape
 // synthetic models (fixture presets' configs, weights filled on the device: Model::synthetic),
 // plus the streaming-read probe that defines the card's read-bandwidth roofline.
 //
@@ -224,7 +225,7 @@ void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
 // decode); "gemm": the fast prefill arms (tensor-core GEMM prefill_matmul = mma, chunked GDN);
 // "mmvq_serial": mmvq with launch_overlap off; "w4a4" (NVFP4 shapes): mmvq with the W4A4
 // activation contract (prefill_act = w4a4), the test arm of the ArmFork gate.
-void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
+void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
   Model& m = model_for(s);
   set_arm(m, "mmvq");
   Arms a = m.arms();
@@ -236,8 +237,8 @@ void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
   a.prefill_act = name == "w4a4" ? PrefillAct::w4a4 : PrefillAct::w4a8;
   m.set_arms(a);
   label(st, s, m);
-  std::vector<int32_t> prompt(512);
-  for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
+  std::vector<int32_t> prompt(static_cast<size_t>(T));
+  for (int i = 0; i < T; ++i) prompt[i] = (i * 7919) % 100000;
   Timer t;
   for (auto _ : st) {
     t.start();
@@ -245,8 +246,9 @@ void BM_Prefill512(benchmark::State& st, Shape s, const char* arm) {
     benchmark::DoNotOptimize(l.data());
     st.SetIterationTime(t.stop_s());
   }
-  st.SetItemsProcessed(st.iterations() * 512);
-  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * 512), benchmark::Counter::kIsRate);
+  st.SetItemsProcessed(st.iterations() * T);
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations() * T), benchmark::Counter::kIsRate);
+  st.counters["prompt_tokens"] = T;
 }
 
 // One step of the TeacherForced gate (GATES.md 3): decode_step of the banked token (never the
@@ -292,15 +294,21 @@ void register_all() {
           ->Repetitions(3)
           ->DisplayAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
+    // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048 (the
+    // prefill length curve).
     std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
     if (s.type == DType::NVFP4) prefill_arms.push_back("w4a4");
-    for (const char* arm : prefill_arms)
-      benchmark::RegisterBenchmark(("Prefill512/" + shape + "/" + arm).c_str(), BM_Prefill512, s, arm)
-          ->UseManualTime()
-          ->Iterations(1)
-          ->Repetitions(9)
-          ->DisplayAggregatesOnly(true)
-          ->Unit(benchmark::kMillisecond);
+    for (int T : {128, 512, 2048})
+      for (const char* arm : prefill_arms) {
+        if (T != 512 && std::string(arm) != "mmvq" && std::string(arm) != "gemm") continue;
+        benchmark::RegisterBenchmark(("Prefill" + std::to_string(T) + "/" + shape + "/" + arm).c_str(), BM_Prefill, s,
+                                     arm, T)
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Repetitions(9)
+            ->DisplayAggregatesOnly(true)
+            ->Unit(benchmark::kMillisecond);
+      }
     benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
         ->UseManualTime()
         ->Iterations(32)

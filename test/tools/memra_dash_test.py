@@ -452,11 +452,17 @@ class Render(unittest.TestCase):
         by = {}
         for p in plots:
             by.setdefault(p["section"], []).append(p)
-        self.assertEqual(set(by), {"history", "arms", "roofline", "batch"})
+        # prefill: the committed runs hold Prefill128/512/2048 (h200-57e3002-prefill-lengths)
+        self.assertEqual(set(by), {"history", "arms", "roofline", "batch", "prefill"})
+        pre = {p["title"]: p for p in by["prefill"]}
+        curve = {s["label"]: [pt["x"] for pt in s["data"]]
+                 for s in pre["Prefill qwen35-9b q8_0: tokens/s vs prompt length"]["series"]}
+        self.assertEqual(curve["gemm"], [128, 512, 2048])
+        self.assertEqual(curve["mmvq"], [128, 512, 2048])
         hist = {p["title"]: p for p in by["history"]}
         g = hist["Decode/qwen35-9b/q8_0/graph_stream"]
-        self.assertEqual(g["labels"][-1], "d617128")
-        self.assertAlmostEqual(g["series"][0]["data"][-1], 373.3469784107551)
+        i = g["labels"].index("d617128")
+        self.assertAlmostEqual(g["series"][0]["data"][i], 373.3469784107551)
         self.assertEqual([r["value"] for r in g["refs"]], [218], "llama.cpp tg128 for the 9B")
         self.assertIn("(q8_0)", hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"][0]["label"], "other dtype said")
         self.assertEqual([r["value"] for r in hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["refs"]], [42000])
