@@ -291,7 +291,7 @@ void register_all() {
       benchmark::RegisterBenchmark(("DecodeBatch/" + shape + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
           ->UseManualTime()
           ->Iterations(16)
-          ->Repetitions(3)
+          ->Repetitions(9)
           ->DisplayAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
     // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048 (the
