@@ -111,7 +111,7 @@ struct ModelConfig {
   void validate() const;
   // Fails (naming the count, the position or the id) unless the T tokens of a call fit a cache
   // at position pos of max_ctx: T > 0, pos + T <= max_ctx, every id in [0, n_vocab). The one
-  // check of the oracle and the GPU model (src/cuda/model.cu prepare).
+  // check of the oracle and the GPU model (src/cuda/layer_walk.cu prepare).
   void check_prompt(std::span<const int32_t> tokens, int64_t pos, int64_t max_ctx) const;
   std::string summary() const;  // one line for logs and error context
 

@@ -382,7 +382,7 @@ int sm_count() {
 
 // A decode grid's splits per head: all of them when that is one wave of blocks (per_sm of the
 // kernel resident per SM by its registers), else as many as make one wave, each block then
-// taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (model.cu):
+// taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (decode_graph.cu):
 // at 32k keys a block per split would be 2048 blocks, most of them exiting after their wait, in
 // several waves.
 template <class Kernel>
