@@ -35,6 +35,13 @@ struct Options {
   // recurrent, the form bit-identical to decode.
   GdnPrefill gdn_prefill = Arms{}.gdn_prefill;
   int threads = 0;  // 0: std::thread::hardware_concurrency(); results do not depend on it
+  // The GPU's activation contract (memra/quant.h W8A8 / W4A8): every input row of a product with
+  // a matrix stored as Q8_0 or NVFP4 is rounded to q8_1 first, as the GPU model does. The
+  // oracle's value is then the exact value of the GPU's integer dot products, and GPU and
+  // oracle differ only by the GPU's f32 accumulation (and the rare q8_1 rounding that this
+  // tips), not by the quantisation of every activation. Off (the default): f32 activations,
+  // the model's own value; float matrices (F32, F16, BF16) are unaffected either way.
+  bool q8_1_activations = false;
 };
 
 struct AttnCacheLayer {
@@ -69,7 +76,7 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }
   const Options& options() const { return opt_; }
-  void set_options(const Options& o) { opt_ = o; }
+  void set_options(const Options& o);
 
   Cache new_cache(int64_t max_ctx) const;
 

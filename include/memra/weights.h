@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "memra/config.h"
+#include "memra/dtype.h"
 #include "memra/layer_schema.h"
 #include "memra/memory_source.h"
 #include "memra/source.h"
@@ -40,6 +41,12 @@ namespace memra {
 struct Matrix {
   int64_t rows = 0, cols = 0;
   std::vector<float> data;
+  // The checkpoint tensor's storage type (F32 for generated weights), and whether a product with
+  // this matrix rounds its input rows to q8_1 first (quantize_row_q8_1, then exactly
+  // dequantised): the GPU's W8A8 / W4A8 activation contract (memra/quant.h), which an oracle
+  // built with oracle::Options::q8_1_activations sets on every Q8_0 / NVFP4 matrix.
+  DType stored = DType::F32;
+  bool q8_1_input = false;
   Matrix() = default;
   Matrix(int64_t r, int64_t c) : rows(r), cols(c), data(static_cast<size_t>(r * c), 0.0f) {}
   bool empty() const { return data.empty(); }

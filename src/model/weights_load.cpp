@@ -30,6 +30,7 @@ class F32Reader {
   struct Tensor {  // a whole dequantised tensor, for row selections
     std::vector<float> data;
     int64_t cols = 0;
+    DType stored = DType::F32;
   };
 
   explicit F32Reader(const WeightSource& s) : src_(s) {}
@@ -45,14 +46,17 @@ class F32Reader {
     m.rows = rows;
     m.cols = cols;
     m.data = vec(name, {cols, rows});
+    m.stored = src_.find(name)->type;
     return m;
   }
   Tensor tensor(const std::string& name, std::vector<int64_t> want) const {
     const int64_t cols = want.at(0);
-    return {vec(name, std::move(want)), cols};
+    std::vector<float> data = vec(name, std::move(want));
+    return {std::move(data), cols, src_.find(name)->type};
   }
   Matrix rows(const Tensor& t, const std::vector<int64_t>& rows) const {
     Matrix m(static_cast<int64_t>(rows.size()), t.cols);
+    m.stored = t.stored;
     for (size_t i = 0; i < rows.size(); ++i)
       std::memcpy(m.row(static_cast<int64_t>(i)), t.data.data() + rows[i] * t.cols, sizeof(float) * t.cols);
     return m;

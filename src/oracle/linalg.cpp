@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "memra/error.h"
+#include "memra/quant.h"
 #include "oracle/ops.h"
 
 namespace memra::oracle::ops {
@@ -58,13 +60,38 @@ double dot_f64(const double* a, const double* b, int64_t n) {
   return s;
 }
 
+namespace {
+
+// The rows of x a product with `w` reads: x itself, or (w.q8_1_input) each row rounded to q8_1
+// and dequantised into `buf`. A q8_1 value d*q (fp16 d, |q| <= 127) is exact in f32, and so is
+// its f64 product with a dequantised weight: the dot below is then the exact value of the GPU's
+// integer dot product plus the one f64 summation.
+const float* input_rows(const Matrix& w, const float* x, int64_t T, std::vector<float>& buf) {
+  if (!w.q8_1_input) return x;
+  MEMRA_CHECK(w.cols % kQ8BlockSize == 0, "oracle: q8_1 activations need a row length that is a multiple of ",
+              kQ8BlockSize, ", not ", w.cols);
+  buf.resize(static_cast<size_t>(T * w.cols));
+  std::vector<BlockQ8_1> q(static_cast<size_t>(w.cols / kQ8BlockSize));
+  for (int64_t t = 0; t < T; ++t) {
+    quantize_row_q8_1(x + t * w.cols, q.data(), w.cols);
+    dequantize_row(DType::Q8_1, q.data(), buf.data() + t * w.cols, w.cols);
+  }
+  return buf.data();
+}
+
+}  // namespace
+
 void matvec(const Matrix& w, const float* x, float* y, int threads) {
+  std::vector<float> buf;
+  x = input_rows(w, x, 1, buf);
   parallel_rows(w.rows, w.rows * w.cols, threads, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) y[r] = static_cast<float>(dot(w.row(r), x, w.cols));
   });
 }
 
 void matmul(const Matrix& w, const float* x, int64_t T, float* y, int threads) {
+  std::vector<float> buf;
+  x = input_rows(w, x, T, buf);
   parallel_rows(w.rows, w.rows * w.cols * T, threads, [&](int64_t r0, int64_t r1) {
     // Row blocks outer so a block of W stays in cache across the T inputs.
     constexpr int64_t kBlock = 16;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "memra/error.h"
 #include "memra/finite.h"
@@ -115,8 +116,27 @@ std::string layer_name(int64_t layer) {
 
 }  // namespace
 
-Model::Model(ModelConfig c, ModelWeights w, Options o) : cfg_(std::move(c)), w_(std::move(w)), opt_(o) {
+Model::Model(ModelConfig c, ModelWeights w, Options o) : cfg_(std::move(c)), w_(std::move(w)) {
   check_weights(cfg_, w_);
+  set_options(o);
+}
+
+// Marks every matrix whose products take q8_1 inputs under o (Options::q8_1_activations).
+void Model::set_options(const Options& o) {
+  opt_ = o;
+  auto mark = [&](Matrix& m) {
+    m.q8_1_input = o.q8_1_activations && (m.stored == DType::Q8_0 || m.stored == DType::NVFP4);
+  };
+  auto visit = [&](std::string_view, auto& t) {  // experts arrive one matrix at a time
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t)>, Matrix>) mark(t);
+  };
+  mark(w_.embed);
+  mark(w_.output);
+  for (LayerWeights& L : w_.layers) for_each_tensor(visit, L);
+  if (w_.mtp) {
+    mark(w_.mtp->eh_proj);
+    for_each_tensor(visit, w_.mtp->layer);
+  }
 }
 
 Model Model::load(const WeightSource& src, Options opt) {

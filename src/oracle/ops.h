@@ -31,7 +31,8 @@ int64_t set_min_parallel_work(int64_t work);
 
 double dot(const float* a, const float* b, int64_t n);        // f64, fixed order
 double dot_f64(const double* a, const double* b, int64_t n);  // plain sequential f64
-// y[r] = f32(dot(W.row(r), x)) for every row.
+// y[r] = f32(dot(W.row(r), x)) for every row. With W.q8_1_input, x is first rounded to q8_1
+// (the GPU's activation contract for a quantised matrix; memra/weights.h Matrix).
 void matvec(const Matrix& w, const float* x, float* y, int threads);
 // Y[t, r] = f32(dot(W.row(r), X[t])) for T inputs: bit-identical to T matvec calls.
 void matmul(const Matrix& w, const float* x, int64_t T, float* y, int threads);

@@ -17,7 +17,9 @@
 #include <gtest/gtest.h>
 
 #include "memra/error.h"
+#include "memra/memory_source.h"
 #include "memra/oracle.h"
+#include "memra/quant.h"
 #include "memra/testing/fixtures.h"
 #include "memra/weights.h"
 #include "oracle/ops.h"
@@ -269,6 +271,77 @@ TEST(OracleMtp, GgufAndHfMtpHeadsAgree) {
   Cache cg = mg.new_cache(8), ch = mh.new_cache(8);
   Step sg = mg.decode_step(3, cg), sh = mh.decode_step(3, ch);
   EXPECT_TRUE(bit_equal(mg.mtp_step(sg.hidden, 5, cg).logits, mh.mtp_step(sh.hidden, 5, ch).logits));
+}
+
+
+// ---- the GPU's activation contract (Options::q8_1_activations) ------------------------------
+
+// `src` with every matrix the GPU streams as Q8_0 re-stored as Q8_0 (the router and the conv
+// taps stay F32, as llama.cpp's quantizer keeps them).
+void to_q8_0(MemorySource& src) {
+  for (const std::string& name : src.tensor_names()) {
+    const TensorView t = *src.find(name);
+    if (t.ne.size() < 2 || t.type != DType::F32 || t.ne[0] % 32 != 0 ||
+        name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos)
+      continue;
+    const int64_t cols = t.ne[0], rows = t.nelements() / cols;
+    std::vector<std::byte> bytes(static_cast<size_t>(row_bytes(DType::Q8_0, cols) * rows));
+    for (int64_t r = 0; r < rows; ++r)
+      quantize_row(DType::Q8_0, reinterpret_cast<const float*>(t.data.data()) + r * cols,
+                   bytes.data() + r * row_bytes(DType::Q8_0, cols), cols);
+    src.add(name, DType::Q8_0, t.ne, std::move(bytes));
+  }
+}
+
+TEST(OracleQ81Activations, MatvecRoundsItsInputToQ81) {
+  Matrix w(3, 64);
+  std::vector<float> x(64);
+  for (int64_t i = 0; i < 64; ++i) {
+    x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * 3.1f;
+    for (int64_t r = 0; r < 3; ++r) w.at(r, i) = std::cos(0.11f * static_cast<float>(i * (r + 1)));
+  }
+  std::vector<float> plain(3), quant(3);
+  ops::matvec(w, x.data(), plain.data(), 1);
+  w.q8_1_input = true;
+  ops::matvec(w, x.data(), quant.data(), 1);
+  BlockQ8_1 q[2];
+  quantize_row_q8_1(x.data(), q, 64);
+  std::vector<float> xq(64);
+  dequantize_row(DType::Q8_1, q, xq.data(), 64);
+  for (int64_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(quant[static_cast<size_t>(r)], static_cast<float>(ops::dot(w.row(r), xq.data(), 64))) << "row " << r;
+  }
+  EXPECT_FALSE(bit_equal(plain, quant)) << "q8_1 rounding of this input must show";
+  Matrix odd(2, 48);
+  odd.q8_1_input = true;
+  std::vector<float> x48(48, 1.0f), y(2);
+  EXPECT_THROW(ops::matvec(odd, x48.data(), y.data(), 1), Error);
+}
+
+TEST(OracleQ81Activations, OnlyQuantisedMatricesAndTogglesExactly) {
+  const ModelConfig c = unit_config(Family::Qwen35Moe);
+  const ModelWeights w = random_weights(c, 7);
+  MemorySource f32 = to_gguf_source(c, w), q8 = to_gguf_source(c, w);
+  to_q8_0(q8);
+  Options off, on;
+  off.threads = on.threads = 1;
+  on.q8_1_activations = true;
+  const auto p = prompt(7, c.n_vocab);
+  // float matrices: the option changes nothing
+  EXPECT_TRUE(bit_equal(Model::load(f32, on).forward_last(p), Model::load(f32, off).forward_last(p)));
+  // Q8_0 matrices: every product with one rounds its input (experts included, not the router)
+  Model m = Model::load(q8, on);
+  const LayerWeights& L = m.weights().layers.at(0);
+  EXPECT_TRUE(L.moe->experts.at(0).gate.q8_1_input);
+  EXPECT_TRUE(m.weights().lm_head().q8_1_input);
+  EXPECT_FALSE(L.moe->router.q8_1_input);
+  const std::vector<float> lon = m.forward_last(p);
+  const std::vector<float> loff = Model::load(q8, off).forward_last(p);
+  EXPECT_FALSE(bit_equal(lon, loff));
+  EXPECT_LT(rel_err(lon, loff), 0.1) << "q8_1 rounding is a small perturbation";
+  m.set_options(off);
+  EXPECT_FALSE(m.weights().lm_head().q8_1_input);
+  EXPECT_TRUE(bit_equal(m.forward_last(p), loff));
 }
 
 }  // namespace
