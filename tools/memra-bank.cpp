@@ -1,6 +1,7 @@
 // memra-bank — bank the CPU oracle's greedy trajectory for the TeacherForced gate (GATES.md §3).
 //
-//   memra-bank --model FILE|DIR (--prompt TEXT | --tokens 1,2,3) [-n STEPS] [-k K] --out BANK.json
+//   memra-bank --model FILE|DIR (--prompt TEXT | --tokens 1,2,3) [-n STEPS] [-k K]
+//              [--activations f32|q8_1] --out BANK.json
 //
 // Runs the CPU oracle (never the GPU: the bank is the reference) greedily for STEPS tokens
 // (default 32) after the prompt and writes, per step, the picked token and the oracle's top-K
@@ -15,6 +16,9 @@
 //     band_coeff = 3*sqrt(2)*max(C_ref, 2^-23), the relative band for an arm with no noise of its
 //     own; 2^-23 is the f32 resolution of the banked logits (a gate adds its arm's C_arm:
 //     band_coeff_for in memra/bank.h).
+// --activations q8_1 banks the oracle under the GPU's activation contract for quantised matrices
+// (oracle::Options::q8_1_activations: inputs of Q8_0 / NVFP4 products rounded to q8_1), the
+// reference a quantised GPU arm is judged against; the arm tag says which (default f32).
 // stderr gets one summary line. Bad input (a missing model, a token id outside the vocabulary,
 // STEPS or K out of range) prints "memra-bank: <what>" and exits 1; bad usage exits 2.
 #include <cstdlib>
@@ -41,7 +45,7 @@ namespace fs = std::filesystem;
 int usage(const std::string& msg) {
   std::cerr << "memra-bank: " << msg << "\n"
             << "usage: memra-bank --model FILE|DIR (--prompt TEXT | --tokens 1,2,3) [-n STEPS] [-k K]\n"
-               "                  --out BANK.json\n";
+               "                  [--activations f32|q8_1] --out BANK.json\n";
   return 2;
 }
 
@@ -67,7 +71,7 @@ fs::path identity_file(const fs::path& model) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, tokens, prompt, out, steps_s = "32", k_s = "8";
+  std::string model, tokens, prompt, out, steps_s = "32", k_s = "8", acts = "f32";
   bool have_tokens = false, have_prompt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
     else if (a == "--out" && more) out = argv[++i];
     else if (a == "-n" && more) steps_s = argv[++i];
     else if (a == "-k" && more) k_s = argv[++i];
+    else if (a == "--activations" && more) acts = argv[++i];
     else if (a == "-h" || a == "--help") {
       usage("bank the CPU oracle's greedy trajectory");
       return 0;
@@ -87,6 +92,7 @@ int main(int argc, char** argv) {
   }
   if (model.empty() || out.empty()) return usage("--model and --out are required");
   if (have_tokens == have_prompt) return usage("give exactly one of --tokens and --prompt");
+  if (acts != "f32" && acts != "q8_1") return usage("--activations must be f32 or q8_1, not '" + acts + "'");
 
   try {
     const long long steps = cli::parse_int("-n", steps_s);
@@ -104,12 +110,13 @@ int main(int argc, char** argv) {
     // The bank is produced with the oracle's default (chunked) GDN prefill.
     oracle::Options opt = m.options();
     opt.gdn_prefill = GdnPrefill::chunked;
+    opt.q8_1_activations = acts == "q8_1";
     m.set_options(opt);
     Bank b = make_bank(m, ids, static_cast<int>(steps), static_cast<int>(k));
     b.model_sha256 = file_sha256(identity_file(model));
     b.model_name = fs::path(model).filename().string();
     if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
-    b.arm_tag = "cpu-oracle/f32/gdn-chunked";
+    b.arm_tag = "cpu-oracle/" + acts + "/gdn-chunked";
     if (c.has_linear()) {
       b.measured_noise_rel = reference_noise_rel(m, b.prompt, b.tokens);
       b.calibration_note =
