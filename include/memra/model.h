@@ -34,7 +34,7 @@
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
 // (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
 //
-// provides: LoadOptions, Step, Counters, Sampled, Prime, Model
+// provides: LoadOptions, Step, Counters, Break, Sampled, Prime, Model
 #pragma once
 
 #include <cstdint>
@@ -73,6 +73,36 @@ struct Counters {
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
+};
+
+// Deliberate defects for the gates' canaries (docs/testing.md "Canaries": every gate has a canary
+// that must FAIL). A test-only hook compiled into the library: off by default, and while off
+// nothing extra is launched (a host-side branch when a step's launches are built). Model::set_break
+// validates it and marks every captured decode graph stale, so the next graph step re-captures
+// with the break (graph_recapture on) or latches that cache to eager (off; counted in `latched`).
+// Breaks are numerics only: counters and launch shapes of the arms are unchanged.
+struct Break {
+  // Multiply the residual stream after layer `scale_layer` (0-based; -1 = off) by `scale_factor`
+  // in every step (prefill, decode, batched, graph): a wrong layer the TeacherForced gate must put
+  // out of band. One extra launch per step (over all the step's rows) after that layer's FFN.
+  // The last layer's scale is all but undone by the output RMSNorm: break an earlier one.
+  int64_t scale_layer = -1;
+  float scale_factor = 1.0f;
+  // The W4A4 activation quantiser (prefill_act = w4a4: the NVFP4 mat-muls of calls of more than
+  // one token) writes every sub-block's scale code as if amax were 6 (scale 1.0) instead of the
+  // sub-block's own, q = e2m1(x / 1): the ArmFork canary. No extra launch (the quantiser's other
+  // instantiation); does nothing while the W4A4 arm is not engaged.
+  bool w4a4_drop_block_scale = false;
+  // Single-sequence steps of one token that leave the logits row (decode_step, its graph, a
+  // one-token prime_cache / forward_last, and decode_step_batch(_sampled) at B = 1 with b1_fast
+  // on, which is decode_step) add `bias_value` to logit `bias_id` (-1 = off) on the device, after
+  // the lm_head and before the logits are copied back: the ArgmaxMargin canary (a biased decode
+  // arm). One extra one-thread launch per such step. Greedy steps (decode_greedy / _n, whose
+  // argmax is fused into the lm_head) and the batched body (B >= 2, or b1_fast off) are not
+  // biased.
+  int32_t bias_id = -1;
+  float bias_value = 0.0f;
+  bool any() const;  // some break is set (the defaults above are all off)
 };
 
 // A batched step's selections (decode_step_batch_sampled): per sequence the drawn token (-1 for
@@ -152,6 +182,13 @@ class Model {
   // forward_last then differ by floating-point composition instead of being bit-identical.
   // Tests set 1 to drive whole streams through it.
   void set_gemm_min_tokens(int64_t min_tokens);
+
+  // Test-only: the canaries' deliberate defects (Break above); Break{} turns them off. Throws
+  // memra::Error naming the field for a scale_layer outside [-1, n_layer), a bias_id outside
+  // [-1, n_vocab), or a non-finite scale_factor / bias_value. Marks captured decode graphs stale
+  // when the break changes.
+  void set_break(const Break& b);
+  const Break& breaks() const;
 
   struct Impl;
 

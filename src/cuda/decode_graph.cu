@@ -4,9 +4,9 @@
 // The graph launches the same kernels on the same operands in the same order as eager (DESIGN.md
 // law 3): only the attention grid is sized for max_ctx instead of pos + 1, and its extra splits
 // exit before computing anything. A graph is stale when the workspace moved since its capture
-// (Workspace::gen) or the step's form changed (greedy or not): it is then re-captured
-// (graph_recapture on) or the cache latches to eager for good (off). Counters: captures,
-// replays, latched.
+// (Workspace::gen; Model::set_break bumps it too: the break's launches change) or the step's
+// form changed (greedy or not): it is then re-captured (graph_recapture on) or the cache latches
+// to eager for good (off). Counters: captures, replays, latched.
 #include "cuda/launch.cuh"
 #include "cuda/model_impl.h"
 #include "memra/cuda_check.h"

@@ -32,6 +32,21 @@ __global__ void advance_pos_kernel(int64_t* pos, int64_t T) {
   *pos += T;
 }
 
+// Break::scale_layer (memra/model.h): x[i] *= f over n values, grid-stride. A canary's defect.
+__global__ void break_scale_kernel(float* x, int64_t n, float f) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = __fmul_rn(x[i], f);
+}
+
+// Break::bias_id (memra/model.h): logits[id] += v. A canary's defect.
+__global__ void break_bias_kernel(float* logits, int32_t id, float v) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
+  logits[id] = __fadd_rn(logits[id], v);
+}
+
 }  // namespace
 
 // --- the workspace ---------------------------------------------------------------------------------
@@ -123,7 +138,7 @@ const cuda::A4* Model::Impl::w4a4_acts(DType type, const float* xf, int64_t ld, 
   const int64_t n_x = cuda::ceil_div(n_out, x_div);
   if (static_cast<int64_t>(ws.x4.size()) < n_x * (n / 32))
     fail("W4A4 activations: ", n_x, " rows of ", n, " exceed the buffer");
-  cuda::quantize_rows_fp4act_cuda(xf, ld, n_x, n, ws.x4.data(), s);
+  cuda::quantize_rows_fp4act_cuda(xf, ld, n_x, n, ws.x4.data(), s, brk.w4a4_drop_block_scale);
   return ws.x4.data();
 }
 
@@ -503,6 +518,12 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
     }
     norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     ffn_layer(L, T);
+    if (brk.scale_layer == li) {  // a canary's defect (Break); off: nothing launched
+      const int64_t n = T * D, threads = 256;
+      const int64_t ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
+      cuda::launch_kernel("break_scale_kernel", break_scale_kernel, unsigned(ctas), unsigned(threads), 0, s,
+                          ws.x.data(), n, brk.scale_factor);
+    }
   }
 }
 
@@ -540,6 +561,9 @@ void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greed
   norm_quant(ws.x.data() + (T - 1) * D, weights.output_norm.data(), ws.hn.data(), ws.hnq.data(), 1, D);
   if (!greedy) {
     mv(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false);
+    if (T == 1 && brk.bias_id >= 0)  // a canary's defect (Break); off: nothing launched
+      cuda::launch_kernel("break_bias_kernel", break_bias_kernel, 1, 1, 0, s, ws.logits.data(), brk.bias_id,
+                          brk.bias_value);
     cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
     return;
   }

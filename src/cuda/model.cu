@@ -2,6 +2,7 @@
 // listed in model_impl.h.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "cuda/model_impl.h"
@@ -138,6 +139,30 @@ Counters Model::counters() const { return impl_->counters; }
 void Model::set_gemm_min_tokens(int64_t min_tokens) {
   if (min_tokens < 1) fail("set_gemm_min_tokens: min_tokens ", min_tokens, " must be >= 1");
   impl_->gemm_min_tokens = min_tokens;
+}
+
+// --- the canaries' breaks ------------------------------------------------------------------------------
+
+bool Break::any() const { return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0; }
+
+const Break& Model::breaks() const { return impl_->brk; }
+
+void Model::set_break(const Break& b) {
+  Impl& m = *impl_;
+  if (b.scale_layer < -1 || b.scale_layer >= m.c.n_layer)
+    fail("set_break: scale_layer ", b.scale_layer, " is not a layer (0..", m.c.n_layer - 1, ", or -1 = off)");
+  if (!std::isfinite(b.scale_factor)) fail("set_break: scale_factor ", b.scale_factor, " is not finite");
+  if (b.bias_id < -1 || b.bias_id >= m.c.n_vocab)
+    fail("set_break: bias_id ", b.bias_id, " is not a token (0..", m.c.n_vocab - 1, ", or -1 = off)");
+  if (!std::isfinite(b.bias_value)) fail("set_break: bias_value ", b.bias_value, " is not finite");
+  const Break& o = m.brk;
+  const bool same = o.scale_layer == b.scale_layer && o.scale_factor == b.scale_factor &&
+                    o.w4a4_drop_block_scale == b.w4a4_drop_block_scale && o.bias_id == b.bias_id &&
+                    o.bias_value == b.bias_value;
+  m.brk = b;
+  // Captured decode graphs baked the old break's launches in: stale now (decode_graph.cu), so
+  // re-captured on their next step, or, with graph_recapture off, that cache latches to eager.
+  if (!same) ++m.ws.gen;
 }
 
 int64_t Model::weight_bytes() const { return impl_->weights.weight_bytes(); }

@@ -71,7 +71,7 @@ struct Cache::Impl {
 // K = experts per token, F = the widest FFN (dense, K routed experts, shared).
 struct Workspace {
   int64_t cap_T = 0, cap_work = 0;
-  uint64_t gen = 1;               // bumped whenever a buffer moves: captured graphs that read it go stale
+  uint64_t gen = 1;               // bumped when a buffer moves or by set_break: captured graphs go stale
   DeviceBuffer<float> x;          // [T, D]   the residual stream
   DeviceBuffer<float> h;          // [T, D]   normed input of the mixer / FFN
   DeviceBuffer<float> q, gate;    // [T, qd]  queries, attention output gate
@@ -128,6 +128,9 @@ struct Model::Impl {
   // NVFP4 mat-muls then read W4A4 activations from ws.x4, quantized per call from the f32 rows.
   bool w4a4_on = false;
   int64_t gemm_min_tokens = 32;
+  // The canaries' deliberate defects (memra/model.h Break; set_break). Read when a step's
+  // launches are built: walk() (scale_layer), w4a4_acts() (w4a4_drop_block_scale), body() (bias).
+  Break brk;
   // A batched decode step is running (decode_batch): its mat-muls stay on the mat-vec, whose
   // per-vector chain is the same for any number of output vectors (a GEMM above
   // gemm_min_tokens sequences would change a sequence's bits with B: DESIGN.md law 2).

@@ -105,8 +105,11 @@ __device__ __forceinline__ uint32_t dev_f32_to_e2m1(float x) {
 }
 
 // Sub-block i of the rows (n / 16 per row): its 16 values in order, amax by fmaxf (order-free for
-// finite values), the scale, then each value's code.
-__global__ void quantize_fp4act_kernel(const float* __restrict__ x, int64_t ld, int64_t rows, int64_t n, A4* __restrict__ y) {
+// finite values), the scale, then each value's code. DropScale: a canary's defect (memra/model.h
+// Break::w4a4_drop_block_scale): every sub-block's code is the one for amax = 6 (S = 1).
+template <bool DropScale>
+__global__ void quantize_fp4act_kernel(const float* __restrict__ x, int64_t ld, int64_t rows, int64_t n,
+                                       A4* __restrict__ y) {
   pdl_wait();
   pdl_release();
   const int64_t per_row = n / 16, total = rows * per_row;
@@ -123,7 +126,7 @@ __global__ void quantize_fp4act_kernel(const float* __restrict__ x, int64_t ld, 
       finite = finite && isfinite(v[j]);
       amax = fmaxf(amax, fabsf(v[j]));
     }
-    const uint32_t code = dev_f32_to_ue4m3(__fdiv_rn(amax, 6.0f));
+    const uint32_t code = dev_f32_to_ue4m3(DropScale ? 1.0f : __fdiv_rn(amax, 6.0f));
     const float half = dev_ue4m3_half(static_cast<uint8_t>(code));
     const float S = __fmul_rn(half, 2.0f);  // ue4m3_to_f32(code), exactly
     A4& b = y[r * (n / 32) + sb / 2];
@@ -178,13 +181,18 @@ void quantize_row_q8_1_cuda(const float* x, BlockQ8_1* y, int64_t n, CUstream_st
   launch_kernel("quantize_q8_1_kernel", quantize_q8_1_kernel, unsigned(ctas), 32 * kQ81WarpsPerCta, 0, stream, x, reinterpret_cast<Q81*>(y), nb);
 }
 
-void quantize_rows_fp4act_cuda(const float* x, int64_t ld, int64_t rows, int64_t n, A4* y, CUstream_st* stream) {
+void quantize_rows_fp4act_cuda(const float* x, int64_t ld, int64_t rows, int64_t n, A4* y, CUstream_st* stream,
+                               bool drop_block_scale) {
   if (n < 0 || n % 64 != 0) fail("quantize_rows_fp4act_cuda: n = ", n, " is not a multiple of the block size 64");
   if (rows < 0 || ld < n) fail("quantize_rows_fp4act_cuda: rows = ", rows, ", ld = ", ld, " (must be >= n = ", n, ")");
   const int64_t total = rows * (n / 16);
   if (total == 0) return;
   const int64_t ctas = std::min<int64_t>(ceil_div(total, kThreads), kMaxCtas);
-  launch_kernel("quantize_fp4act_kernel", quantize_fp4act_kernel, unsigned(ctas), kThreads, 0, stream, x, ld, rows, n, y);
+  if (drop_block_scale)
+    return launch_kernel("quantize_fp4act_kernel_drop_scale", quantize_fp4act_kernel<true>, unsigned(ctas), kThreads, 0,
+                         stream, x, ld, rows, n, y);
+  launch_kernel("quantize_fp4act_kernel", quantize_fp4act_kernel<false>, unsigned(ctas), kThreads, 0, stream, x, ld,
+                rows, n, y);
 }
 
 }  // namespace memra::cuda

@@ -30,7 +30,9 @@ void quantize_row_q8_1_cuda(const float* x, BlockQ8_1* y, int64_t n, CUstream_st
 // to rows * n / 32 A4 blocks at device `y` (row r at y + r * n / 32). Per 16 values, the
 // quant.h rule: code = f32_to_ue4m3(amax / 6), S = ue4m3_to_f32(code), q = S == 0 ? 0 :
 // f32_to_e2m1(x / S); stored as d = S / 2 and e2m1_doubled(q). A sub-block holding a NaN or an
-// infinity gets d = NaN.
-void quantize_rows_fp4act_cuda(const float* x, int64_t ld, int64_t rows, int64_t n, A4* y, CUstream_st* stream);
+// infinity gets d = NaN. drop_block_scale: a canary's defect (memra/model.h
+// Break::w4a4_drop_block_scale): code = f32_to_ue4m3(1) for every sub-block (S = 1, q = e2m1(x)).
+void quantize_rows_fp4act_cuda(const float* x, int64_t ld, int64_t rows, int64_t n, A4* y, CUstream_st* stream,
+                               bool drop_block_scale = false);
 
 }  // namespace memra::cuda
