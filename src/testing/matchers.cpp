@@ -253,4 +253,74 @@ void InBandMatcher::DescribeNegationTo(std::ostream* os) const {
       << ") of the oracle top-1, or one the bank cannot resolve";
 }
 
+// ---- MarginClassPasses ----------------------------------------------------------------------
+
+std::string describe_margin_window(const MarginWindow& w) {
+  std::ostringstream os;
+  os << to_string(w.cls) << ": " << w.flips << (w.flips == 1 ? " flip" : " flips") << " in " << w.positions.size()
+     << (w.positions.size() == 1 ? " position" : " positions");
+  if (w.positions.empty()) return os.str();
+  if (w.flips > 0) {
+    constexpr size_t kListed = 5;
+    os << " (at ";
+    size_t listed = 0;
+    for (const auto& p : w.positions) {
+      if (p.agree) continue;
+      if (listed == kListed) {
+        os << ", and " << w.flips - kListed << " more";
+        break;
+      }
+      os << (listed > 0 ? ", " : "") << p.position;
+      ++listed;
+    }
+    os << ")";
+  }
+  const MarginPosition& d = w.at_decision();
+  const float min_margin = std::min(d.a.margin(), d.b.margin());
+  const size_t below = size_t(std::count_if(w.positions.begin(), w.positions.end(),
+                                            [&](const MarginPosition& p) { return p.a.margin() < d.a.margin(); }));
+  os << "; decision position " << d.position << ": decode top-1 " << d.a.id1 << " margin " << d.a.margin()
+     << ", prefill top-1 " << d.b.id1 << " margin " << d.b.margin() << "; delta at the ids " << d.delta_at_ids
+     << (w.exposed ? " > " : " <= ") << "min margin " << min_margin << (w.exposed ? " (exposed)" : " (not exposed)")
+     << "; " << below << " of " << w.positions.size() << " decode margins below the decision's (percentile "
+     << w.decision_percentile << "); decode margins min " << w.margins_a.min << " p10 " << w.margins_a.p10 << " p50 "
+     << w.margins_a.p50 << " p90 " << w.margins_a.p90 << " max " << w.margins_a.max << ", prefill margins min "
+     << w.margins_b.min << " p50 " << w.margins_b.p50 << " max " << w.margins_b.max;
+  return os.str();
+}
+
+bool MarginClassPassesMatcher::MatchAndExplain(const MarginWindow& w, std::ostream* os) const {
+  if (os) {
+    *os << "which is " << describe_margin_window(w);
+    switch (w.cls) {
+      case MarginClass::stable:
+        *os << ": the config spread cannot reach across the decision margin";
+        break;
+      case MarginClass::near_tie_exposed:
+        *os << ": a near-tie coin that landed the same way in both configs";
+        break;
+      case MarginClass::near_tie:
+        *os << ": cross-config drift at a near tie, not a numeric defect";
+        break;
+      case MarginClass::unexplained:
+        *os << ": a flip the config spread does not cover, a real defect";
+        break;
+      case MarginClass::systematic:
+        *os << ": several positions disagree, not a near-tie coin";
+        break;
+    }
+  }
+  return w.passes();
+}
+
+void MarginClassPassesMatcher::DescribeTo(std::ostream* os) const {
+  *os << "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a margin "
+         "the config spread covers)";
+}
+
+void MarginClassPassesMatcher::DescribeNegationTo(std::ostream* os) const {
+  *os << "classifies as UNEXPLAINED or SYSTEMATIC (a flip the config spread does not cover, or more "
+         "than one flip)";
+}
+
 }  // namespace memra::testing

@@ -190,6 +190,78 @@ double percentile_rank(std::span<const float> margins, float value) {
   return double(below) / double(margins.size());
 }
 
+std::string_view to_string(MarginClass c) {
+  switch (c) {
+    case MarginClass::stable:
+      return "STABLE";
+    case MarginClass::near_tie_exposed:
+      return "NEAR-TIE-EXPOSED";
+    case MarginClass::near_tie:
+      return "NEAR-TIE";
+    case MarginClass::unexplained:
+      return "UNEXPLAINED";
+    case MarginClass::systematic:
+      return "SYSTEMATIC";
+  }
+  return "?";
+}
+
+bool MarginWindow::passes() const {
+  return cls == MarginClass::stable || cls == MarginClass::near_tie_exposed || cls == MarginClass::near_tie;
+}
+
+MarginWindow classify_margin_window(std::span<const std::vector<float>> rows_a,
+                                    std::span<const std::vector<float>> rows_b, size_t first_position) {
+  MEMRA_CHECK(!rows_a.empty() || !rows_b.empty(), "classify_margin_window: empty window (no rows in either config)");
+  MEMRA_CHECK(rows_a.size() == rows_b.size(), "classify_margin_window: config A (decode) has ", rows_a.size(),
+              " rows, config B (prefill) ", rows_b.size());
+  MarginWindow w;
+  w.positions.reserve(rows_a.size());
+  std::vector<float> margins_a, margins_b;
+  margins_a.reserve(rows_a.size());
+  margins_b.reserve(rows_a.size());
+  for (size_t k = 0; k < rows_a.size(); ++k) {
+    const auto& ra = rows_a[k];
+    const auto& rb = rows_b[k];
+    MarginPosition p;
+    p.position = first_position + k;
+    MEMRA_CHECK(ra.size() == rb.size(), "classify_margin_window: rows at position ", p.position,
+                " differ in width: config A (decode) ", ra.size(), ", config B (prefill) ", rb.size());
+    const auto row_top2 = [&](std::string_view config, const std::vector<float>& row) {
+      const std::string where =
+          ::memra::detail::concat("classify_margin_window: config ", config, " row at position ", p.position);
+      return with_context(where, [&] { return top2(row); });
+    };
+    p.a = row_top2("A (decode)", ra);
+    p.b = row_top2("B (prefill)", rb);
+    for (const int32_t id : {p.a.id1, p.a.id2, p.b.id1, p.b.id2})
+      p.delta_at_ids = std::max(p.delta_at_ids, std::fabs(rb[size_t(id)] - ra[size_t(id)]));
+    p.agree = p.a.id1 == p.b.id1;
+    if (!p.agree) ++w.flips;
+    margins_a.push_back(p.a.margin());
+    margins_b.push_back(p.b.margin());
+    w.positions.push_back(p);
+  }
+  w.margins_a = margin_stats(margins_a);
+  w.margins_b = margin_stats(margins_b);
+  // The gate decides at the window's last position; a single flip is judged where it sits.
+  w.decision = w.positions.size() - 1;
+  if (w.flips == 1) {
+    const auto flip = std::find_if(w.positions.begin(), w.positions.end(), [](const auto& p) { return !p.agree; });
+    w.decision = size_t(flip - w.positions.begin());
+  }
+  const MarginPosition& d = w.positions[w.decision];
+  w.decision_percentile = percentile_rank(margins_a, d.a.margin());
+  w.exposed = d.delta_at_ids > std::min(d.a.margin(), d.b.margin());
+  if (w.flips == 0)
+    w.cls = w.exposed ? MarginClass::near_tie_exposed : MarginClass::stable;
+  else if (w.flips == 1)
+    w.cls = w.exposed ? MarginClass::near_tie : MarginClass::unexplained;
+  else
+    w.cls = MarginClass::systematic;
+  return w;
+}
+
 FractionVerdict apply_fraction_rule(std::span<const std::optional<size_t>> first_divergence_step,
                                     const FractionRule& rule) {
   MEMRA_CHECK(rule.k >= 1, "fraction rule: k must be >= 1 (k=0 would fail every run)");
@@ -240,6 +312,17 @@ void PrintTo(const TfStep& s, std::ostream* os) {
   *os << "TfStep{step " << s.step << ", pick " << s.pick << ", ";
   PrintTo(s.bank, os);
   *os << "}";
+}
+
+void PrintTo(const MarginWindow& w, std::ostream* os) {
+  *os << "MarginWindow{";
+  if (w.positions.empty()) {
+    *os << "empty}";
+    return;
+  }
+  *os << "positions " << w.positions.front().position << ".." << w.positions.back().position << ", " << w.flips
+      << (w.flips == 1 ? " flip" : " flips") << ", decision position " << w.at_decision().position << ", "
+      << to_string(w.cls) << "}";
 }
 
 void PrintTo(const TfRow& r, std::ostream* os) {

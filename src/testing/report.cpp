@@ -196,6 +196,35 @@ nlohmann::json to_json(const MarginStats& m) {
   return {{"n", m.n}, {"min", m.min}, {"p10", m.p10}, {"p50", m.p50}, {"p90", m.p90}, {"max", m.max}};
 }
 
+namespace {
+
+nlohmann::json to_json(const Top2& t) {
+  return {{"id1", t.id1}, {"logit1", t.logit1}, {"id2", t.id2}, {"logit2", t.logit2}, {"margin", t.margin()}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const MarginWindow& w) {
+  nlohmann::json positions = nlohmann::json::array();
+  for (const auto& p : w.positions)
+    positions.push_back({{"position", p.position},
+                         {"decode", to_json(p.a)},
+                         {"prefill", to_json(p.b)},
+                         {"delta_at_ids", p.delta_at_ids},
+                         {"agree", p.agree}});
+  nlohmann::json j = {{"class", std::string(to_string(w.cls))},
+                      {"passes", w.passes()},
+                      {"flips", w.flips},
+                      {"window", w.positions.size()},
+                      {"margins_decode", to_json(w.margins_a)},
+                      {"margins_prefill", to_json(w.margins_b)},
+                      {"decision_percentile", w.decision_percentile},
+                      {"exposed", w.exposed},
+                      {"positions", std::move(positions)}};
+  j["decision_position"] = w.positions.empty() ? nlohmann::json(nullptr) : nlohmann::json(w.at_decision().position);
+  return j;
+}
+
 nlohmann::json to_json(const FractionVerdict& v) {
   return {{"draws", v.draws}, {"early", v.early}, {"fail", v.fail}};
 }

@@ -17,6 +17,7 @@ namespace {
 using memra::testing::BitIdentical;
 using memra::testing::Half16;
 using memra::testing::InBand;
+using memra::testing::MarginClassPasses;
 using memra::testing::WithinEntryNoise;
 using ::testing::Not;
 
@@ -256,6 +257,77 @@ TEST(InBand, AllRowsCountsClassesAndListsFailures) {
   EXPECT_THAT(good, InBand(rule));
 }
 
+// ---- MarginClassPasses ----------------------------------------------------------------------
+
+using Rows = std::vector<std::vector<float>>;
+
+// One flip at position 6, a clean swap: the delta there only equals the margins (1), it does
+// not exceed them.
+memra::testing::MarginWindow unexplained_window() {
+  const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
+  return memra::testing::classify_margin_window(a, b, 5);
+}
+
+TEST(MarginClassPasses, StableAndNearTieExposedPass) {
+  const Rows rows = {{3, 1, 0}, {0, 2, 0.5f}};
+  const auto stable = memra::testing::classify_margin_window(rows, rows, 0);
+  EXPECT_THAT(stable, MarginClassPasses());
+  EXPECT_EQ(explain(MarginClassPasses(), stable),
+            "which is STABLE: 0 flips in 2 positions; decision position 1: decode top-1 1 margin 1.5, "
+            "prefill top-1 1 margin 1.5; delta at the ids 0 <= min margin 1.5 (not exposed); 0 of 2 "
+            "decode margins below the decision's (percentile 0); decode margins min 1.5 p10 1.5 p50 2 "
+            "p90 2 max 2, prefill margins min 1.5 p50 2 max 2: the config spread cannot reach across "
+            "the decision margin");
+  const Rows exposed = {{3, 1, 0}, {0, 2, 1.875f}};
+  EXPECT_THAT(memra::testing::classify_margin_window(rows, exposed, 0), MarginClassPasses());
+}
+
+TEST(MarginClassPasses, ASingleCoveredFlipIsANearTieAndPasses) {
+  const Rows a = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  const auto w = memra::testing::classify_margin_window(a, b, 20);
+  EXPECT_THAT(w, MarginClassPasses());
+  EXPECT_EQ(explain(MarginClassPasses(), w),
+            "which is NEAR-TIE: 1 flip in 3 positions (at 21); decision position 21: decode top-1 1 "
+            "margin 0.125, prefill top-1 0 margin 0.125; delta at the ids 0.25 > min margin 0.125 "
+            "(exposed); 0 of 3 decode margins below the decision's (percentile 0); decode margins min "
+            "0.125 p10 0.125 p50 2 p90 4 max 4, prefill margins min 0.125 p50 2 max 4: cross-config "
+            "drift at a near tie, not a numeric defect");
+}
+
+TEST(MarginClassPasses, UnexplainedFlipFails) {
+  const auto w = unexplained_window();
+  EXPECT_THAT(w, Not(MarginClassPasses()));
+  EXPECT_EQ(explain(MarginClassPasses(), w),
+            "which is UNEXPLAINED: 1 flip in 3 positions (at 6); decision position 6: decode top-1 0 "
+            "margin 1, prefill top-1 1 margin 1; delta at the ids 1 <= min margin 1 (not exposed); 0 "
+            "of 3 decode margins below the decision's (percentile 0); decode margins min 1 p10 1 p50 2 "
+            "p90 4 max 4, prefill margins min 1 p50 2 max 4: a flip the config spread does not cover, "
+            "a real defect");
+}
+
+TEST(MarginClassPasses, SystematicFailsAndListsTheFlips) {
+  const Rows a(7, std::vector<float>{1, 0}), b(7, std::vector<float>{0, 1});
+  const auto w = memra::testing::classify_margin_window(a, b, 0);
+  EXPECT_THAT(w, Not(MarginClassPasses()));
+  EXPECT_EQ(explain(MarginClassPasses(), w),
+            "which is SYSTEMATIC: 7 flips in 7 positions (at 0, 1, 2, 3, 4, and 2 more); decision "
+            "position 6: decode top-1 0 margin 1, prefill top-1 1 margin 1; delta at the ids 1 <= min "
+            "margin 1 (not exposed); 0 of 7 decode margins below the decision's (percentile 0); decode "
+            "margins min 1 p10 1 p50 1 p90 1 max 1, prefill margins min 1 p50 1 max 1: several "
+            "positions disagree, not a near-tie coin");
+}
+
+TEST(MarginClassPasses, Describes) {
+  EXPECT_EQ(describe<memra::testing::MarginWindow>(MarginClassPasses()),
+            "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a margin "
+            "the config spread covers)");
+  EXPECT_EQ(describe<memra::testing::MarginWindow>(MarginClassPasses(), true),
+            "classifies as UNEXPLAINED or SYSTEMATIC (a flip the config spread does not cover, or more "
+            "than one flip)");
+}
+
 // ---- the whole failure text ------------------------------------------------------------------
 
 // What a person reads when EXPECT_THAT fails, from "Value of:" to the end. gtest prints the value
@@ -300,6 +372,18 @@ TEST(FailureText, InBandSummarisesTheSteps) {
       "1, pick 4, BankRow{token 7, top-3 from logit 10 to 8}} }, which has 1 of 2 rows failing "
       "(agree 1, in band 0, out of band 1, unresolved 0); step 1: GPU pick 4 vs banked 7; oracle "
       "margin 2 > band 0.5 -> out of band");
+}
+
+TEST(FailureText, MarginClassPassesSummarisesTheWindow) {
+  const auto w = unexplained_window();
+  EXPECT_NONFATAL_FAILURE(
+      EXPECT_THAT(w, MarginClassPasses()),
+      "Value of: w\n"
+      "Expected: classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a "
+      "margin the config spread covers)\n"
+      "  Actual: MarginWindow{positions 5..7, 1 flip, decision position 6, UNEXPLAINED} (of type "
+      "memra::testing::MarginWindow), which is UNEXPLAINED: 1 flip in 3 positions (at 6); decision "
+      "position 6:");
 }
 
 TEST(FailureText, SpansOfHalfBitsAndTokensPrintTheirElements) {

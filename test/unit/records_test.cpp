@@ -2,8 +2,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "memra/error.h"
@@ -133,6 +135,210 @@ TEST(Margins, DistributionAndPercentileRank) {
   const std::vector<std::vector<float>> rows = {{1, 4, 2}, {0, 0, 0.5f}};
   EXPECT_THAT(mt::top2_margins(rows), ::testing::ElementsAre(2.0f, 0.5f));
   EXPECT_THAT(error_message([] { mt::margin_stats(std::vector<float>{}); }), HasSubstr("no margins"));
+}
+
+// ---- the ArgmaxMargin window ----------------------------------------------------------------
+
+using Rows = std::vector<std::vector<float>>;
+
+TEST(MarginWindow, StableWhenNoFlipAndTheSpreadCannotReachTheMargin) {
+  const Rows a = {{3, 1, 0}, {0, 2, 0.5f}, {1, 0, 4}};
+  const Rows b = {{3.125f, 1, 0}, {0, 2, 0.625f}, {1, 0.125f, 4}};
+  const auto w = mt::classify_margin_window(a, b, 10);
+  ASSERT_EQ(w.positions.size(), 3u);
+  EXPECT_EQ(w.positions[0].position, 10u);
+  EXPECT_EQ(w.positions[2].position, 12u);
+  EXPECT_EQ(w.positions[0].a.margin(), 2.0f);
+  EXPECT_EQ(w.positions[0].b.margin(), 2.125f);
+  EXPECT_EQ(w.positions[0].delta_at_ids, 0.125f);  // |3.125 - 3| at id 0
+  EXPECT_EQ(w.positions[1].delta_at_ids, 0.125f);  // |0.625 - 0.5| at id 2 (b's and a's runner-up)
+  // Only the contending ids count: the 0.125 at id 1 of the last row is in neither top-2.
+  EXPECT_EQ(w.positions[2].delta_at_ids, 0.0f);
+  EXPECT_EQ(w.flips, 0u);
+  EXPECT_EQ(w.decision, 2u);                           // no flip: the window's last position (the gate's)
+  EXPECT_FALSE(w.exposed);                             // 0 > min(3, 3) is false
+  EXPECT_DOUBLE_EQ(w.decision_percentile, 2.0 / 3.0);  // 2 and 1.5 are below 3
+  EXPECT_EQ(w.margins_a.n, 3u);
+  EXPECT_EQ(w.margins_a.min, 1.5f);
+  EXPECT_EQ(w.margins_a.p50, 2.0f);
+  EXPECT_EQ(w.margins_a.max, 3.0f);
+  EXPECT_EQ(w.margins_b.min, 1.375f);
+  EXPECT_EQ(w.margins_b.max, 3.0f);
+  EXPECT_EQ(w.cls, mt::MarginClass::stable);
+  EXPECT_TRUE(w.passes());
+  EXPECT_EQ(mt::to_string(w.cls), "STABLE");
+}
+
+TEST(MarginWindow, NearTieExposedWhenTheDecisionMarginIsInsideTheSpreadButNothingFlipped) {
+  const Rows a = {{3, 1, 0}, {0, 5, 4.875f}};
+  const Rows b = {{3, 1, 0}, {0, 5.25f, 4.875f}};
+  const auto w = mt::classify_margin_window(a, b, 0);
+  EXPECT_EQ(w.flips, 0u);
+  EXPECT_EQ(w.decision, 1u);
+  EXPECT_EQ(w.at_decision().a.margin(), 0.125f);
+  EXPECT_EQ(w.at_decision().b.margin(), 0.375f);
+  EXPECT_EQ(w.at_decision().delta_at_ids, 0.25f);
+  EXPECT_TRUE(w.exposed);                        // 0.25 > min(0.125, 0.375)
+  EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);  // the lowest margin of the window
+  EXPECT_EQ(w.cls, mt::MarginClass::near_tie_exposed);
+  EXPECT_TRUE(w.passes());
+  EXPECT_EQ(mt::to_string(w.cls), "NEAR-TIE-EXPOSED");
+}
+
+TEST(MarginWindow, NearTieIsASingleFlipJudgedWhereItSits) {
+  // The flip is at position 21, mid-window; the last position is safe. The seed's code judges
+  // exposure at the last position and would call this UNEXPLAINED; its stated intent (and this
+  // rule) judges the flip at the flip.
+  const Rows a = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  const auto w = mt::classify_margin_window(a, b, 20);
+  EXPECT_EQ(w.flips, 1u);
+  EXPECT_FALSE(w.positions[1].agree);
+  EXPECT_EQ(w.positions[1].a.id1, 1);
+  EXPECT_EQ(w.positions[1].b.id1, 0);
+  EXPECT_EQ(w.decision, 1u);
+  EXPECT_EQ(w.at_decision().position, 21u);
+  EXPECT_EQ(w.at_decision().a.margin(), 0.125f);
+  EXPECT_EQ(w.at_decision().b.margin(), 0.125f);
+  EXPECT_EQ(w.at_decision().delta_at_ids, 0.25f);  // |2.25 - 2| at id 0
+  EXPECT_TRUE(w.exposed);
+  EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);
+  EXPECT_EQ(w.cls, mt::MarginClass::near_tie);
+  EXPECT_TRUE(w.passes());
+  EXPECT_EQ(mt::to_string(w.cls), "NEAR-TIE");
+}
+
+TEST(MarginWindow, UnexplainedIsASingleFlipTheSpreadDoesNotCover) {
+  // At a flip x = a.id1, y = b.id1: margin_a <= A[x] - A[y] and margin_b <= B[y] - B[x], whose sum
+  // is at most |A[x] - B[x]| + |B[y] - A[y]| <= 2 * delta, so the delta always reaches the
+  // smaller margin. A flip is unexplained only where it reaches it exactly: a clean swap.
+  const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
+  const auto w = mt::classify_margin_window(a, b, 5);
+  EXPECT_EQ(w.flips, 1u);
+  EXPECT_EQ(w.at_decision().position, 6u);
+  EXPECT_EQ(w.at_decision().a.margin(), 1.0f);
+  EXPECT_EQ(w.at_decision().b.margin(), 1.0f);
+  EXPECT_EQ(w.at_decision().delta_at_ids, 1.0f);
+  EXPECT_FALSE(w.exposed);                       // 1 > 1 is false
+  EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);  // margins 2, 1, 4: none below 1
+  EXPECT_EQ(w.cls, mt::MarginClass::unexplained);
+  EXPECT_FALSE(w.passes());
+  EXPECT_EQ(mt::to_string(w.cls), "UNEXPLAINED");
+}
+
+TEST(MarginWindow, AtAFlipTheDeltaAlwaysReachesTheSmallerMargin) {
+  // The bound behind the UNEXPLAINED comment, on random rows: float rounding is monotone, so it
+  // holds for the computed values too. A single flip is NEAR-TIE unless the delta equals the margin.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> logit(-4, 4), noise(-1, 1);
+  size_t flips = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<float> a(8), b(8);
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = logit(rng);
+      b[i] = a[i] + noise(rng);
+    }
+    const auto w = mt::classify_margin_window(Rows{a}, Rows{b}, 0);
+    if (w.flips == 0) continue;
+    ++flips;
+    const auto& p = w.positions[0];
+    EXPECT_GE(p.delta_at_ids, std::min(p.a.margin(), p.b.margin())) << "trial " << trial;
+  }
+  EXPECT_GT(flips, 100u);  // the property was exercised
+}
+
+TEST(MarginWindow, SystematicIsMoreThanOneFlip) {
+  // Two near-tie flips, each exposed on its own: still not one coin.
+  const Rows a = {{2, 2.125f, 0}, {3, 1, 0}, {0, 2, 2.125f}};
+  const Rows b = {{2.25f, 2.125f, 0}, {3, 1, 0}, {0, 2.25f, 2.125f}};
+  const auto w = mt::classify_margin_window(a, b, 0);
+  EXPECT_EQ(w.flips, 2u);
+  EXPECT_EQ(w.decision, 2u);  // the window's last, as the gate decides
+  EXPECT_TRUE(w.exposed);
+  EXPECT_EQ(w.cls, mt::MarginClass::systematic);
+  EXPECT_FALSE(w.passes());
+  EXPECT_EQ(mt::to_string(w.cls), "SYSTEMATIC");
+}
+
+TEST(MarginWindow, TiesBreakToTheLowestIndexInBothConfigs) {
+  // An exact tie that both configs see is no flip: both pick the lower id. Margin 0, delta 0,
+  // and 0 > 0 is false, so it is STABLE (the coin did not move).
+  const Rows tie = {{3, 1, 0}, {0, 5, 5}};
+  const auto same = mt::classify_margin_window(tie, tie, 0);
+  EXPECT_EQ(same.positions[1].a.id1, 1);
+  EXPECT_EQ(same.positions[1].b.id1, 1);
+  EXPECT_EQ(same.positions[1].a.id2, 2);
+  EXPECT_EQ(same.at_decision().a.margin(), 0.0f);
+  EXPECT_EQ(same.flips, 0u);
+  EXPECT_EQ(same.cls, mt::MarginClass::stable);
+  // The prefill config lifts the higher id a hair: that is a flip at a margin of 0, exposed.
+  const Rows lifted = {{3, 1, 0}, {0, 5, 5.0625f}};
+  const auto w = mt::classify_margin_window(tie, lifted, 0);
+  EXPECT_EQ(w.positions[1].a.id1, 1);
+  EXPECT_EQ(w.positions[1].b.id1, 2);
+  EXPECT_EQ(w.flips, 1u);
+  EXPECT_EQ(w.at_decision().delta_at_ids, 0.0625f);
+  EXPECT_TRUE(w.exposed);  // 0.0625 > min(0, 0.0625)
+  EXPECT_EQ(w.cls, mt::MarginClass::near_tie);
+}
+
+// The GPU canary's construction: a decode arm with one id's logit biased at every position.
+Rows biased(Rows rows, size_t id, float bias) {
+  for (auto& r : rows) r[id] += bias;
+  return rows;
+}
+
+TEST(MarginWindow, ABiasedDecodeLogitIsSystematic) {
+  const Rows prefill = {{4, 1, 0, 2, -1, 0.5f}, {0, 3, 1, 2.5f, -2, 0},   {1, 0, 6, 2, -1, 0.25f},
+                        {2, 5, 1, 0, -3, 1},    {3.5f, 1, 2, 0, 3, 0.5f}, {0, 1, 2, 3, -1, 4}};
+  const auto unbiased = mt::classify_margin_window(prefill, prefill, 100);
+  EXPECT_EQ(unbiased.flips, 0u);
+  EXPECT_EQ(unbiased.cls, mt::MarginClass::stable);
+  // +10 at id 4 takes the top-1 at every position.
+  const auto w = mt::classify_margin_window(biased(prefill, 4, 10), prefill, 100);
+  EXPECT_EQ(w.flips, 6u);
+  for (const auto& p : w.positions) EXPECT_EQ(p.a.id1, 4) << "position " << p.position;
+  EXPECT_EQ(w.cls, mt::MarginClass::systematic);
+  EXPECT_FALSE(w.passes());
+  // A bias that reaches across one position's margin only (id 4 is the runner-up at position
+  // 104, 0.5 below) is a single exposed flip: NEAR-TIE, which passes. The canary's bias must
+  // flip at least two positions of the window.
+  const auto one = mt::classify_margin_window(biased(prefill, 4, 0.75f), prefill, 100);
+  EXPECT_EQ(one.flips, 1u);
+  EXPECT_EQ(one.at_decision().position, 104u);
+  EXPECT_EQ(one.at_decision().delta_at_ids, 0.75f);
+  EXPECT_EQ(one.cls, mt::MarginClass::near_tie);
+  EXPECT_TRUE(one.passes());
+}
+
+TEST(MarginWindow, MalformedWindowsAreErrors) {
+  const Rows none;
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(none, none, 0); }), HasSubstr("empty window"));
+  const Rows two = {{1, 0}, {0, 1}}, one = {{1, 0}};
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(two, one, 0); }),
+              HasSubstr("config A (decode) has 2 rows, config B (prefill) 1"));
+  const Rows ragged = {{1, 0}, {0, 1, 2}};
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(two, ragged, 7); }),
+              HasSubstr("rows at position 8 differ in width: config A (decode) 2, config B (prefill) 3"));
+  const Rows nan_b = {{1, 0}, {0, NAN}};
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(two, nan_b, 7); }),
+              HasSubstr("config B (prefill) row at position 8: top2: NaN at index 1 of a 2-wide row"));
+  const Rows nan_a = {{NAN, 0}, {0, 1}};
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(nan_a, two, 7); }),
+              HasSubstr("config A (decode) row at position 7: top2: NaN at index 0"));
+  const Rows narrow = {{1}, {0}};
+  EXPECT_THAT(error_message([&] { mt::classify_margin_window(narrow, narrow, 0); }),
+              HasSubstr("row at position 0: top2: row has 1 elements, need at least 2"));
+}
+
+TEST(MarginWindow, PrintsOneLine) {
+  const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
+  EXPECT_EQ(::testing::PrintToString(mt::classify_margin_window(a, b, 5)),
+            "MarginWindow{positions 5..7, 1 flip, decision position 6, UNEXPLAINED}");
+  EXPECT_EQ(::testing::PrintToString(mt::classify_margin_window(a, a, 5)),
+            "MarginWindow{positions 5..7, 0 flips, decision position 7, STABLE}");
 }
 
 TEST(FractionRule, FailsIffKDrawsDivergeEarly) {

@@ -93,6 +93,32 @@ TEST_F(ReportTest, RecordsToJsonOfArmsAndDivergence) {
   EXPECT_EQ(j["first_divergence"]["noise_logit_test_id"], 0.0);
 }
 
+TEST(ReportJson, MarginWindowCarriesClassDecisionDistributionsAndPositions) {
+  const std::vector<std::vector<float>> decode = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
+  const std::vector<std::vector<float>> prefill = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  const auto j = mt::to_json(mt::classify_margin_window(decode, prefill, 20));
+  EXPECT_EQ(j["class"], "NEAR-TIE");
+  EXPECT_EQ(j["passes"], true);
+  EXPECT_EQ(j["flips"], 1);
+  EXPECT_EQ(j["window"], 3);
+  EXPECT_EQ(j["decision_position"], 21);  // the flip
+  EXPECT_EQ(j["decision_percentile"], 0.0);
+  EXPECT_EQ(j["exposed"], true);
+  EXPECT_EQ(j["margins_decode"]["min"], 0.125);
+  EXPECT_EQ(j["margins_decode"]["p50"], 2.0);
+  EXPECT_EQ(j["margins_prefill"]["max"], 4.0);
+  ASSERT_EQ(j["positions"].size(), 3u);
+  EXPECT_EQ(j["positions"][0]["position"], 20);
+  const auto& flip = j["positions"][1];
+  EXPECT_EQ(flip["decode"]["id1"], 1);
+  EXPECT_EQ(flip["decode"]["logit1"], 2.125);
+  EXPECT_EQ(flip["decode"]["id2"], 0);
+  EXPECT_EQ(flip["decode"]["margin"], 0.125);
+  EXPECT_EQ(flip["prefill"]["id1"], 0);
+  EXPECT_EQ(flip["delta_at_ids"], 0.25);
+  EXPECT_EQ(flip["agree"], false);
+}
+
 TEST(ReportDir, DefaultsToTestResultsInTheWorkingDirectory) {
   const char* old = std::getenv("MEMRA_TEST_RESULTS");
   const std::string saved = old ? old : "";

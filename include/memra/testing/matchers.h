@@ -3,6 +3,7 @@
 //   EXPECT_THAT(batched_logits, BitIdentical(isolated_logits));      // floats, 16-bit, tokens
 //   EXPECT_THAT(first_divergence(ref, test, noise), WithinEntryNoise());
 //   EXPECT_THAT(tf_steps, InBand(relative_band(0.01)));              // one TfStep or all of them
+//   EXPECT_THAT(classify_margin_window(decode, prefill, t - w), MarginClassPasses());
 //
 // Grammar (googletest): DescribeTo completes "Expected: ...", the explanation completes
 // "Actual: ... which ...". A failure message is for a person who has to act on it, so it
@@ -16,7 +17,8 @@
 // argument: the records print a one-line summary (PrintTo in records.h), and std::span prints its
 // elements like a container (below) instead of gtest's byte dump of a pointer and a size.
 //
-// provides: BitIdentical, Half16, WithinEntryNoise, InBand, the gtest printer of std::span
+// provides: BitIdentical, Half16, WithinEntryNoise, InBand, MarginClassPasses, describe_tf_row,
+//           describe_divergence, describe_margin_window, the gtest printer of std::span
 #pragma once
 
 #include <gtest/gtest-printers.h>
@@ -140,11 +142,28 @@ class InBandMatcher {
 };
 inline InBandMatcher InBand(BandRule rule) { return InBandMatcher(std::move(rule)); }
 
+// Passes iff an ArgmaxMargin window classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE
+// (classify_margin_window): no flip, or a single flip at a margin the config spread covers.
+// The explanation gives the class, the flips (and where), the decision position with both
+// configs' top-1 and margins, the delta at the contending ids, and the decision margin's
+// percentile in config A's margin distribution.
+class MarginClassPassesMatcher {
+ public:
+  using is_gtest_matcher = void;
+  bool MatchAndExplain(const MarginWindow& w, std::ostream* os) const;
+  void DescribeTo(std::ostream* os) const;
+  void DescribeNegationTo(std::ostream* os) const;
+};
+inline MarginClassPassesMatcher MarginClassPasses() { return {}; }
+
 // One line for a classified row, as the InBand explanation and the reports print it:
 // "step 4: GPU pick 9 vs banked 7; oracle margin 0.5 > band 0.125 -> out of band".
 std::string describe_tf_row(const TfRow& r);
 // "position 7: reference token 11 vs test token 12; ..." (as WithinEntryNoise explains it).
 std::string describe_divergence(const Divergence& d);
+// "SYSTEMATIC: 2 flips in 4 positions (at 11, 13); decision position 13: ..." (as
+// MarginClassPasses explains it).
+std::string describe_margin_window(const MarginWindow& w);
 
 namespace detail {
 

@@ -3,7 +3,7 @@
 // Everything here is pure host code over logit rows and token streams, so every rule is unit
 // tested on hand-made rows before a GPU ever feeds it:
 //   - top-2 of a row, its margin, the margin distribution of a prompt and a position's rank
-//     in it (the near-tie calibration of the ArgmaxMargin gate);
+//     in it, and the classification of a prefill-vs-decode window (the ArgmaxMargin gate);
 //   - Divergence: where two greedy streams first part, with both arms' deciding rows quoted at
 //     both candidate ids and the reference arm's entry-point noise there (ArmFork gate);
 //   - teacher-forced row classification against a banked oracle top-k (TeacherForced gate);
@@ -14,8 +14,9 @@
 // provides: Top2, top2, argmax, GreedyStream, Divergence, first_divergence, floor_position,
 //           BankRow, check_bank_row (both memra/bank.h's), TfStep, TfClass, TfRow, BandRule,
 //           classify_tf_row, TfSummary, summarize, MarginStats, top2_margins, margin_stats,
-//           percentile_rank, FractionRule, FractionVerdict, apply_fraction_rule, logits_stream_sha256, PrintTo (Divergence,
-//           TfStep, TfRow; BankRow's is memra/bank.h's)
+//           percentile_rank, MarginClass, MarginPosition, MarginWindow, classify_margin_window,
+//           FractionRule, FractionVerdict, apply_fraction_rule, logits_stream_sha256, PrintTo (Divergence,
+//           TfStep, TfRow, MarginWindow; BankRow's is memra/bank.h's)
 #pragma once
 
 #include <cstddef>
@@ -159,6 +160,57 @@ MarginStats margin_stats(std::span<const float> margins);
 // Fraction of `margins` strictly below `value`, in [0, 1]: where a decision margin sits.
 double percentile_rank(std::span<const float> margins, float value);
 
+// ---- the ArgmaxMargin window (prefill-vs-decode flip calibration) -------------------------
+
+// The seed's five verdict classes (argmax_margin_probe.rs). The first three pass.
+enum class MarginClass { stable, near_tie_exposed, near_tie, unexplained, systematic };
+// "STABLE", "NEAR-TIE-EXPOSED", "NEAR-TIE", "UNEXPLAINED", "SYSTEMATIC" (the seed's words).
+std::string_view to_string(MarginClass c);
+
+// One position of the window under both configs: A is the tokenwise decode row at that
+// position, B the batched prefill row (forward_last on the prompt truncated after it).
+struct MarginPosition {
+  size_t position = 0;  // in the prompt
+  Top2 a, b;
+  // The config delta at the contending ids: max |B[id] - A[id]| over {a.id1, a.id2, b.id1,
+  // b.id2}, the quantity that must exceed a margin for a flip to be possible at all.
+  float delta_at_ids = 0;
+  bool agree = true;  // a.id1 == b.id1
+};
+
+struct MarginWindow {
+  std::vector<MarginPosition> positions;
+  size_t flips = 0;                  // positions whose top-1 differ
+  MarginStats margins_a, margins_b;  // top-2 margin distributions: A = decode, B = prefill
+  size_t decision = 0;               // index into `positions` of the position the class is judged at
+  // Fraction of config A's margins strictly below the decision's config-A margin (percentile_rank).
+  double decision_percentile = 0;
+  bool exposed = false;  // delta_at_ids > min(a margin, b margin) at the decision position
+  MarginClass cls = MarginClass::stable;
+
+  const MarginPosition& at_decision() const { return positions.at(decision); }
+  bool passes() const;  // stable, near-tie-exposed and near-tie pass; unexplained, systematic fail
+};
+
+// Classifies a window as the seed does. rows_a[k] and rows_b[k] are the two configs' logit rows
+// at prompt position first_position + k. Per position: top-2 of each row (ties to the lowest
+// index), margin = logit1 - logit2, delta_at_ids, agreement of the top-1s. flips = disagreeing
+// positions; with exposure judged at the decision position:
+//   0 flips, not exposed -> STABLE     0 flips, exposed -> NEAR-TIE-EXPOSED
+//   1 flip,  exposed     -> NEAR-TIE   1 flip,  not exposed -> UNEXPLAINED
+//   >= 2 flips           -> SYSTEMATIC
+// The decision position is the window's last (the gate's), except with exactly one flip: then
+// it is the flipped position. That is the seed's stated intent for the 1-flip classes ("the
+// single flip sits at a margin the config spread covers"); its code judges the last position,
+// which says nothing about a flip earlier in the window. Note that at a flipped position the
+// delta always reaches the smaller margin (margin_a + margin_b <= 2 * delta), so a single flip
+// is UNEXPLAINED only where delta equals that margin exactly. With >= 2 flips the decision
+// position is the last one (the class does not depend on it).
+// Errors (memra::Error): an empty window, rows_a.size() != rows_b.size(), rows of one position
+// differing in width, a row with fewer than two logits or a NaN (these three name the position).
+MarginWindow classify_margin_window(std::span<const std::vector<float>> rows_a,
+                                    std::span<const std::vector<float>> rows_b, size_t first_position);
+
 // ---- the config-mode fraction rule --------------------------------------------------------
 
 // FAIL iff at least k of the draws diverge before step `early_step`. A plumbing bug (wrong
@@ -192,5 +244,6 @@ std::string logits_stream_sha256(std::span<const std::vector<float>> rows);
 void PrintTo(const Divergence& d, std::ostream* os);
 void PrintTo(const TfStep& s, std::ostream* os);
 void PrintTo(const TfRow& r, std::ostream* os);
+void PrintTo(const MarginWindow& w, std::ostream* os);
 
 }  // namespace memra::testing

@@ -7,7 +7,7 @@
 // (CTest runs every test in the build directory, so that is <build>/test-results).
 //
 // provides: Report, ReportPart, results_dir, to_json (Arms, Divergence, TfRow, TfSummary, MarginStats,
-//           FractionVerdict, GpuInfo)
+//           MarginWindow, FractionVerdict, GpuInfo)
 #pragma once
 
 #include <cstdint>
@@ -88,6 +88,7 @@ nlohmann::json to_json(const Divergence& d);
 nlohmann::json to_json(const TfRow& r);
 nlohmann::json to_json(const TfSummary& s);
 nlohmann::json to_json(const MarginStats& m);
+nlohmann::json to_json(const MarginWindow& w);
 nlohmann::json to_json(const FractionVerdict& v);
 nlohmann::json to_json(const GpuInfo& g);
 
