@@ -303,7 +303,7 @@ bool MarginClassPassesMatcher::MatchAndExplain(const MarginWindow& w, std::ostre
         *os << ": cross-config drift at a near tie, not a numeric defect";
         break;
       case MarginClass::unexplained:
-        *os << ": a flip the config spread does not cover, a real defect";
+        *os << ": a flip the config spread at the decision position does not cover, a real defect";
         break;
       case MarginClass::systematic:
         *os << ": several positions disagree, not a near-tie coin";
@@ -314,13 +314,13 @@ bool MarginClassPassesMatcher::MatchAndExplain(const MarginWindow& w, std::ostre
 }
 
 void MarginClassPassesMatcher::DescribeTo(std::ostream* os) const {
-  *os << "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a margin "
-         "the config spread covers)";
+  *os << "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip with the "
+         "decision position exposed)";
 }
 
 void MarginClassPassesMatcher::DescribeNegationTo(std::ostream* os) const {
-  *os << "classifies as UNEXPLAINED or SYSTEMATIC (a flip the config spread does not cover, or more "
-         "than one flip)";
+  *os << "classifies as UNEXPLAINED or SYSTEMATIC (a single flip with the decision position not exposed, "
+         "or more than one flip)";
 }
 
 }  // namespace memra::testing

@@ -244,12 +244,8 @@ MarginWindow classify_margin_window(std::span<const std::vector<float>> rows_a,
   }
   w.margins_a = margin_stats(margins_a);
   w.margins_b = margin_stats(margins_b);
-  // The gate decides at the window's last position; a single flip is judged where it sits.
+  // The gate decides at the window's last position (the seed's code; records.h says why).
   w.decision = w.positions.size() - 1;
-  if (w.flips == 1) {
-    const auto flip = std::find_if(w.positions.begin(), w.positions.end(), [](const auto& p) { return !p.agree; });
-    w.decision = size_t(flip - w.positions.begin());
-  }
   const MarginPosition& d = w.positions[w.decision];
   w.decision_percentile = percentile_rank(margins_a, d.a.margin());
   w.exposed = d.delta_at_ids > std::min(d.a.margin(), d.b.margin());

@@ -261,8 +261,8 @@ TEST(InBand, AllRowsCountsClassesAndListsFailures) {
 
 using Rows = std::vector<std::vector<float>>;
 
-// One flip at position 6, a clean swap: the delta there only equals the margins (1), it does
-// not exceed them.
+// One flip at position 6, mid-window, while the decision position 7 (the window's last) is safe:
+// nothing differs there, the delta 0 stays below the margins (4).
 memra::testing::MarginWindow unexplained_window() {
   const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
   const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
@@ -284,12 +284,13 @@ TEST(MarginClassPasses, StableAndNearTieExposedPass) {
 }
 
 TEST(MarginClassPasses, ASingleCoveredFlipIsANearTieAndPasses) {
-  const Rows a = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
-  const Rows b = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  // The flip is at the decision position 22 (the window's last), whose margin the spread covers.
+  const Rows a = {{3, 1, 0}, {0, 0, 4}, {2, 2.125f, 0}};
+  const Rows b = {{3, 1, 0}, {0, 0, 4}, {2.25f, 2.125f, 0}};
   const auto w = memra::testing::classify_margin_window(a, b, 20);
   EXPECT_THAT(w, MarginClassPasses());
   EXPECT_EQ(explain(MarginClassPasses(), w),
-            "which is NEAR-TIE: 1 flip in 3 positions (at 21); decision position 21: decode top-1 1 "
+            "which is NEAR-TIE: 1 flip in 3 positions (at 22); decision position 22: decode top-1 1 "
             "margin 0.125, prefill top-1 0 margin 0.125; delta at the ids 0.25 > min margin 0.125 "
             "(exposed); 0 of 3 decode margins below the decision's (percentile 0); decode margins min "
             "0.125 p10 0.125 p50 2 p90 4 max 4, prefill margins min 0.125 p50 2 max 4: cross-config "
@@ -300,11 +301,11 @@ TEST(MarginClassPasses, UnexplainedFlipFails) {
   const auto w = unexplained_window();
   EXPECT_THAT(w, Not(MarginClassPasses()));
   EXPECT_EQ(explain(MarginClassPasses(), w),
-            "which is UNEXPLAINED: 1 flip in 3 positions (at 6); decision position 6: decode top-1 0 "
-            "margin 1, prefill top-1 1 margin 1; delta at the ids 1 <= min margin 1 (not exposed); 0 "
-            "of 3 decode margins below the decision's (percentile 0); decode margins min 1 p10 1 p50 2 "
-            "p90 4 max 4, prefill margins min 1 p50 2 max 4: a flip the config spread does not cover, "
-            "a real defect");
+            "which is UNEXPLAINED: 1 flip in 3 positions (at 6); decision position 7: decode top-1 2 "
+            "margin 4, prefill top-1 2 margin 4; delta at the ids 0 <= min margin 4 (not exposed); 2 "
+            "of 3 decode margins below the decision's (percentile 0.666667); decode margins min 1 p10 1 "
+            "p50 2 p90 4 max 4, prefill margins min 1 p50 2 max 4: a flip the config spread at the "
+            "decision position does not cover, a real defect");
 }
 
 TEST(MarginClassPasses, SystematicFailsAndListsTheFlips) {
@@ -321,11 +322,11 @@ TEST(MarginClassPasses, SystematicFailsAndListsTheFlips) {
 
 TEST(MarginClassPasses, Describes) {
   EXPECT_EQ(describe<memra::testing::MarginWindow>(MarginClassPasses()),
-            "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a margin "
-            "the config spread covers)");
+            "classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip with the "
+            "decision position exposed)");
   EXPECT_EQ(describe<memra::testing::MarginWindow>(MarginClassPasses(), true),
-            "classifies as UNEXPLAINED or SYSTEMATIC (a flip the config spread does not cover, or more "
-            "than one flip)");
+            "classifies as UNEXPLAINED or SYSTEMATIC (a single flip with the decision position not "
+            "exposed, or more than one flip)");
 }
 
 // ---- the whole failure text ------------------------------------------------------------------
@@ -379,11 +380,11 @@ TEST(FailureText, MarginClassPassesSummarisesTheWindow) {
   EXPECT_NONFATAL_FAILURE(
       EXPECT_THAT(w, MarginClassPasses()),
       "Value of: w\n"
-      "Expected: classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip at a "
-      "margin the config spread covers)\n"
-      "  Actual: MarginWindow{positions 5..7, 1 flip, decision position 6, UNEXPLAINED} (of type "
+      "Expected: classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE (no flip, or a single flip with "
+      "the decision position exposed)\n"
+      "  Actual: MarginWindow{positions 5..7, 1 flip, decision position 7, UNEXPLAINED} (of type "
       "memra::testing::MarginWindow), which is UNEXPLAINED: 1 flip in 3 positions (at 6); decision "
-      "position 6:");
+      "position 7:");
 }
 
 TEST(FailureText, SpansOfHalfBitsAndTokensPrintTheirElements) {

@@ -185,21 +185,16 @@ TEST(MarginWindow, NearTieExposedWhenTheDecisionMarginIsInsideTheSpreadButNothin
   EXPECT_EQ(mt::to_string(w.cls), "NEAR-TIE-EXPOSED");
 }
 
-TEST(MarginWindow, NearTieIsASingleFlipJudgedWhereItSits) {
-  // The flip is at position 21, mid-window; the last position is safe. The seed's code judges
-  // exposure at the last position and would call this UNEXPLAINED; its stated intent (and this
-  // rule) judges the flip at the flip.
-  const Rows a = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
-  const Rows b = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+TEST(MarginWindow, NearTieIsASingleFlipAtACoveredDecision) {
+  // The flip is at the decision position (the window's last), whose margin the spread covers.
+  const Rows a = {{3, 1, 0}, {0, 0, 4}, {2, 2.125f, 0}};
+  const Rows b = {{3, 1, 0}, {0, 0, 4}, {2.25f, 2.125f, 0}};
   const auto w = mt::classify_margin_window(a, b, 20);
   EXPECT_EQ(w.flips, 1u);
-  EXPECT_FALSE(w.positions[1].agree);
-  EXPECT_EQ(w.positions[1].a.id1, 1);
-  EXPECT_EQ(w.positions[1].b.id1, 0);
-  EXPECT_EQ(w.decision, 1u);
-  EXPECT_EQ(w.at_decision().position, 21u);
+  EXPECT_FALSE(w.positions[2].agree);
+  EXPECT_EQ(w.decision, 2u);
+  EXPECT_EQ(w.at_decision().position, 22u);
   EXPECT_EQ(w.at_decision().a.margin(), 0.125f);
-  EXPECT_EQ(w.at_decision().b.margin(), 0.125f);
   EXPECT_EQ(w.at_decision().delta_at_ids, 0.25f);  // |2.25 - 2| at id 0
   EXPECT_TRUE(w.exposed);
   EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);
@@ -208,28 +203,45 @@ TEST(MarginWindow, NearTieIsASingleFlipJudgedWhereItSits) {
   EXPECT_EQ(mt::to_string(w.cls), "NEAR-TIE");
 }
 
+TEST(MarginWindow, ASingleFlipAwayFromASafeDecisionIsUnexplained) {
+  // The seed's code: the flip at 21 is mid-window and the decision position 22 is safe, so the
+  // spread at the decision cannot explain the window: UNEXPLAINED.
+  const Rows a = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
+  const Rows b = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  const auto w = mt::classify_margin_window(a, b, 20);
+  EXPECT_EQ(w.flips, 1u);
+  EXPECT_EQ(w.at_decision().position, 22u);
+  EXPECT_FALSE(w.exposed);
+  EXPECT_EQ(w.cls, mt::MarginClass::unexplained);
+  EXPECT_FALSE(w.passes());
+}
+
 TEST(MarginWindow, UnexplainedIsASingleFlipTheSpreadDoesNotCover) {
   // At a flip x = a.id1, y = b.id1: margin_a <= A[x] - A[y] and margin_b <= B[y] - B[x], whose sum
   // is at most |A[x] - B[x]| + |B[y] - A[y]| <= 2 * delta, so the delta always reaches the
-  // smaller margin. A flip is unexplained only where it reaches it exactly: a clean swap.
-  const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
-  const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
+  // smaller margin. A flip at the decision position is unexplained only where it reaches it
+  // exactly: a clean swap, here at the window's last position 7.
+  const Rows a = {{3, 1, 0}, {0, 0, 4}, {1, 0, -1}};
+  const Rows b = {{3, 1, 0}, {0, 0, 4}, {0, 1, -1}};
   const auto w = mt::classify_margin_window(a, b, 5);
   EXPECT_EQ(w.flips, 1u);
-  EXPECT_EQ(w.at_decision().position, 6u);
+  EXPECT_FALSE(w.positions[2].agree);
+  EXPECT_EQ(w.at_decision().position, 7u);
   EXPECT_EQ(w.at_decision().a.margin(), 1.0f);
   EXPECT_EQ(w.at_decision().b.margin(), 1.0f);
   EXPECT_EQ(w.at_decision().delta_at_ids, 1.0f);
   EXPECT_FALSE(w.exposed);                       // 1 > 1 is false
-  EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);  // margins 2, 1, 4: none below 1
+  EXPECT_DOUBLE_EQ(w.decision_percentile, 0.0);  // margins 2, 4, 1: none below 1
   EXPECT_EQ(w.cls, mt::MarginClass::unexplained);
   EXPECT_FALSE(w.passes());
   EXPECT_EQ(mt::to_string(w.cls), "UNEXPLAINED");
 }
 
 TEST(MarginWindow, AtAFlipTheDeltaAlwaysReachesTheSmallerMargin) {
-  // The bound behind the UNEXPLAINED comment, on random rows: float rounding is monotone, so it
-  // holds for the computed values too. A single flip is NEAR-TIE unless the delta equals the margin.
+  // The bound the header cites (records.h, classify_margin_window), on random rows: float
+  // rounding is monotone, so it holds for the computed values too. A flip judged at its own
+  // position always looks covered, which is why the class is judged at the window's last: a
+  // single flip there is NEAR-TIE unless the delta equals the margin.
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> logit(-4, 4), noise(-1, 1);
   size_t flips = 0;
@@ -302,14 +314,18 @@ TEST(MarginWindow, ABiasedDecodeLogitIsSystematic) {
   EXPECT_EQ(w.cls, mt::MarginClass::systematic);
   EXPECT_FALSE(w.passes());
   // A bias that reaches across one position's margin only (id 4 is the runner-up at position
-  // 104, 0.5 below) is a single exposed flip: NEAR-TIE, which passes. The canary's bias must
-  // flip at least two positions of the window.
+  // 104, 0.5 below) flips 104 alone while the decision position 105 is safe (id 4 stays 4.25
+  // below its top-1): UNEXPLAINED, which fails. A single flip at the decision position would be
+  // NEAR-TIE and pass, so the canary's bias must flip a position before the decision, or two.
   const auto one = mt::classify_margin_window(biased(prefill, 4, 0.75f), prefill, 100);
   EXPECT_EQ(one.flips, 1u);
-  EXPECT_EQ(one.at_decision().position, 104u);
-  EXPECT_EQ(one.at_decision().delta_at_ids, 0.75f);
-  EXPECT_EQ(one.cls, mt::MarginClass::near_tie);
-  EXPECT_TRUE(one.passes());
+  EXPECT_FALSE(one.positions[4].agree);
+  EXPECT_EQ(one.positions[4].delta_at_ids, 0.75f);
+  EXPECT_EQ(one.at_decision().position, 105u);
+  EXPECT_EQ(one.at_decision().delta_at_ids, 0.0f);  // id 4 is in neither top-2 there
+  EXPECT_FALSE(one.exposed);
+  EXPECT_EQ(one.cls, mt::MarginClass::unexplained);
+  EXPECT_FALSE(one.passes());
 }
 
 TEST(MarginWindow, MalformedWindowsAreErrors) {
@@ -336,7 +352,7 @@ TEST(MarginWindow, PrintsOneLine) {
   const Rows a = {{3, 1, 0}, {1, 0, -1}, {0, 0, 4}};
   const Rows b = {{3, 1, 0}, {0, 1, -1}, {0, 0, 4}};
   EXPECT_EQ(::testing::PrintToString(mt::classify_margin_window(a, b, 5)),
-            "MarginWindow{positions 5..7, 1 flip, decision position 6, UNEXPLAINED}");
+            "MarginWindow{positions 5..7, 1 flip, decision position 7, UNEXPLAINED}");
   EXPECT_EQ(::testing::PrintToString(mt::classify_margin_window(a, a, 5)),
             "MarginWindow{positions 5..7, 0 flips, decision position 7, STABLE}");
 }

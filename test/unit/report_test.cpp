@@ -94,14 +94,14 @@ TEST_F(ReportTest, RecordsToJsonOfArmsAndDivergence) {
 }
 
 TEST(ReportJson, MarginWindowCarriesClassDecisionDistributionsAndPositions) {
-  const std::vector<std::vector<float>> decode = {{3, 1, 0}, {2, 2.125f, 0}, {0, 0, 4}};
-  const std::vector<std::vector<float>> prefill = {{3, 1, 0}, {2.25f, 2.125f, 0}, {0, 0, 4}};
+  const std::vector<std::vector<float>> decode = {{3, 1, 0}, {0, 0, 4}, {2, 2.125f, 0}};
+  const std::vector<std::vector<float>> prefill = {{3, 1, 0}, {0, 0, 4}, {2.25f, 2.125f, 0}};
   const auto j = mt::to_json(mt::classify_margin_window(decode, prefill, 20));
   EXPECT_EQ(j["class"], "NEAR-TIE");
   EXPECT_EQ(j["passes"], true);
   EXPECT_EQ(j["flips"], 1);
   EXPECT_EQ(j["window"], 3);
-  EXPECT_EQ(j["decision_position"], 21);  // the flip
+  EXPECT_EQ(j["decision_position"], 22);  // the window's last, where the flip is
   EXPECT_EQ(j["decision_percentile"], 0.0);
   EXPECT_EQ(j["exposed"], true);
   EXPECT_EQ(j["margins_decode"]["min"], 0.125);
@@ -109,7 +109,7 @@ TEST(ReportJson, MarginWindowCarriesClassDecisionDistributionsAndPositions) {
   EXPECT_EQ(j["margins_prefill"]["max"], 4.0);
   ASSERT_EQ(j["positions"].size(), 3u);
   EXPECT_EQ(j["positions"][0]["position"], 20);
-  const auto& flip = j["positions"][1];
+  const auto& flip = j["positions"][2];
   EXPECT_EQ(flip["decode"]["id1"], 1);
   EXPECT_EQ(flip["decode"]["logit1"], 2.125);
   EXPECT_EQ(flip["decode"]["id2"], 0);

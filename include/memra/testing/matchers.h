@@ -143,7 +143,8 @@ class InBandMatcher {
 inline InBandMatcher InBand(BandRule rule) { return InBandMatcher(std::move(rule)); }
 
 // Passes iff an ArgmaxMargin window classifies as STABLE, NEAR-TIE-EXPOSED or NEAR-TIE
-// (classify_margin_window): no flip, or a single flip at a margin the config spread covers.
+// (classify_margin_window): no flip, or a single flip with the decision position (the window's
+// last) exposed.
 // The explanation gives the class, the flips (and where), the decision position with both
 // configs' top-1 and margins, the delta at the contending ids, and the decision margin's
 // percentile in config A's margin distribution.

@@ -182,7 +182,7 @@ struct MarginWindow {
   std::vector<MarginPosition> positions;
   size_t flips = 0;                  // positions whose top-1 differ
   MarginStats margins_a, margins_b;  // top-2 margin distributions: A = decode, B = prefill
-  size_t decision = 0;               // index into `positions` of the position the class is judged at
+  size_t decision = 0;               // index into `positions` of the decision (the window's last)
   // Fraction of config A's margins strictly below the decision's config-A margin (percentile_rank).
   double decision_percentile = 0;
   bool exposed = false;  // delta_at_ids > min(a margin, b margin) at the decision position
@@ -199,13 +199,11 @@ struct MarginWindow {
 //   0 flips, not exposed -> STABLE     0 flips, exposed -> NEAR-TIE-EXPOSED
 //   1 flip,  exposed     -> NEAR-TIE   1 flip,  not exposed -> UNEXPLAINED
 //   >= 2 flips           -> SYSTEMATIC
-// The decision position is the window's last (the gate's), except with exactly one flip: then
-// it is the flipped position. That is the seed's stated intent for the 1-flip classes ("the
-// single flip sits at a margin the config spread covers"); its code judges the last position,
-// which says nothing about a flip earlier in the window. Note that at a flipped position the
-// delta always reaches the smaller margin (margin_a + margin_b <= 2 * delta), so a single flip
-// is UNEXPLAINED only where delta equals that margin exactly. With >= 2 flips the decision
-// position is the last one (the class does not depend on it).
+// The decision position is the window's last (the gate's position), as in the seed's code:
+// exposure there asks whether the decision the gate makes is a coin the two configs can turn.
+// A single flip elsewhere in the window while the decision position is safe is UNEXPLAINED:
+// judged at its own position a flip would always look covered (at a flip, margin_a + margin_b
+// <= 2 * delta, so the delta reaches the smaller margin), and the class would say nothing.
 // Errors (memra::Error): an empty window, rows_a.size() != rows_b.size(), rows of one position
 // differing in width, a row with fewer than two logits or a NaN (these three name the position).
 MarginWindow classify_margin_window(std::span<const std::vector<float>> rows_a,
