@@ -1,0 +1,106 @@
+// The exactness gates' file fixtures: a model FILE the GPU model loads as a user's would, with
+// its sha256 and its tokenizer.
+//
+//   "<family>-<type>"  the tiny fixture GGUF <build>/fixtures/tiny-<family>-<type>.gguf (made by
+//                      the ctest fixtures fixture_gen_tiny_*: D 64, the real Qwen3 vocabulary and
+//                      tokenizer, weights scaled to trained-like margins; docs/fixtures.md), and
+//                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
+//   "user"             the checkpoint MEMRA_GATE_MODEL names (a GGUF file or an HF directory;
+//                      docs/testing.md "Your own checkpoint"), its bank MEMRA_GATE_BANK if set.
+// The gates instantiate a "user" case each; it skips, saying why, unless MEMRA_GATE_MODEL is set,
+// and is never part of strict-mode coverage.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memra/engine.h"
+#include "memra/error.h"
+#include "memra/hash.h"
+#include "memra/model.h"
+#include "memra/source.h"
+#include "memra/testing/gpu.h"
+#include "memra/tokenizer.h"
+
+namespace memra::gpu_test {
+
+inline Engine& file_fixture_engine() {
+  static Engine e = Engine::open(testing::test_device());
+  return e;
+}
+
+inline std::string file_sha256(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) fail(p.string(), ": cannot open for hashing");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
+    h.update(buf.data(), static_cast<size_t>(f.gcount()));
+  return h.finish_hex();
+}
+
+struct FileFixture {
+  std::string id;
+  std::filesystem::path model_path, bank_path;
+  std::string model_sha256;  // of the GGUF, or of an HF directory's model.safetensors
+  std::unique_ptr<WeightSource> source;
+  std::unique_ptr<Model> gpu;
+  std::unique_ptr<Tokenizer> tokenizer;
+  bool quantised = false;  // Q8_0 / NVFP4 matrices: the oracle takes the q8_1 contract
+};
+
+inline bool user_case(const std::string& id) { return id == "user"; }
+
+// For a gate's SetUp: skip the user case without MEMRA_GATE_MODEL (true: skipped).
+inline bool skip_user_case_without_model(const std::string& id) {
+  const char* p = std::getenv("MEMRA_GATE_MODEL");
+  return user_case(id) && (!p || !*p);
+}
+inline constexpr const char* kNoUserModel =
+    "MEMRA_GATE_MODEL is not set: the user-checkpoint case runs a model of your own (docs/testing.md "
+    "\"Your own checkpoint\"); never part of strict coverage";
+
+inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
+  namespace fs = std::filesystem;
+  auto m = std::make_unique<FileFixture>();
+  m->id = id;
+  if (user_case(id)) {
+    const char* p = std::getenv("MEMRA_GATE_MODEL");
+    if (!p || !*p) fail("MEMRA_GATE_MODEL is not set");
+    m->model_path = p;
+    if (const char* b = std::getenv("MEMRA_GATE_BANK")) m->bank_path = b;
+  } else {
+    m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
+    m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");
+  }
+  if (!fs::exists(m->model_path))
+    fail(m->model_path.string(), ": no such model (the tiny fixtures are made by the ctest fixtures fixture_gen_tiny_*)");
+  const fs::path hashed = fs::is_directory(m->model_path) ? m->model_path / "model.safetensors" : m->model_path;
+  m->model_sha256 = file_sha256(hashed);
+  m->source = open_weights(m->model_path.string());
+  m->gpu = std::make_unique<Model>(Model::load(file_fixture_engine(), *m->source));
+  m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::for_model(*m->source));
+  for (const std::string& n : m->source->tensor_names()) {
+    const DType t = m->source->find(n)->type;
+    m->quantised = m->quantised || t == DType::Q8_0 || t == DType::NVFP4;
+  }
+  return m;
+}
+
+// The fixture ids of `families` x `types` ("qwen35-nvfp4", ...); no families: all four.
+inline std::vector<std::string> file_fixture_ids(std::initializer_list<const char*> types,
+                                                 std::vector<std::string> families = {}) {
+  if (families.empty()) families = {"qwen3", "qwen3next", "qwen35", "qwen35moe"};
+  std::vector<std::string> v;
+  for (const std::string& f : families)
+    for (const char* t : types) v.push_back(f + "-" + t);
+  return v;
+}
+
+}  // namespace memra::gpu_test
