@@ -15,10 +15,15 @@
 //            (BF16, Q8_0, NVFP4 fixtures);
 //   chunked  gdn_prefill = chunked: the WY form over 64-token chunks (the hybrid families);
 //   w4a4     prefill_act = w4a4: e2m1 activations for NVFP4 mat-muls (NVFP4 fixtures).
+// Fixtures: every tiny one the arm applies to, and the realistic ones (file_fixture.h "real-*").
+// W4A4 is not a servable arm: its cases assert the verdict recorded in kW4a4Verdict (measured on
+// the H200), so a change either way fails and gets reviewed.
 // Non-vacuity: the arm's launch counter moved. Canary (gate_argmax_margin_canary): config A with
 // a biased logit (Break::bias_id, +64 on one id, on the decode path only) must be SYSTEMATIC.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "exactness/file_fixture.h"
 #include "memra/model.h"
@@ -48,6 +53,9 @@ const std::vector<std::string>& margin_prompts() {
       "output projection return to the residual stream, where the next block picks it up."};
   return p;
 }
+
+// W4A4's window verdicts per fixture (true: every window passes), measured on the H200.
+const std::map<std::string, bool> kW4a4Verdict = {};
 
 Arms arm_under_test(const Model& gpu, const std::string& arm) {
   Arms a = gpu.arms();
@@ -118,13 +126,35 @@ std::vector<testing::MarginWindow> margin_gate(FileFixture& m, const std::string
   rep.figure("arm_launches", launches);
   for (const auto& [cls, n] : counts) rep.figure("class_" + cls, n);
   EXPECT_GT(launches, 0) << m.id << ": vacuous: the " << arm << " arm never engaged";
-  for (const testing::MarginWindow& w : ws) EXPECT_THAT(w, testing::MarginClassPasses()) << m.id << "/" << arm;
   return ws;
 }
 
 #ifndef MEMRA_GPU_CANARY
 
-TEST_P(MarginGate, FlipsOnlyAtNearTies) { margin_gate(model(), GetParam().arms, report()); }
+TEST_P(MarginGate, FlipsOnlyAtNearTies) {
+  FileFixture& m = model();
+  const std::string arm = GetParam().arms;
+  const std::vector<testing::MarginWindow> ws = margin_gate(m, arm, report());
+  bool all_pass = true;
+  for (const testing::MarginWindow& w : ws) all_pass = all_pass && w.passes();
+  if (arm != "w4a4" || gpu_test::user_case(m.id)) {
+    for (const testing::MarginWindow& w : ws) EXPECT_THAT(w, testing::MarginClassPasses()) << m.id << "/" << arm;
+    return;
+  }
+  report()["w4a4_verdict"] = all_pass ? "PASS" : "FAIL";
+  std::printf("[margin] %s/w4a4 verdict: %s\n", m.id.c_str(), all_pass ? "PASS" : "FAIL");
+  const auto it = kW4a4Verdict.find(m.id);
+  ASSERT_NE(it, kW4a4Verdict.end()) << m.id << ": no recorded W4A4 verdict (measured " << (all_pass ? "PASS" : "FAIL")
+                                    << "): record it in kW4a4Verdict and docs/testing.md";
+  for (const testing::MarginWindow& w : ws) {
+    if (it->second) {
+      EXPECT_THAT(w, testing::MarginClassPasses()) << m.id << ": W4A4 used to pass here";
+    } else if (all_pass) {
+      ADD_FAILURE() << m.id << ": W4A4 now passes where it used to fail: update kW4a4Verdict and the docs";
+      break;
+    }
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(TinyGemm, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
@@ -137,6 +167,16 @@ INSTANTIATE_TEST_SUITE_P(TinyChunked, MarginGate,
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"nvfp4"}), {"w4a4"})),
+                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}), {"gemm"})),
+                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealChunked, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b"}),
+                                                                 {"chunked"})),
+                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, MarginGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4"})),
                          testing::CaseName());
@@ -153,7 +193,10 @@ TEST_P(MarginCanary, BiasedDecodeLogitIsSystematic) {
   brk.bias_value = 64.0f;
   m.gpu->set_break(brk);
   std::vector<testing::MarginWindow> ws;
-  expect_gate_fails("decode logit 13 biased by +64", [&] { ws = margin_gate(m, GetParam().arms, report()); });
+  expect_gate_fails("decode logit 13 biased by +64", [&] {
+    ws = margin_gate(m, GetParam().arms, report());
+    for (const testing::MarginWindow& w : ws) EXPECT_THAT(w, testing::MarginClassPasses()) << m.id;
+  });
   m.gpu->set_break(Break{});
   for (const testing::MarginWindow& w : ws) EXPECT_EQ(w.cls, testing::MarginClass::systematic) << m.id;
 }

@@ -5,6 +5,9 @@
 //                      the ctest fixtures fixture_gen_tiny_*: D 64, the real Qwen3 vocabulary and
 //                      tokenizer, weights scaled to trained-like margins; docs/fixtures.md), and
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
+//   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
+//                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B layers at 4
+//                      layers; no committed bank: the CPU oracle at these widths is minutes);
 //   "user"             the checkpoint MEMRA_GATE_MODEL names (a GGUF file or an HF directory;
 //                      docs/testing.md "Your own checkpoint"), its bank MEMRA_GATE_BANK if set.
 // The gates instantiate a "user" case each; it skips, saying why, unless MEMRA_GATE_MODEL is set,
@@ -75,12 +78,14 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     if (!p || !*p) fail("MEMRA_GATE_MODEL is not set");
     m->model_path = p;
     if (const char* b = std::getenv("MEMRA_GATE_BANK")) m->bank_path = b;
+  } else if (id.starts_with("real-")) {
+    m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / (id + ".gguf");
   } else {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
     m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");
   }
   if (!fs::exists(m->model_path))
-    fail(m->model_path.string(), ": no such model (the tiny fixtures are made by the ctest fixtures fixture_gen_tiny_*)");
+    fail(m->model_path.string(), ": no such model (the fixture files are made by the ctest fixtures fixture_gen_*)");
   const fs::path hashed = fs::is_directory(m->model_path) ? m->model_path / "model.safetensors" : m->model_path;
   m->model_sha256 = file_sha256(hashed);
   m->source = open_weights(m->model_path.string());
@@ -91,6 +96,16 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     m->quantised = m->quantised || t == DType::Q8_0 || t == DType::NVFP4;
   }
   return m;
+}
+
+// The realistic fixtures of `types` ("real-qwen3-0.6b-nvfp4", ...); presets: both.
+inline std::vector<std::string> real_fixture_ids(std::initializer_list<const char*> types,
+                                                 std::vector<std::string> presets = {}) {
+  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b"};
+  std::vector<std::string> v;
+  for (const std::string& p : presets)
+    for (const char* t : types) v.push_back("real-" + p + "-" + t);
+  return v;
 }
 
 // The fixture ids of `families` x `types` ("qwen35-nvfp4", ...); no families: all four.

@@ -312,11 +312,36 @@ TEST_P(TfCalibration, GpuNoiseWithinCommittedCalibration) {
   const std::vector<std::vector<float>> orows = teacher_forced_rows(o, ref.prompt, ref.tokens);
   const TfPass g = with_arm(*m.gpu, arm, [&] { return tf_pass(*m.gpu, ref.prompt, ref.tokens); });
   double c = 0;
+  size_t worst_pos = 0, worst_id = 0;
+  for (size_t i = 0; i < orows.size(); ++i) {
+    double d = 0;
+    size_t at = 0;
+    for (size_t j = 0; j < orows[i].size(); ++j) {
+      const double dj = std::abs(double(g.rows[i][j]) - orows[i][j]);
+      if (dj > d) d = dj, at = j;
+    }
+    if (d / std::abs(double(ref.rows[i].top_logits[0])) > c) {
+      c = d / std::abs(double(ref.rows[i].top_logits[0]));
+      worst_pos = i, worst_id = at;
+    }
+  }
+  // where the worst deviation is: one logit at one position (a q8_1 rounding the two sides took
+  // differently), or everywhere (a systematic difference)
+  int over_half = 0;  // positions whose own deviation is over half the worst
   for (size_t i = 0; i < orows.size(); ++i) {
     double d = 0;
     for (size_t j = 0; j < orows[i].size(); ++j) d = std::max(d, std::abs(double(g.rows[i][j]) - orows[i][j]));
-    c = std::max(c, d / std::abs(double(ref.rows[i].top_logits[0])));
+    over_half += d / std::abs(double(ref.rows[i].top_logits[0])) > c / 2;
   }
+  report()["worst"] = {{"position", worst_pos},
+                       {"id", worst_id},
+                       {"gpu", g.rows[worst_pos][worst_id]},
+                       {"oracle", orows[worst_pos][worst_id]},
+                       {"oracle_top1", ref.rows[worst_pos].top_logits[0]},
+                       {"positions_over_half_the_worst", over_half}};
+  std::printf("[tf-calibration-worst] %s/%s: position %zu id %zu gpu %.6g oracle %.6g top1 %.6g; %d positions over half\n",
+              m.id.c_str(), arm_class(arm).c_str(), worst_pos, worst_id, g.rows[worst_pos][worst_id],
+              orows[worst_pos][worst_id], ref.rows[worst_pos].top_logits[0], over_half);
   const Calibration committed = committed_c_gpu(m.id, arm);
   std::printf("[tf-calibration] %s/%s: C_gpu measured %.3e, committed %s\n", m.id.c_str(), arm_class(arm).c_str(), c,
               committed.c_gpu ? std::to_string(*committed.c_gpu).c_str() : "none");
