@@ -14,7 +14,7 @@
 //     EXPECT_THAT(d, WithinEntryNoise());
 //   }
 //   INSTANTIATE_TEST_SUITE_P(Tiny, ArmForkGate,
-//       ::testing::ValuesIn(gate_cases({"tiny-nvfp4"}, {"w4a4"}, {"essay"})), CaseName());
+//       ::testing::ValuesIn(gate_cases({"real-qwen3-0.6b-nvfp4"}, {"w4a4"}, {"essay"})), CaseName());
 //
 // - Cases are values (model fixture x arms x prompt) whose name() is the GTest parameter name,
 //   so `--gtest_filter='*tiny_nvfp4_w4a4_essay*'` reruns exactly one.
