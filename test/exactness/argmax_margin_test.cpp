@@ -114,7 +114,8 @@ std::vector<testing::MarginWindow> margin_gate(FileFixture& m, const std::string
   int64_t launches = 0;
   std::map<std::string, int> counts;
   nlohmann::json windows = nlohmann::json::array();
-  for (const std::string& text : margin_prompts()) {
+  const std::vector<std::string> user = gpu_test::user_case(m.id) ? gpu_test::user_prompts() : std::vector<std::string>{};
+  for (const std::string& text : user.empty() ? margin_prompts() : user) {
     const std::vector<int32_t> prompt = m.tokenizer->encode(text);
     ws.push_back(margin_window(*m.gpu, prompt, arm, launches));
     const testing::MarginWindow& w = ws.back();

@@ -125,6 +125,8 @@ class ArmForkGate : public testing::GpuGateTest<FileFixture> {
     testing::GpuGateTest<FileFixture>::SetUp();
   }
   std::vector<int32_t> prompt() {
+    if (gpu_test::user_case(GetParam().model) && !gpu_test::user_prompts().empty())
+      return model().tokenizer->encode(gpu_test::user_prompts().front());
     const auto it = arm_fork_prompts().find(GetParam().prompt);
     if (it == arm_fork_prompts().end()) fail("ArmFork: no prompt '", GetParam().prompt, "'");
     return model().tokenizer->encode(it->second);

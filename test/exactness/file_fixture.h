@@ -69,6 +69,20 @@ inline constexpr const char* kNoUserModel =
     "MEMRA_GATE_MODEL is not set: the user-checkpoint case runs a model of your own (docs/testing.md "
     "\"Your own checkpoint\"); never part of strict coverage";
 
+// MEMRA_GATE_PROMPTS: one prompt per non-empty line (the user case's prompts); empty when unset.
+// A file that is set but cannot be read is an error naming it.
+inline std::vector<std::string> user_prompts() {
+  const char* p = std::getenv("MEMRA_GATE_PROMPTS");
+  std::vector<std::string> v;
+  if (!p || !*p) return v;
+  std::ifstream f(p);
+  if (!f) fail("MEMRA_GATE_PROMPTS ", p, ": cannot open");
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty()) v.push_back(line);
+  if (v.empty()) fail("MEMRA_GATE_PROMPTS ", p, ": no prompt in it (one per line)");
+  return v;
+}
+
 inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
   namespace fs = std::filesystem;
   auto m = std::make_unique<FileFixture>();

@@ -163,13 +163,8 @@ class TfGate : public testing::GpuGateTest<FileFixture> {
 // without one) made now by the CPU oracle from MEMRA_GATE_PROMPTS' first line.
 Bank bank_for(FileFixture& m) {
   if (!m.bank_path.empty()) return read_bank(m.bank_path.string());
-  const char* pf = std::getenv("MEMRA_GATE_PROMPTS");
-  std::string text = kCalibrationPrompt;
-  if (pf && *pf) {
-    std::ifstream f(pf);
-    if (!f) fail("MEMRA_GATE_PROMPTS ", pf, ": cannot open");
-    std::getline(f, text);
-  }
+  const std::vector<std::string> user = gpu_test::user_prompts();
+  const std::string text = user.empty() ? kCalibrationPrompt : user.front();
   const int steps = std::getenv("MEMRA_GATE_STEPS") ? std::atoi(std::getenv("MEMRA_GATE_STEPS")) : 32;
   oracle::Model o = oracle_for(m);
   const std::vector<int32_t> prompt = m.tokenizer->encode(text);
