@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
     else if (a == "--out" && more) out = argv[++i];
     else if (a == "-n" && more) steps_s = argv[++i];
     else if (a == "-k" && more) k_s = argv[++i];
-    else if (a == "--activations" && more) acts = argv[++i];
+    else if (a == "--activations" && more)
+      acts = argv[++i];
     else if (a == "-h" || a == "--help") {
       usage("bank the CPU oracle's greedy trajectory");
       return 0;

@@ -68,10 +68,14 @@ const std::set<std::string> kServable = {};
 
 Arms arm_under_test(const Model& gpu, const std::string& arm) {
   Arms a = gpu.arms();
-  if (arm == "gemm") a.prefill_matmul = PrefillMatmul::mma;
-  else if (arm == "chunked") a.gdn_prefill = GdnPrefill::chunked;
-  else if (arm == "w4a4") a.prefill_act = PrefillAct::w4a4;
-  else fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4)");
+  if (arm == "gemm")
+    a.prefill_matmul = PrefillMatmul::mma;
+  else if (arm == "chunked")
+    a.gdn_prefill = GdnPrefill::chunked;
+  else if (arm == "w4a4")
+    a.prefill_act = PrefillAct::w4a4;
+  else
+    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4)");
   return a;
 }
 
@@ -114,7 +118,8 @@ std::vector<testing::MarginWindow> margin_gate(FileFixture& m, const std::string
   int64_t launches = 0;
   std::map<std::string, int> counts;
   nlohmann::json windows = nlohmann::json::array();
-  const std::vector<std::string> user = gpu_test::user_case(m.id) ? gpu_test::user_prompts() : std::vector<std::string>{};
+  const std::vector<std::string> user =
+      gpu_test::user_case(m.id) ? gpu_test::user_prompts() : std::vector<std::string>{};
   for (const std::string& text : user.empty() ? margin_prompts() : user) {
     const std::vector<int32_t> prompt = m.tokenizer->encode(text);
     ws.push_back(margin_window(*m.gpu, prompt, arm, launches));
@@ -159,25 +164,28 @@ INSTANTIATE_TEST_SUITE_P(TinyGemm, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
                                                                  {"gemm"})),
                          testing::CaseName());
-INSTANTIATE_TEST_SUITE_P(TinyChunked, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases(
-                             gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}, {"qwen3next", "qwen35", "qwen35moe"}),
-                             {"chunked"})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    TinyChunked, MarginGate,
+    ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"},
+                                                                       {"qwen3next", "qwen35", "qwen35moe"}),
+                                            {"chunked"})),
+    testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}), {"gemm"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"gemm"})),
                          testing::CaseName());
-INSTANTIATE_TEST_SUITE_P(RealChunked, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b"}),
-                                                                 {"chunked"})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    RealChunked, MarginGate,
+    ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b"}), {"chunked"})),
+    testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
-INSTANTIATE_TEST_SUITE_P(User, MarginGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4"})),
+INSTANTIATE_TEST_SUITE_P(User, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4"})),
                          testing::CaseName());
 
 #else  // the canary target

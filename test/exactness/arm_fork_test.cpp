@@ -72,8 +72,10 @@ Arms reference_arms(const Model& gpu) {
 Arms test_arms(const Model& gpu, const std::string& arm) {
   Arms a = reference_arms(gpu);
   a.prefill_matmul = PrefillMatmul::mmvq;
-  if (arm == "w4a4") a.prefill_act = PrefillAct::w4a4;
-  else if (arm != "control") fail("ArmFork: no test arm '", arm, "' (w4a4, control)");
+  if (arm == "w4a4")
+    a.prefill_act = PrefillAct::w4a4;
+  else if (arm != "control")
+    fail("ArmFork: no test arm '", arm, "' (w4a4, control)");
   return a;
 }
 
@@ -150,34 +152,38 @@ testing::Divergence arm_fork_run(FileFixture& m, const std::string& arm, const s
   rep.set_arms("test", ta);
   rep["prompt"] = {{"tokens", prompt.size()}, {"text", text(prompt)}};
   rep["first_divergence"] = testing::to_json(d);
-  rep["prefill_argmax"] = {{"reference", testing::argmax(ref.prefill_row)}, {"test", testing::argmax(test.prefill_row)}};
+  rep["prefill_argmax"] = {{"reference", testing::argmax(ref.prefill_row)},
+                           {"test", testing::argmax(test.prefill_row)}};
   rep["decode_argmax"] = {{"reference", testing::argmax(ref.decode_row)}, {"test", testing::argmax(test.decode_row)}};
   rep["maxdiff"] = {{"self_reference", ref.self_maxdiff},
                     {"self_test", test.self_maxdiff},
                     {"cross_prefill", maxdiff(ref.prefill_row, test.prefill_row)},
                     {"cross_decode", maxdiff(ref.decode_row, test.decode_row)}};
-  rep["streams"] = {{"reference_serving", ref.serving.tokens}, {"reference_noise", ref.noise.tokens},
-                    {"test_serving", test.serving.tokens},     {"test_noise", test.noise.tokens}};
-  rep["text"] = {{"reference_serving", text(ref.serving.tokens)}, {"reference_noise", text(ref.noise.tokens)},
-                 {"test_serving", text(test.serving.tokens)},     {"test_noise", text(test.noise.tokens)}};
+  rep["streams"] = {{"reference_serving", ref.serving.tokens},
+                    {"reference_noise", ref.noise.tokens},
+                    {"test_serving", test.serving.tokens},
+                    {"test_noise", test.noise.tokens}};
+  rep["text"] = {{"reference_serving", text(ref.serving.tokens)},
+                 {"reference_noise", text(ref.noise.tokens)},
+                 {"test_serving", text(test.serving.tokens)},
+                 {"test_noise", text(test.noise.tokens)}};
   rep.figure("reference_floor", floor_of(ref));
   rep.figure("test_floor", floor_of(test));
   rep.figure("first_divergence", d.position ? static_cast<int64_t>(*d.position) : int64_t{-1});
   rep.figure("reference_self_maxdiff", ref.self_maxdiff);
   rep.figure("reference_gemm_launches", ref.gemm_launches);
   rep.figure("test_w4a4_launches", test.w4a4_launches);
-  std::printf("[armfork] %s/%s: floors ref %lld / test %lld, first divergence %lld (margin %.4g, entry noise %.4g), "
-              "self maxdiff ref %.3g, cross %.3g\n",
-              m.id.c_str(), arm.c_str(), static_cast<long long>(floor_of(ref)), static_cast<long long>(floor_of(test)),
-              d.position ? static_cast<long long>(*d.position) : -1LL, d.ref_margin, d.entry_noise, ref.self_maxdiff,
-              maxdiff(ref.prefill_row, test.prefill_row));
+  std::printf(
+      "[armfork] %s/%s: floors ref %lld / test %lld, first divergence %lld (margin %.4g, entry noise %.4g), "
+      "self maxdiff ref %.3g, cross %.3g\n",
+      m.id.c_str(), arm.c_str(), static_cast<long long>(floor_of(ref)), static_cast<long long>(floor_of(test)),
+      d.position ? static_cast<long long>(*d.position) : -1LL, d.ref_margin, d.entry_noise, ref.self_maxdiff,
+      maxdiff(ref.prefill_row, test.prefill_row));
   // non-vacuity: the reference primed through the GEMM, the test arm engaged, the floor is real
   EXPECT_GT(ref.gemm_launches, 0) << m.id << ": vacuous: the reference never reached the GEMM (prompt of "
                                   << prompt.size() << " tokens)";
   EXPECT_GT(ref.self_maxdiff, 0.0f) << m.id << ": the reference's entry noise is 0: the floor is vacuous";
-  if (arm == "w4a4") {
-    EXPECT_GT(test.w4a4_launches, 0) << m.id << ": vacuous: the W4A4 arm never engaged";
-  }
+  if (arm == "w4a4") { EXPECT_GT(test.w4a4_launches, 0) << m.id << ": vacuous: the W4A4 arm never engaged"; }
   EXPECT_EQ(ref.w4a4_launches, 0) << m.id;
   EXPECT_THAT(test.decode_row, testing::BitIdentical(ref.decode_row))
       << m.id << ": tokenwise decode (m = 1) saw the prefill arm";
@@ -215,7 +221,8 @@ TEST_P(ArmForkW4a4, VerdictReported) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Real, ArmForkW4a4,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"}, {"essay"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"},
+                                                                 {"essay"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, ArmForkGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"control"}, {"essay"})),
                          testing::CaseName());
@@ -236,7 +243,8 @@ TEST_P(ArmForkCanary, W4a4WithoutBlockScalesFails) {
   m.gpu->set_break(Break{});
 }
 INSTANTIATE_TEST_SUITE_P(Real, ArmForkCanary,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"}, {"essay"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"},
+                                                                 {"essay"})),
                          testing::CaseName());
 
 #endif

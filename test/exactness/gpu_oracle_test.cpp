@@ -162,10 +162,10 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
 }
 
 // Every tiny fixture: 4 families x F32/BF16/Q8_0/NVFP4 GGUF + BF16 HF.
-INSTANTIATE_TEST_SUITE_P(Tiny, GpuGate,
-                         ::testing::ValuesIn(testing::gate_cases(
-                             fixture_ids({DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}, true))),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, GpuGate,
+    ::testing::ValuesIn(testing::gate_cases(fixture_ids({DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}, true))),
+    testing::CaseName());
 TEST_F(GpuModel, RunToRunDeterminismSha256) {
   for (Family f : {Family::Qwen3, Family::Qwen35Moe, Family::Qwen3Next}) {
     Loaded& m = loaded(f, DType::Q8_0, false);

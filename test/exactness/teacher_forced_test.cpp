@@ -40,6 +40,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "exactness/file_fixture.h"
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -54,7 +55,6 @@
 #include "memra/testing/records.h"
 #include "memra/testing/report.h"
 #include "memra/tokenizer.h"
-#include "exactness/file_fixture.h"
 
 namespace memra {
 namespace {
@@ -187,8 +187,8 @@ TfVerdict tf_gate(FileFixture& m, const std::string& arm, const Bank& bank, doub
   TfVerdict v;
   out["fixture"] = m.id;
   out["model"] = m.model_path.string();
-  out["bank"] = {{"path", m.bank_path.string()},   {"arm_tag", bank.arm_tag},
-                 {"model_name", bank.model_name},  {"model_sha256", bank.model_sha256},
+  out["bank"] = {{"path", m.bank_path.string()},    {"arm_tag", bank.arm_tag},
+                 {"model_name", bank.model_name},   {"model_sha256", bank.model_sha256},
                  {"positions", bank.tokens.size()}, {"c_cpu", bank.measured_noise_rel}};
   out["model_sha256"] = m.model_sha256;
   v.sha_match = bank.model_sha256 == m.model_sha256;
@@ -206,12 +206,8 @@ TfVerdict tf_gate(FileFixture& m, const std::string& arm, const Bank& bank, doub
   });
   out.set_arms("gpu", arms_for(*m.gpu, arm));
   // non-vacuity: the arm engaged
-  if (arm == "graph") {
-    EXPECT_GT(m.gpu->counters().replays - replays0, 0) << "graph arm: no replay";
-  }
-  if (arm == "mma") {
-    EXPECT_GT(m.gpu->counters().gemm_launches - gemm0, 0) << "mma arm: the GEMM never engaged";
-  }
+  if (arm == "graph") { EXPECT_GT(m.gpu->counters().replays - replays0, 0) << "graph arm: no replay"; }
+  if (arm == "mma") { EXPECT_GT(m.gpu->counters().gemm_launches - gemm0, 0) << "mma arm: the GEMM never engaged"; }
   // determinism: the same pass twice
   v.deterministic = a.picks == b.picks && a.sha256 == b.sha256;
   EXPECT_EQ(a.picks, b.picks) << "picks differ between two identical passes";
@@ -245,10 +241,11 @@ TfVerdict tf_gate(FileFixture& m, const std::string& arm, const Bank& bank, doub
   out.figure("out_of_band", static_cast<int64_t>(v.summary.out_of_band));
   out.figure("unresolved", static_cast<int64_t>(v.summary.unresolved));
   out.figure("max_top8_dev_rel", max_top8_dev);
-  std::printf("[tf] %s/%s: %zu positions, agree %zu, in band %zu, out of band %zu, unresolved %zu; band %.3g*|top1|, "
-              "max |gpu - bank| over top-8 %.3g*|top1|\n",
-              m.id.c_str(), arm.c_str(), steps.size(), v.summary.agree, v.summary.in_band, v.summary.out_of_band,
-              v.summary.unresolved, coeff, max_top8_dev);
+  std::printf(
+      "[tf] %s/%s: %zu positions, agree %zu, in band %zu, out of band %zu, unresolved %zu; band %.3g*|top1|, "
+      "max |gpu - bank| over top-8 %.3g*|top1|\n",
+      m.id.c_str(), arm.c_str(), steps.size(), v.summary.agree, v.summary.in_band, v.summary.out_of_band,
+      v.summary.unresolved, coeff, max_top8_dev);
   EXPECT_GE(steps.size(), 1u);
   if (known_unresolved == 0) {
     EXPECT_THAT(steps, testing::InBand(rule)) << m.id << "/" << arm;
@@ -301,14 +298,16 @@ TEST_P(TfGate, BankedTrajectoryInBand) {
           known == kKnownUnresolved.end() ? 0 : known->second);
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, TfGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}),
-                                                                 {"eager", "graph"})),
+                         ::testing::ValuesIn(testing::gate_cases(
+                             gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager", "graph"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGemm, TfGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}), {"mma"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
+                                                                 {"mma"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}), {"dp4a"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"dp4a"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, TfGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"eager", "graph"})),
                          testing::CaseName());
@@ -354,32 +353,35 @@ TEST_P(TfCalibration, GpuNoiseWithinCommittedCalibration) {
                        {"oracle", orows[worst_pos][worst_id]},
                        {"oracle_top1", ref.rows[worst_pos].top_logits[0]},
                        {"positions_over_half_the_worst", over_half}};
-  std::printf("[tf-calibration-worst] %s/%s: position %zu id %zu gpu %.6g oracle %.6g top1 %.6g; %d positions over half\n",
-              m.id.c_str(), arm_class(arm).c_str(), worst_pos, worst_id, g.rows[worst_pos][worst_id],
-              orows[worst_pos][worst_id], ref.rows[worst_pos].top_logits[0], over_half);
+  std::printf(
+      "[tf-calibration-worst] %s/%s: position %zu id %zu gpu %.6g oracle %.6g top1 %.6g; %d positions over half\n",
+      m.id.c_str(), arm_class(arm).c_str(), worst_pos, worst_id, g.rows[worst_pos][worst_id],
+      orows[worst_pos][worst_id], ref.rows[worst_pos].top_logits[0], over_half);
   const Calibration committed = committed_c_gpu(m.id, arm);
   std::printf("[tf-calibration] %s/%s: C_gpu measured %.3e, committed %s\n", m.id.c_str(), arm_class(arm).c_str(), c,
               committed.c_gpu ? std::to_string(*committed.c_gpu).c_str() : "none");
   report()["key"] = m.id + "/" + arm_class(arm);
   report().figure("c_gpu_measured", c);
   if (committed.c_gpu) report().figure("c_gpu_committed", *committed.c_gpu);
-  ASSERT_TRUE(committed.c_gpu.has_value()) << "no committed C_gpu for " << m.id << "/" << arm_class(arm)
-                                           << " (measured " << c << ")";
+  ASSERT_TRUE(committed.c_gpu.has_value())
+      << "no committed C_gpu for " << m.id << "/" << arm_class(arm) << " (measured " << c << ")";
   EXPECT_GT(c, 0.0) << "GPU and oracle identical to the bit over " << kCalibrationSteps
                     << " positions: the comparison is not running";
   EXPECT_LE(c, *committed.c_gpu) << m.id << "/" << arm_class(arm)
                                  << ": the GPU is noisier than its committed calibration (measured " << c
                                  << "); find out why before recalibrating test/exactness/tf_calibration.json";
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, TfCalibration,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}),
-                                                                 {"eager"})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, TfCalibration,
+    ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager"})),
+    testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGemm, TfCalibration,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}), {"mma"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
+                                                                 {"mma"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfCalibration,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}), {"dp4a"})),
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"dp4a"})),
                          testing::CaseName());
 
 #else  // the canary target
@@ -402,9 +404,8 @@ TEST_P(TfCanary, ScaledLayerComesOutOfBand) {
   EXPECT_GT(v.summary.out_of_band, 0u) << "the broken layer failed the gate only through unresolved rows";
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, TfCanary,
-                         ::testing::ValuesIn(testing::gate_cases({"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16",
-                                                                  "qwen35moe-bf16"},
-                                                                 {"eager", "graph"})),
+                         ::testing::ValuesIn(testing::gate_cases(
+                             {"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16", "qwen35moe-bf16"}, {"eager", "graph"})),
                          testing::CaseName());
 
 // A bank of another model (same family, other weight type): the sha256 check must FAIL.

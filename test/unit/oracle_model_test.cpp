@@ -273,7 +273,6 @@ TEST(OracleMtp, GgufAndHfMtpHeadsAgree) {
   EXPECT_TRUE(bit_equal(mg.mtp_step(sg.hidden, 5, cg).logits, mh.mtp_step(sh.hidden, 5, ch).logits));
 }
 
-
 // ---- the GPU's activation contract (Options::q8_1_activations) ------------------------------
 
 // `src` with every matrix the GPU streams as Q8_0 re-stored as Q8_0 (the router and the conv
