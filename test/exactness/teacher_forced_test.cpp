@@ -284,10 +284,10 @@ double c_gpu_for(const FileFixture& m, const std::string& arm, testing::Report& 
 #ifndef MEMRA_GPU_CANARY
 
 // The fixtures on which the gate's verdict is FAIL, measured on the H200 (docs/testing.md
-// "TeacherForced"): quantised Qwen3.5-MoE, where q8_1 roundings the GPU and the oracle take
-// differently (f32 vs f64 sums upstream) flip expert routing at a few positions: the GPU's pick
-// there falls outside the bank's top-8 while the calibrated band (C_gpu 0.51 / 0.69) is wider
-// than |top1|, so the bank cannot resolve the row. Every arm alike (eager, graph, mma, dp4a).
+// "TeacherForced"): quantised Qwen3.5-MoE. At a few positions the GPU's pick falls outside the
+// bank's top-8 while the calibrated band (C_gpu 0.51 / 0.69) is wider than |top1|, so the bank
+// cannot resolve the row; every arm alike (eager, graph, mma, dp4a). Likely, not yet shown: q8_1
+// roundings the GPU and the oracle take differently (f32 vs f64 sums upstream) flip expert routing.
 const std::map<std::string, size_t> kKnownUnresolved = {{"qwen35moe-q8_0", 4}, {"qwen35moe-nvfp4", 2}};
 
 TEST_P(TfGate, BankedTrajectoryInBand) {
