@@ -23,6 +23,7 @@
 
 #include "memra/arms.h"
 #include "memra/config.h"
+#include "memra/selection_ledger.h"
 #include "memra/source.h"
 #include "memra/weights.h"
 
@@ -77,6 +78,9 @@ class Model {
   const ModelWeights& weights() const { return w_; }
   const Options& options() const { return opt_; }
   void set_options(const Options& o);
+  // Every later call appends its MoE routing decisions to `ledger` (memra/selection_ledger.h);
+  // nullptr detaches. The ledger must outlive the attachment.
+  void attach_ledger(SelectionLedger* ledger) { ledger_ = ledger; }
 
   Cache new_cache(int64_t max_ctx) const;
 
@@ -116,6 +120,7 @@ class Model {
   ModelConfig cfg_;
   ModelWeights w_;
   Options opt_;
+  SelectionLedger* ledger_ = nullptr;
 };
 
 // The k largest logits, largest first; ties go to the lowest index (as greedy sampling does).

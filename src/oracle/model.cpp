@@ -197,7 +197,9 @@ void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std:
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
   check_finite(x, D, {.call = "oracle", .layer = layer_name(layer) + " (" + kind_name(kind) + ")", .pos0 = pos0});
   for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
-  if (L.moe) ops::moe(cfg_, *L.moe, h.data(), T, o.data(), th);
+  if (L.moe)
+    ops::moe(cfg_, *L.moe, h.data(), T, o.data(), th, ledger_ ? &ledger_->rows : nullptr, pos0,
+             static_cast<int32_t>(layer));
   else ops::ffn(*L.ffn, h.data(), T, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
   check_finite(x, D, {.call = "oracle", .layer = layer_name(layer) + (L.moe ? " (MoE)" : " (FFN)"), .pos0 = pos0});

@@ -2,6 +2,7 @@
 // weights renormalised to sum 1 (norm_topk; Qwen3.5-MoE always), routed experts are SwiGLU FFNs,
 // plus a shared SwiGLU expert scaled by sigmoid(shared_gate . x).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -33,7 +34,8 @@ std::vector<std::pair<int64_t, double>> route(std::span<const float> logits, int
   return sel;
 }
 
-void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads) {
+void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads,
+         std::vector<Selection>* record, int64_t pos0, int32_t layer) {
   const int64_t D = c.n_embd, E = c.n_expert;
   std::vector<float> logits(static_cast<size_t>(T * E));
   matmul(w.router, x, T, logits.data(), threads);
@@ -42,7 +44,18 @@ void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, f
   for (int64_t t = 0; t < T; ++t) {
     const float* xt = x + t * D;
     std::fill(acc.begin(), acc.end(), 0.0);
-    for (auto [e, wt] : route({logits.data() + t * E, static_cast<size_t>(E)}, c.n_expert_used, c.norm_topk)) {
+    const auto sel = route({logits.data() + t * E, static_cast<size_t>(E)}, c.n_expert_used, c.norm_topk);
+    if (record) {
+      Selection r;
+      r.pos = pos0 + t;
+      r.layer = layer;
+      for (auto [e, wt] : sel) {
+        r.experts.push_back(static_cast<int32_t>(e));
+        r.weight_bits.push_back(std::bit_cast<uint32_t>(static_cast<float>(wt)));
+      }
+      record->push_back(std::move(r));
+    }
+    for (auto [e, wt] : sel) {
       ffn(w.experts[static_cast<size_t>(e)], xt, 1, y.data(), threads);
       for (int64_t d = 0; d < D; ++d) acc[d] += wt * static_cast<double>(y[d]);
     }

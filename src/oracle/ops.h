@@ -14,6 +14,7 @@
 
 #include "memra/config.h"
 #include "memra/oracle.h"
+#include "memra/selection_ledger.h"
 #include "memra/weights.h"
 
 namespace memra::oracle {
@@ -74,7 +75,9 @@ void delta_rule_chunked(const double* q, const double* k, const double* v, const
                         double* state, double* o);
 
 void ffn(const FfnWeights& w, const float* x, int64_t T, float* out, int threads);
-void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads);
+// record (when set): one Selection per token, at position pos0 + t, in `layer`.
+void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads,
+         std::vector<Selection>* record = nullptr, int64_t pos0 = 0, int32_t layer = 0);
 
 }  // namespace ops
 }  // namespace memra::oracle

@@ -351,23 +351,30 @@ TEST(OracleQ81Activations, OnlyQuantisedMatricesAndTogglesExactly) {
 // every token embedding moved by 1e-6 relative (the size of an f32 sum's rounding), is
 // teacher-forced along its own greedy stream on the tiny fixtures (trained-like margins): the
 // float model moves by 7e-6 of |top1|, the quantised ones by percents (2.5e-2 Qwen3 Q8_0, 2.0e-2
-// Qwen3.5-MoE Q8_0, 160 steps): the size of the GPU's calibrated noise on such fixtures.
+// Qwen3.5-MoE Q8_0, 160 steps): the size of the GPU's calibrated noise on such fixtures. The MoE
+// routing does not change here (0 of 676 decisions: the selection ledgers are compared and the
+// count recorded), so the GPU's much larger deviations at a few positions of quantised
+// Qwen3.5-MoE (20 logits; TfCalibration) are not explained by this alone.
 TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
-  auto deviation = [](Family f, bool q8) {
+  int64_t flips = 0, decisions = 0;  // MoE routing decisions that differ between the two oracles
+  auto deviation = [&](Family f, bool q8) {
     const fixture::FixtureSpec spec{f, fixture::Preset::Tiny};
     const ModelConfig c = fixture::fixture_config(spec);
     MemorySource src = to_gguf_source(c, fixture::fixture_weights(c, fixture::fixture_seed(spec)));
     if (q8) to_q8_0(src);
     Options o;
     o.q8_1_activations = true;
-    const Model a = Model::load(src, o);
+    Model a = Model::load(src, o);
     ModelWeights w = a.weights();
     uint64_t x = 99;
     for (float& v : w.embed.data) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
       v *= (x >> 40) % 2 ? 1.000001f : 0.999999f;
     }
-    const Model b = Model::from_weights(c, std::move(w), o);
+    Model b = Model::from_weights(c, std::move(w), o);
+    SelectionLedger la, lb;
+    a.attach_ledger(&la);
+    b.attach_ledger(&lb);
     const std::vector<int32_t> p = {785, 479, 657, 24957, 59, 17, 3974, 13876, 38835};
     Cache ca = a.new_cache(200), cb = b.new_cache(200);
     std::vector<float> ra = a.prime(p, ca), rb = b.prime(p, cb);
@@ -384,10 +391,18 @@ TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
       ra = a.decode_step(t, ca).logits;  // both fed the unperturbed model's pick
       rb = b.decode_step(t, cb).logits;
     }
+    const SelectionLedger oa = ordered(la), ob = ordered(lb);
+    for (size_t i = 0; i < std::min(oa.rows.size(), ob.rows.size()); ++i) {
+      ++decisions;
+      flips += oa.rows[i].experts != ob.rows[i].experts;
+    }
     return worst;
   };
-  const double f32 = deviation(Family::Qwen3, false), q3 = deviation(Family::Qwen3, true),
-               moe = deviation(Family::Qwen35Moe, true);
+  const double f32 = deviation(Family::Qwen3, false), q3 = deviation(Family::Qwen3, true);
+  const double moe = deviation(Family::Qwen35Moe, true);
+  std::printf("routing decisions that differ: %lld of %lld\n", static_cast<long long>(flips),
+              static_cast<long long>(decisions));
+  RecordProperty("moe_routing_flips", std::to_string(flips) + " of " + std::to_string(decisions));
   RecordProperty("qwen3_f32", std::to_string(f32));
   RecordProperty("qwen3_q8_0", std::to_string(q3));
   RecordProperty("qwen35moe_q8_0", std::to_string(moe));
