@@ -344,7 +344,6 @@ TEST(OracleQ81Activations, OnlyQuantisedMatricesAndTogglesExactly) {
   EXPECT_TRUE(bit_equal(m.forward_last(p), loff));
 }
 
-
 // Why the TeacherForced band is wide on quantised fixtures (docs/testing.md "TeacherForced"):
 // under the q8_1 contract, noise in the last bits upstream of a quantised product tips some
 // activations to the neighbouring q8_1 value, a step of amax/127. Here the oracle itself, with
