@@ -49,17 +49,6 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-std::string file_sha256(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail(p.string(), ": cannot open for hashing");
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
-    h.update(buf.data(), static_cast<size_t>(f.gcount()));
-  if (f.bad()) fail(p.string(), ": read failed while hashing");
-  return h.finish_hex();
-}
-
 // The file whose hash identifies the model (see the header comment).
 fs::path identity_file(const fs::path& model) {
   if (!fs::is_directory(model)) return model;
@@ -114,7 +103,7 @@ int main(int argc, char** argv) {
     opt.q8_1_activations = acts == "q8_1";
     m.set_options(opt);
     Bank b = make_bank(m, ids, static_cast<int>(steps), static_cast<int>(k));
-    b.model_sha256 = file_sha256(identity_file(model));
+    b.model_sha256 = sha256_file_hex(identity_file(model).string());
     b.model_name = fs::path(model).filename().string();
     if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
     b.arm_tag = "cpu-oracle/" + acts + "/gdn-chunked";

@@ -5,7 +5,7 @@
 // source model they were produced from. Portable scalar code: the hashes are identities, so
 // speed does not matter and the result must not depend on the host.
 //
-// provides: Sha256, sha256_hex
+// provides: Sha256, sha256_hex, sha256_file_hex
 #pragma once
 
 #include <array>
@@ -43,5 +43,8 @@ class Sha256 {
 
 // One-shot hex digest of a byte string.
 std::string sha256_hex(std::string_view bytes);
+// Hex digest of a file's bytes, read in 1 MiB pieces; memra::Error naming the file when it cannot
+// be opened or read. (The identity of a model file in a bank: memra/bank.h.)
+std::string sha256_file_hex(const std::string& path);
 
 }  // namespace memra

@@ -1,6 +1,10 @@
 #include "memra/hash.h"
 
 #include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "memra/error.h"
 
 namespace memra {
 namespace {
@@ -108,6 +112,17 @@ std::string Sha256::finish_hex() { return to_hex(finish()); }
 std::string sha256_hex(std::string_view bytes) {
   Sha256 h;
   h.update(bytes);
+  return h.finish_hex();
+}
+
+std::string sha256_file_hex(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, ": cannot open for hashing");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
+    h.update(buf.data(), static_cast<size_t>(f.gcount()));
+  if (f.bad()) fail(path, ": read failed while hashing");
   return h.finish_hex();
 }
 

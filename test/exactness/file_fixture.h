@@ -38,16 +38,6 @@ inline Engine& file_fixture_engine() {
   return e;
 }
 
-inline std::string file_sha256(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) fail(p.string(), ": cannot open for hashing");
-  Sha256 h;
-  std::vector<char> buf(1 << 20);
-  while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0)
-    h.update(buf.data(), static_cast<size_t>(f.gcount()));
-  return h.finish_hex();
-}
-
 struct FileFixture {
   std::string id;
   std::filesystem::path model_path, bank_path;
@@ -101,7 +91,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
   if (!fs::exists(m->model_path))
     fail(m->model_path.string(), ": no such model (the fixture files are made by the ctest fixtures fixture_gen_*)");
   const fs::path hashed = fs::is_directory(m->model_path) ? m->model_path / "model.safetensors" : m->model_path;
-  m->model_sha256 = file_sha256(hashed);
+  m->model_sha256 = sha256_file_hex(hashed.string());
   m->source = open_weights(m->model_path.string());
   m->gpu = std::make_unique<Model>(Model::load(file_fixture_engine(), *m->source));
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::for_model(*m->source));

@@ -1,9 +1,13 @@
 // SHA-256 against the FIPS 180-2 appendix B / NIST CAVP example vectors. The expected digests
 // are the published ones, not outputs of this code.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include <string>
 
+#include "memra/error.h"
 #include "memra/hash.h"
 
 namespace {
@@ -43,6 +47,20 @@ TEST(Sha256, FinishResetsForTheNextMessage) {
   (void)h.finish();
   h.update("abc");
   EXPECT_EQ(h.finish_hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Sha256, FileDigestIsTheDigestOfItsBytes) {
+  const std::string path = ::testing::TempDir() + "/memra_sha256_file.bin";
+  std::string bytes(3 << 20, '\0');  // three 1 MiB reads, then a partial one
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  bytes += "tail";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  EXPECT_EQ(memra::sha256_file_hex(path), memra::sha256_hex(bytes));
+  EXPECT_THAT([&] { memra::sha256_file_hex(path + ".missing"); },
+              ::testing::ThrowsMessage<memra::Error>(::testing::HasSubstr("memra_sha256_file.bin.missing: cannot open")));
 }
 
 }  // namespace
