@@ -59,8 +59,9 @@ TEST(Sha256, FileDigestIsTheDigestOfItsBytes) {
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   EXPECT_EQ(memra::sha256_file_hex(path), memra::sha256_hex(bytes));
-  EXPECT_THAT([&] { memra::sha256_file_hex(path + ".missing"); },
-              ::testing::ThrowsMessage<memra::Error>(::testing::HasSubstr("memra_sha256_file.bin.missing: cannot open")));
+  EXPECT_THAT(
+      [&] { memra::sha256_file_hex(path + ".missing"); },
+      ::testing::ThrowsMessage<memra::Error>(::testing::HasSubstr("memra_sha256_file.bin.missing: cannot open")));
 }
 
 }  // namespace
