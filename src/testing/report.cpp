@@ -137,7 +137,9 @@ std::filesystem::path Report::write() {
   std::filesystem::create_directories(p.parent_path(), ec);
   if (ec) fail("report: cannot create ", p.parent_path().string(), ": ", ec.message());
   std::ofstream f(p);
-  f << json_.dump(2) << '\n';
+  // Decoded text of a token stream may end inside a multi-byte character (byte-level BPE): such
+  // bytes are written as U+FFFD rather than failing the whole report.
+  f << json_.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   f.close();
   if (!f) fail("report: cannot write ", p.string());
   return p;

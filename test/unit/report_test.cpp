@@ -72,6 +72,15 @@ TEST_F(ReportTest, VerdictFollowsTheTestResultUnlessSet) {
   EXPECT_EQ(r.path().filename(), "Suite_Inst.Case_param_3.json");
 }
 
+// A greedy stream's decoded text can stop half-way through a UTF-8 character (one byte-level
+// token of a multi-byte one): the report is still written, the stray bytes as U+FFFD.
+TEST_F(ReportTest, TextCutInsideACharacterIsWrittenWithReplacement) {
+  mt::Report r("Suite", "Utf8");
+  r["text"] = std::string("caf\xc3");  // the first byte of "\xc3\xa9" alone
+  const auto j = read(r.write());
+  EXPECT_EQ(j["text"], "caf\xef\xbf\xbd");
+}
+
 TEST_F(ReportTest, RecordsToJsonOfArmsAndDivergence) {
   mt::Report r("S", "C");
   memra::Arms test_arms;
