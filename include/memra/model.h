@@ -50,6 +50,7 @@
 #include "memra/engine.h"
 #include "memra/raw_weights.h"
 #include "memra/sampling.h"
+#include "memra/selection_ledger.h"
 #include "memra/source.h"
 
 namespace memra {
@@ -189,6 +190,16 @@ class Model {
   // when the break changes.
   void set_break(const Break& b);
   const Break& breaks() const;
+
+  // The MoE selection ledger (memra/selection_ledger.h): while `ledger` is attached, every call
+  // appends one row per (token, MoE layer) it ran — the experts the route kernel selected, in
+  // selection order, and their f32 routing weights' bits — copied on the device from the step's
+  // own route results after each MoE layer (one small launch per MoE layer per step, eager and
+  // graph alike; nothing else changes), and moved to `ledger` when the call's results are on the
+  // host. A decode step records in token order, a prime layer by layer (compare through
+  // ordered()). nullptr detaches. Attaching or detaching re-captures decode graphs on their next
+  // step (or latches them to eager with graph_recapture off). Dense models record nothing.
+  void attach_ledger(SelectionLedger* ledger);
 
   struct Impl;
 

@@ -33,6 +33,7 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
   }
   if (B > ws.cap_T) tok_dev = -1;  // the token buffer moves
   ws.ensure(*e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked);
+  ledger_reserve(B * moe_layers());
   if (static_cast<int64_t>(logits_batch.size()) < B * c.n_vocab)
     logits_batch = DeviceBuffer<float>(*e, static_cast<size_t>(B * c.n_vocab));
   tok_host.assign(toks.begin(), toks.end());
@@ -115,6 +116,7 @@ std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t
   const int64_t V = impl_->c.n_vocab;
   std::vector<float> all(static_cast<size_t>(B * V));
   copy_to_host(all.data(), impl_->logits_batch.data(), sizeof(float) * all.size(), impl_->e->stream());
+  impl_->ledger_drain();
   std::vector<std::vector<float>> rows(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     const float* row = all.data() + b * V;
@@ -152,6 +154,7 @@ Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::s
   Sampled out;
   out.tokens.resize(B);
   copy_to_host(out.tokens.data(), m.row_tokens.data(), sizeof(int32_t) * B, m.e->stream());
+  m.ledger_drain();
   out.logits.resize(B);
   for (size_t b = 0; b < B; ++b) {
     const float* row = x + static_cast<int64_t>(b) * V;

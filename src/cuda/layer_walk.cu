@@ -518,6 +518,7 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
     }
     norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     ffn_layer(L, T);
+    if (ledger && L.moe) ledger_record(li, seqs, rows);
     if (brk.scale_layer == li) {  // a canary's defect (Break); off: nothing launched
       const int64_t n = T * D, threads = 256;
       const int64_t ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
@@ -536,6 +537,7 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
 void Model::Impl::prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token) {
   check_arms();
   const bool chunked = arms.gdn_prefill == GdnPrefill::chunked;
+  ledger_reserve((device_token ? 1 : static_cast<int64_t>(toks.size())) * moe_layers());
   if (device_token) {
     if (ci.pos + 1 > ci.max_ctx) fail("decode: position ", ci.pos, " is the cache's last (max_ctx ", ci.max_ctx, ")");
     if (1 > ws.cap_T) tok_dev = -1;  // the token buffer moves

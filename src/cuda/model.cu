@@ -82,12 +82,14 @@ std::vector<float> Model::forward_last(std::span<const int32_t> tokens) {
   if (tokens.empty()) fail("forward_last: empty prompt");
   Cache c = new_cache(static_cast<int64_t>(tokens.size()));
   impl_->run(tokens, *c.impl());
+  impl_->ledger_drain();
   return impl_->fetch_logits("forward_last", c.pos() - 1);
 }
 
 Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
   impl_->check_cache(cache);
   impl_->run(tokens, *cache.impl());
+  impl_->ledger_drain();
   Prime p;
   p.logits = impl_->fetch_logits("prime_cache", cache.pos() - 1);
   p.hidden = impl_->ws.hn.download();
@@ -97,6 +99,7 @@ Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
 Step Model::decode_step(int32_t token, Cache& cache) {
   impl_->check_cache(cache);
   impl_->decode(token, *cache.impl(), false);
+  impl_->ledger_drain();
   Step s;
   s.logits = impl_->fetch_logits("decode_step", cache.pos() - 1);
   s.hidden = impl_->ws.hn.download();
@@ -108,6 +111,7 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   impl_->decode(token, *cache.impl(), true);
   int32_t out = 0;
   copy_to_host(&out, impl_->ws.amax.data(), sizeof(out), impl_->e->stream());
+  impl_->ledger_drain();
   if (out < 0) impl_->fail_nonfinite("decode_greedy", cache.pos() - 1);
   impl_->tok_dev = out;
   return out;
@@ -120,6 +124,7 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   if (ci.pos + n > ci.max_ctx)
     fail("decode_greedy_n: ", n, " tokens from position ", ci.pos, " exceed the cache (max_ctx ", ci.max_ctx, ")");
   const int64_t p0 = ci.pos;
+  impl_->ledger_reserve(n * impl_->moe_layers());  // drained once, after all n steps
   int64_t i = 0;
   if (impl_->tok_dev != token) {  // else the device holds it already: every step is fed there
     impl_->decode(token, ci, true);
@@ -129,6 +134,7 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   for (; i < n; ++i) impl_->decode(0, ci, true, /*device_token=*/true);
   std::vector<int32_t> out(static_cast<size_t>(n));
   copy_to_host(out.data(), ci.greedy_hist.data() + p0, sizeof(int32_t) * static_cast<size_t>(n), impl_->e->stream());
+  impl_->ledger_drain();
   for (int64_t k = 0; k < n; ++k)
     if (out[static_cast<size_t>(k)] < 0) impl_->fail_nonfinite("decode_greedy_n", p0 + k);
   impl_->tok_dev = out.back();

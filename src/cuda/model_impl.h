@@ -35,8 +35,10 @@
 #include "cuda/device_weights.h"
 #include "cuda/dmat.h"
 #include "cuda/mmvq.cuh"
+#include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
 #include "memra/model.h"
+#include "memra/selection_ledger.h"
 
 namespace memra {
 
@@ -185,6 +187,19 @@ struct Model::Impl {
   // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
   // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
   void walk(std::span<const Seq> seqs, int64_t rows);
+
+  // --- the MoE selection ledger (Model::attach_ledger; selection_ledger.cu): while attached, the walk
+  // copies each MoE layer's route results into a device ring after the layer (one small launch
+  // per MoE layer per step); every entry point drains the ring into *ledger once its results
+  // are on the host. Attaching or detaching marks captured graphs stale (the launches change).
+  SelectionLedger* ledger = nullptr;
+  DeviceBuffer<cuda::LedgerRow> ledger_ring;
+  DeviceBuffer<unsigned long long> ledger_count;  // [1] rows written since attach
+  unsigned long long ledger_read = 0;              // rows drained so far
+  int64_t moe_layers() const;
+  void ledger_reserve(int64_t rows);  // the ring holds `rows` more rows before the next drain
+  void ledger_record(int64_t li, std::span<const Seq> seqs, int64_t rows);
+  void ledger_drain();
 
   // --- a single-sequence step (layer_walk.cu)
   void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token = false);

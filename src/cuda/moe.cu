@@ -116,9 +116,38 @@ __global__ void __launch_bounds__(kGroupThreads) moe_group_kernel(MoeGroupParams
   for (int64_t a = tid; a < p.n; a += kGroupThreads) p.order[atomicAdd(&cnt[p.ids[a]], 1)] = static_cast<int32_t>(a);
 }
 
+// One block: every thread reads the count, writes its rows, and the count moves on after all
+// have read it.
+__global__ void moe_ledger_record_kernel(LedgerRecordParams p) {
+  pdl_wait();
+  pdl_release();
+  const unsigned long long n0 = *p.count;
+  const int64_t pos0 = *p.pos0;
+  for (int64_t r = threadIdx.x; r < p.rows; r += blockDim.x) {
+    LedgerRow& o = p.ring[static_cast<int64_t>((n0 + static_cast<unsigned long long>(r)) %
+                                               static_cast<unsigned long long>(p.cap))];
+    o.pos = pos0 + r;
+    o.layer = p.layer;
+    o.k = p.k;
+    for (int j = 0; j < p.k; ++j) {
+      o.ids[j] = p.ids[r * p.k + j];
+      o.weight_bits[j] = __float_as_uint(p.weights[r * p.k + j]);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *p.count = n0 + static_cast<unsigned long long>(p.rows);
+}
+
 }  // namespace
 
 // --- launchers / dispatch
+
+void moe_ledger_record_run(const LedgerRecordParams& p, cudaStream_t s) {
+  if (p.rows == 0) return;
+  if (p.k < 1 || p.k > kMoeMaxUsed) fail("moe ledger: k = ", p.k, " unsupported (1..", kMoeMaxUsed, ")");
+  if (p.rows > p.cap) fail("moe ledger: ", p.rows, " rows exceed the ring (", p.cap, ")");
+  launch_kernel("moe_ledger_record_kernel", moe_ledger_record_kernel, 1u, 128u, 0, s, p);
+}
 
 void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
   if (p.T == 0) return;

@@ -7,9 +7,12 @@
 //            the list of the groups' tiles (slab, first index), slab after slab.
 //   combine: x[t] += Σ_j w[t,j] y[t*k+j] + sigmoid(sg[t]) ysh[t]   (j in selection order; the
 //            shared expert when present), one rounding for the sum, one for the residual add.
+//   ledger:  a copy of one layer's route results (ids, weight bits) into the selection ledger's
+//            device ring (memra/selection_ledger.h; Model::attach_ledger), rows at positions
+//            *pos0 + r: the step's own results, read after the step; nothing recomputed.
 //
 // provides: MoeRouteParams, moe_route_run, MoeGroupParams, moe_group_run, moe_group_tile_bound,
-//           MoeCombineParams, moe_combine_run
+//           MoeCombineParams, moe_combine_run, LedgerRow, LedgerRecordParams, moe_ledger_record_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -58,5 +61,27 @@ struct MoeCombineParams {
   int k = 0;
 };
 void moe_combine_run(const MoeCombineParams& p, cudaStream_t s);
+
+// One routing decision in the ledger's device ring (memra::Selection on the host).
+struct LedgerRow {
+  int64_t pos;
+  int32_t layer, k;
+  int32_t ids[kMoeMaxUsed];
+  uint32_t weight_bits[kMoeMaxUsed];
+};
+
+struct LedgerRecordParams {
+  const int32_t* ids = nullptr;      // [rows*k] moe_route_run's
+  const float* weights = nullptr;    // [rows*k]
+  int k = 0;
+  int64_t rows = 0;
+  const int64_t* pos0 = nullptr;     // device: position of row 0 (a cache's pos_dev)
+  int32_t layer = 0;
+  LedgerRow* ring = nullptr;         // [cap]
+  int64_t cap = 0;
+  unsigned long long* count = nullptr;  // device: rows written so far; row i goes to ring[i % cap]
+};
+// Appends `rows` rows at ring[*count ...] and advances *count (the host drains [read, *count)).
+void moe_ledger_record_run(const LedgerRecordParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

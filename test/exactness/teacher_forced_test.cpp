@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <bit>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -133,7 +134,14 @@ struct TfPass {
 };
 
 // prime(prompt), then decode_step(tokens[i]) for i < n-1: rows[i] decided position i.
-TfPass tf_pass(Model& gpu, std::span<const int32_t> prompt, std::span<const int32_t> tokens) {
+// `ledger`: the pass's MoE routing decisions are appended to it.
+TfPass tf_pass(Model& gpu, std::span<const int32_t> prompt, std::span<const int32_t> tokens,
+               SelectionLedger* ledger = nullptr) {
+  struct Attach {
+    Model& m;
+    Attach(Model& g, SelectionLedger* l) : m(g) { m.attach_ledger(l); }
+    ~Attach() { m.attach_ledger(nullptr); }
+  } attach(gpu, ledger);
   TfPass p;
   Cache c = gpu.new_cache(static_cast<int64_t>(prompt.size() + tokens.size()));
   std::vector<float> row = gpu.prime_cache(prompt, c).logits;
@@ -144,6 +152,54 @@ TfPass tf_pass(Model& gpu, std::span<const int32_t> prompt, std::span<const int3
   }
   p.sha256 = testing::logits_stream_sha256(p.rows);
   return p;
+}
+
+// The oracle's MoE routing along the bank's tokens (the bank's own trajectory: prime, then each
+// banked token), once per fixture.
+const SelectionLedger& oracle_ledger(const FileFixture& m, const Bank& bank) {
+  static std::map<std::string, SelectionLedger> done;
+  const std::string key = m.id + "/" + bank.model_sha256;
+  if (auto it = done.find(key); it != done.end()) return it->second;
+  oracle::Model o = oracle_for(m);
+  SelectionLedger l;
+  o.attach_ledger(&l);
+  oracle::Cache c = o.new_cache(static_cast<int64_t>(bank.prompt.size() + bank.tokens.size()));
+  o.prime(bank.prompt, c);
+  for (size_t i = 0; i + 1 < bank.tokens.size(); ++i) o.decode_step(bank.tokens[i], c);
+  return done[key] = ordered(l);
+}
+
+// Where the GPU routed a token to other experts than the oracle did (same position and layer;
+// weights are not compared: the oracle's are f64 rounded, the GPU's f32). Explains rows whose
+// deviation no rounding of the logits can: a routing flip replaces whole experts' outputs.
+nlohmann::json routing_differences(const SelectionLedger& gpu, const SelectionLedger& cpu, size_t prompt_len,
+                                   testing::ReportPart& out) {
+  const SelectionLedger g = ordered(gpu);
+  nlohmann::json diffs = nlohmann::json::array();
+  size_t n = std::min(g.rows.size(), cpu.rows.size()), differ = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Selection &a = g.rows[i], &b = cpu.rows[i];
+    if (a.pos != b.pos || a.layer != b.layer) fail("routing: ledgers out of step at row ", i);
+    if (a.experts == b.experts) continue;
+    ++differ;
+    if (diffs.size() < 32) {
+      nlohmann::json w = nlohmann::json::array();
+      for (uint32_t bits : a.weight_bits) w.push_back(std::bit_cast<float>(bits));
+      nlohmann::json wo = nlohmann::json::array();
+      for (uint32_t bits : b.weight_bits) wo.push_back(std::bit_cast<float>(bits));
+      diffs.push_back({{"position", a.pos},
+                       {"step", a.pos >= static_cast<int64_t>(prompt_len) ? a.pos - int64_t(prompt_len) + 1 : -1},
+                       {"layer", a.layer},
+                       {"gpu_experts", a.experts},
+                       {"gpu_weights", w},
+                       {"oracle_experts", b.experts},
+                       {"oracle_weights", wo}});
+    }
+  }
+  out.figure("routing_rows", static_cast<int64_t>(g.rows.size()));
+  out.figure("routing_rows_differ", static_cast<int64_t>(differ));
+  EXPECT_EQ(g.rows.size(), cpu.rows.size()) << "the GPU's ledger and the oracle's have different lengths";
+  return {{"rows", g.rows.size()}, {"rows_differ", differ}, {"first_differences", diffs}};
 }
 
 // The GPU's top-8 at a position, for the report.
@@ -204,9 +260,15 @@ TfVerdict tf_gate(FileFixture& m, const std::string& arm, const Bank& bank, doub
                  {"c_cpu", bank.measured_noise_rel},
                  {"coeff", coeff}};
   const int64_t replays0 = m.gpu->counters().replays, gemm0 = m.gpu->counters().gemm_launches;
+  const bool moe = m.gpu->config().n_expert > 0;
+  SelectionLedger routed;  // the first pass's MoE routing (MoE models)
   const auto [a, b] = with_arm(*m.gpu, arm, [&] {
-    return std::pair{tf_pass(*m.gpu, bank.prompt, bank.tokens), tf_pass(*m.gpu, bank.prompt, bank.tokens)};
+    TfPass first = tf_pass(*m.gpu, bank.prompt, bank.tokens, moe ? &routed : nullptr);
+    return std::pair{std::move(first), tf_pass(*m.gpu, bank.prompt, bank.tokens)};
   });
+  // A pass with the ledger attached runs the same kernels on the same operands as one without:
+  // the second pass (no ledger) must give the same bits (checked below with determinism).
+  if (moe && v.sha_match) out["routing"] = routing_differences(routed, oracle_ledger(m, bank), bank.prompt.size(), out);
   out.set_arms("gpu", arms_for(*m.gpu, arm));
   // non-vacuity: the arm engaged
   if (arm == "graph") { EXPECT_GT(m.gpu->counters().replays - replays0, 0) << "graph arm: no replay"; }

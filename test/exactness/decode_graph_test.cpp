@@ -1,0 +1,235 @@
+// Gate: DecodeGraph (GATES.md §5; seed glm5_decode_graph_gate.rs) — does replaying the captured
+// decode graph change anything a user or a router sees?
+//
+// DESIGN.md law 3: the graph launches the same kernels on the same operands in the same order as
+// eager decode. On every tiny fixture (4 families x F32/BF16/Q8_0/NVFP4, in memory: gpu_fixture.h)
+// the same prompt is primed and decoded greedily for 64 steps twice, eager and graph, each with
+// a selection ledger attached (memra/selection_ledger.h: per token and MoE layer the experts the
+// route kernel chose and the bits of their weights). The gate holds iff
+//   - the token streams are the same,
+//   - every step's logits are BitIdentical (the first differing step is named),
+//   - the ledgers are the same row for row (MoE fixtures; the first differing row is named:
+//     position, layer, both arms' experts and weight bits).
+// Non-vacuity: the graph served every decode step (replays), was captured (captures), and each
+// MoE ledger holds (prompt + 64) x MoE layers rows, so the comparison covered every decision.
+// Canary (gate_decode_graph_canary): the graph arm with layer 0's output scaled by 0.25
+// (Break::scale_layer) must FAIL, and on the MoE fixtures through the ledger too (a residual
+// scaled early moves the routers of later layers).
+// Also here: re-capture on invalidation (a scratch reallocation): re-captured with
+// graph_recapture on, latched to eager with it off, bits unchanged either way.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "exactness/gpu_fixture.h"
+#include "memra/engine.h"
+#include "memra/model.h"
+#include "memra/selection_ledger.h"
+#include "memra/testing/gate.h"
+#include "memra/testing/gpu.h"
+#include "memra/testing/matchers.h"
+#include "memra/testing/records.h"
+#include "memra/testing/report.h"
+
+namespace memra {
+namespace {
+
+using gpu_test::FixtureModel;
+
+constexpr int kPrompt = 12;  // prompt tokens
+constexpr int kSteps = 64;   // greedy decode steps per arm
+
+Engine& engine() {
+  static Engine e = Engine::open(testing::test_device());
+  return e;
+}
+
+struct Loaded {
+  FixtureModel fx;
+  std::unique_ptr<Model> gpu;
+};
+
+std::unique_ptr<Loaded> load_fixture(const std::string& id) {
+  auto m = std::make_unique<Loaded>();
+  m->fx = gpu_test::make_fixture(id);
+  m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
+  return m;
+}
+
+int64_t moe_layers(const ModelConfig& c) { return std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe); }
+
+struct Stream {
+  std::vector<int32_t> tokens;            // the greedy pick of each row
+  std::vector<std::vector<float>> rows;   // the prime's row, then each decode step's
+  SelectionLedger ledger;                 // ordered()
+  Counters delta;                         // the counters this stream moved
+};
+
+// prime(prompt), then kSteps greedy decode_step calls, under `arms` with `brk` set (restored).
+Stream greedy_stream(Model& m, const Arms& arms, const std::vector<int32_t>& prompt, const Break& brk = {}) {
+  testing::ScopedArms<Model> scoped(m, arms);
+  m.set_break(brk);
+  SelectionLedger l;
+  m.attach_ledger(&l);
+  struct Restore {
+    Model& m;
+    ~Restore() {
+      m.attach_ledger(nullptr);
+      m.set_break(Break{});
+    }
+  } restore{m};
+  const Counters c0 = m.counters();
+  Stream s;
+  Cache c = m.new_cache(static_cast<int64_t>(prompt.size()) + kSteps);
+  std::vector<float> row = m.prime_cache(prompt, c).logits;
+  for (int i = 0; i <= kSteps; ++i) {
+    s.tokens.push_back(testing::argmax(row));
+    s.rows.push_back(std::move(row));
+    if (i < kSteps) row = m.decode_step(s.tokens.back(), c).logits;
+  }
+  const Counters c1 = m.counters();
+  s.delta.replays = c1.replays - c0.replays;
+  s.delta.captures = c1.captures - c0.captures;
+  s.ledger = ordered(l);
+  return s;
+}
+
+struct GraphVerdict {
+  bool tokens_same = false, rows_same = false, ledger_same = false;
+};
+
+// The gate on one fixture: eager vs graph (the graph arm with `graph_break`, the canary's).
+GraphVerdict decode_graph_gate(Loaded& m, testing::Report& rep, const Break& graph_break = {}) {
+  Model& gpu = *m.gpu;
+  Arms eager = gpu.arms(), graph = eager;
+  eager.decode_graph = false;
+  graph.decode_graph = true;
+  const std::vector<int32_t> prompt = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 17);
+  const Stream e = greedy_stream(gpu, eager, prompt);
+  const Stream g = greedy_stream(gpu, graph, prompt, graph_break);
+  const int64_t L = moe_layers(m.fx.config), want_rows = (kPrompt + kSteps) * L;
+  GraphVerdict v;
+  v.tokens_same = e.tokens == g.tokens;
+  EXPECT_EQ(g.tokens, e.tokens) << m.fx.id << ": the graph arm's greedy stream differs";
+  std::optional<size_t> first_row;
+  for (size_t i = 0; i < e.rows.size() && !first_row; ++i)
+    if (!::testing::Matches(testing::BitIdentical(e.rows[i]))(g.rows[i])) first_row = i;
+  v.rows_same = !first_row;
+  if (first_row) {
+    EXPECT_THAT(g.rows[*first_row], testing::BitIdentical(e.rows[*first_row]))
+        << m.fx.id << ": logits of row " << *first_row << " (0 = the prime's) differ between graph and eager";
+  }
+  const std::optional<size_t> first_sel = first_ledger_difference(e.ledger, g.ledger);
+  v.ledger_same = !first_sel;
+  EXPECT_FALSE(first_sel.has_value()) << m.fx.id << ": MoE selections differ (eager vs graph): "
+                                      << (first_sel ? describe_ledger_difference(e.ledger, g.ledger, *first_sel) : "");
+  // non-vacuity
+  EXPECT_GE(g.delta.replays, kSteps) << m.fx.id << ": the graph arm did not serve every decode step";
+  EXPECT_GE(g.delta.captures, 1) << m.fx.id << ": no graph was captured";
+  EXPECT_EQ(e.delta.replays, 0) << m.fx.id << ": the eager arm replayed a graph";
+  EXPECT_EQ(static_cast<int64_t>(e.ledger.rows.size()), want_rows)
+      << m.fx.id << ": eager ledger rows (want (prompt + steps) x MoE layers)";
+  EXPECT_EQ(static_cast<int64_t>(g.ledger.rows.size()), want_rows)
+      << m.fx.id << ": graph ledger rows (want (prompt + steps) x MoE layers)";
+  rep["fixture"] = m.fx.id;
+  rep["first_differing_row"] = first_row ? nlohmann::json(*first_row) : nlohmann::json(nullptr);
+  rep["first_ledger_difference"] =
+      first_sel ? nlohmann::json(describe_ledger_difference(e.ledger, g.ledger, *first_sel)) : nlohmann::json(nullptr);
+  rep["tokens"] = {{"eager", e.tokens}, {"graph", g.tokens}};
+  rep.figure("steps", static_cast<int64_t>(kSteps));
+  rep.figure("replays", g.delta.replays);
+  rep.figure("captures", g.delta.captures);
+  rep.figure("ledger_rows", static_cast<int64_t>(g.ledger.rows.size()));
+  rep.figure("moe_layers", L);
+  return v;
+}
+
+class DecodeGraphGate : public testing::GpuGateTest<Loaded> {
+ protected:
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+};
+
+[[maybe_unused]] std::vector<std::string> gguf_fixture_ids() {
+  std::vector<std::string> v;
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
+    for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back(gpu_test::fixture_id(f, t, false));
+  return v;
+}
+
+#ifndef MEMRA_GPU_CANARY
+
+TEST_P(DecodeGraphGate, GraphEqualsEagerWithLedger) { decode_graph_gate(model(), report()); }
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate, ::testing::ValuesIn(testing::gate_cases(gguf_fixture_ids())),
+                         testing::CaseName());
+
+// A scratch reallocation (a longer prompt on the same model) invalidates a captured graph:
+// re-captured with graph_recapture on, latched to eager with it off; bits unchanged either way.
+class GraphInvalidation : public testing::GpuGateFixture<Loaded> {
+ protected:
+  std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
+};
+TEST_F(GraphInvalidation, RecapturesOrLatches) {
+  Loaded& m = model(gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false));
+  const int64_t V = m.fx.config.n_vocab;
+  for (bool recapture : {true, false}) {
+    Arms a = m.gpu->arms();
+    a.decode_graph = true;
+    a.graph_recapture = recapture;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    const auto p = testing_fixtures::prompt(kPrompt, V, 19);
+    Cache c = m.gpu->new_cache(kPrompt + 8);
+    m.gpu->prime_cache(p, c);
+    const Counters s0 = m.gpu->counters();
+    const std::vector<float> l1 = m.gpu->decode_step(p[0], c).logits;
+    // grow the scratch: a prompt longer than any before on this model
+    const auto big = testing_fixtures::prompt(recapture ? 400 : 600, V, 23);
+    (void)m.gpu->forward_last(big);
+    const std::vector<float> l2 = m.gpu->decode_step(p[1], c).logits;
+    const Counters s1 = m.gpu->counters();
+    // the eager reference of the same three calls
+    Arms ea = a;
+    ea.decode_graph = false;
+    testing::ScopedArms<Model> eager(*m.gpu, ea);
+    Cache r = m.gpu->new_cache(kPrompt + 8);
+    m.gpu->prime_cache(p, r);
+    const std::vector<float> r1 = m.gpu->decode_step(p[0], r).logits;
+    const std::vector<float> r2 = m.gpu->decode_step(p[1], r).logits;
+    testing::ReportPart out(report(), recapture ? "recapture" : "latch");
+    out.figure("captures", s1.captures - s0.captures);
+    out.figure("latched", s1.latched - s0.latched);
+    EXPECT_THAT(l1, testing::BitIdentical(r1)) << "recapture=" << recapture << ": the step before the reallocation";
+    EXPECT_THAT(l2, testing::BitIdentical(r2)) << "recapture=" << recapture << ": the step after it";
+    if (recapture) {
+      EXPECT_EQ(s1.captures - s0.captures, 2) << "expected a capture, then a re-capture";
+    } else {
+      EXPECT_EQ(s1.latched - s0.latched, 1) << "expected the cache to latch to eager";
+    }
+  }
+}
+
+#else  // the canary target
+
+// The graph arm with layer 0's output scaled by 0.25: the gate must FAIL; on MoE fixtures the
+// ledger comparison must be among the failures (it can see a routing change by itself).
+TEST_P(DecodeGraphGate, BrokenGraphArmFails) {
+  Break brk;
+  brk.scale_layer = 0;
+  brk.scale_factor = 0.25f;
+  GraphVerdict v;
+  expect_gate_fails("the graph arm with layer 0's output scaled by 0.25",
+                    [&] { v = decode_graph_gate(model(), report(), brk); });
+  if (moe_layers(model().fx.config) > 0) {
+    EXPECT_FALSE(v.ledger_same) << "the broken graph arm routed every token as eager did: the ledger saw nothing";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate,
+                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                                                  gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+                         testing::CaseName());
+
+#endif
+
+}  // namespace
+}  // namespace memra
