@@ -8,7 +8,8 @@ of the TfCalibration cases.
 Each case prints "[tf-calibration] <fixture>/<arm class>: C_gpu measured <v>, committed ...". The
 committed value is the measured one rounded UP to two significant digits (the gate's 3*sqrt(2)
 factor is the headroom; TfCalibration fails when a later build measures more). Other arches'
-entries in the file are kept. Review the diff before committing: a calibration that grew is a
+entries, and this arch's keys the log does not measure (e.g. a run of only the realistic
+fixtures' cases), are kept; "measured" then lists both runs. Review the diff before committing: a calibration that grew is a
 GPU that got noisier, and the reason belongs in the commit message.
 """
 import argparse
@@ -45,7 +46,14 @@ def main() -> int:
         return 1
     with open(a.out, encoding="utf-8") as f:
         cal = json.load(f)
-    cal[a.arch] = {"measured": a.measured, "c_gpu": {k: round_up_2sig(v) for k, v in sorted(found.items())}}
+    old = cal.get(a.arch, {})
+    table = dict(old.get("c_gpu", {}))
+    kept = [k for k in table if k not in found]
+    table.update({k: round_up_2sig(v) for k, v in found.items()})
+    measured = a.measured
+    if kept:
+        measured = f"{old.get('measured', '?')} ({len(kept)} keys); {a.measured} ({len(found)} keys)"
+    cal[a.arch] = {"measured": measured, "c_gpu": dict(sorted(table.items()))}
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(cal, f, indent=2)
         f.write("\n")

@@ -7,7 +7,9 @@
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
 //   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
 //                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B layers at 4
-//                      layers; no committed bank: the CPU oracle at these widths is minutes);
+//                      layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
+//                      by the test run (bank_gen_real_*: memra-bank, 64 steps; not committed: the
+//                      CPU oracle at these widths takes minutes on a CI box without a GPU);
 //   "user"             the checkpoint MEMRA_GATE_MODEL names (a GGUF file or an HF directory;
 //                      docs/testing.md "Your own checkpoint"), its bank MEMRA_GATE_BANK if set.
 // The gates instantiate a "user" case each; it skips, saying why, unless MEMRA_GATE_MODEL is set,
@@ -84,6 +86,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     if (const char* b = std::getenv("MEMRA_GATE_BANK")) m->bank_path = b;
   } else if (id.starts_with("real-")) {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / (id + ".gguf");
+    m->bank_path = fs::path(MEMRA_BINARY_DIR) / "fixtures/banks" / (id + ".json");
   } else {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
     m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");

@@ -66,6 +66,10 @@ using gpu_test::FileFixture;
 constexpr const char* kCalibrationPrompt =
     "Teacher forcing feeds the reference tokens back, so every position is judged on its own.";
 constexpr int kCalibrationSteps = 160;
+// Realistic fixtures (file_fixture.h "real-*"): their banks are made by the test run (ctest
+// fixtures bank_gen_real_*: memra-bank, 64 steps; the CPU oracle at these widths is minutes on a
+// laptop) and their calibration teacher-forces 64 steps.
+[[maybe_unused]] int calibration_steps(const FileFixture& m) { return m.id.starts_with("real-") ? 64 : kCalibrationSteps; }
 
 // The CPU oracle on the same file, with the GPU's activation contract when it matters.
 oracle::Model oracle_for(const FileFixture& m) {
@@ -364,6 +368,7 @@ TEST_P(TfGate, BankedTrajectoryInBand) {
   tf_gate(m, GetParam().arms, bank, c_gpu_for(m, GetParam().arms, report()), report(),
           known == kKnownUnresolved.end() ? 0 : known->second);
 }
+#ifndef MEMRA_TF_REAL
 INSTANTIATE_TEST_SUITE_P(Tiny, TfGate,
                          ::testing::ValuesIn(testing::gate_cases(
                              gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager", "graph"})),
@@ -378,6 +383,12 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, TfGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"eager", "graph"})),
                          testing::CaseName());
+#else  // gate_teacher_forced_real: the realistic fixtures, eager and graph
+INSTANTIATE_TEST_SUITE_P(Real, TfGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"eager", "graph"})),
+                         testing::CaseName());
+#endif
 
 // C_gpu re-measured on the held-out calibration prompt: the GPU teacher-forced along the
 // oracle's own greedy stream, max over positions of max_j |gpu_j - oracle_j| / |oracle top1|.
@@ -389,7 +400,7 @@ TEST_P(TfCalibration, GpuNoiseWithinCommittedCalibration) {
   const std::string arm = GetParam().arms;
   oracle::Model o = oracle_for(m);
   const std::vector<int32_t> prompt = m.tokenizer->encode(kCalibrationPrompt);
-  const Bank ref = make_bank(o, prompt, kCalibrationSteps, 2);
+  const Bank ref = make_bank(o, prompt, calibration_steps(m), 2);
   const std::vector<std::vector<float>> orows = teacher_forced_rows(o, ref.prompt, ref.tokens);
   const TfPass g = with_arm(*m.gpu, arm, [&] { return tf_pass(*m.gpu, ref.prompt, ref.tokens); });
   double c = 0;
@@ -432,12 +443,13 @@ TEST_P(TfCalibration, GpuNoiseWithinCommittedCalibration) {
   if (committed.c_gpu) report().figure("c_gpu_committed", *committed.c_gpu);
   ASSERT_TRUE(committed.c_gpu.has_value())
       << "no committed C_gpu for " << m.id << "/" << arm_class(arm) << " (measured " << c << ")";
-  EXPECT_GT(c, 0.0) << "GPU and oracle identical to the bit over " << kCalibrationSteps
+  EXPECT_GT(c, 0.0) << "GPU and oracle identical to the bit over " << calibration_steps(m)
                     << " positions: the comparison is not running";
   EXPECT_LE(c, *committed.c_gpu) << m.id << "/" << arm_class(arm)
                                  << ": the GPU is noisier than its committed calibration (measured " << c
                                  << "); find out why before recalibrating test/exactness/tf_calibration.json";
 }
+#ifndef MEMRA_TF_REAL
 INSTANTIATE_TEST_SUITE_P(
     Tiny, TfCalibration,
     ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager"})),
@@ -450,6 +462,12 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfCalibration,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"dp4a"})),
                          testing::CaseName());
+#else
+INSTANTIATE_TEST_SUITE_P(Real, TfCalibration,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"eager"})),
+                         testing::CaseName());
+#endif
 
 #else  // the canary target
 
