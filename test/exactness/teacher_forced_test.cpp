@@ -70,6 +70,13 @@ constexpr int kCalibrationSteps = 160;
 // fixtures bank_gen_real_*: memra-bank, 64 steps; the CPU oracle at these widths is minutes on a
 // laptop) and their calibration teacher-forces 64 steps.
 [[maybe_unused]] int calibration_steps(const FileFixture& m) { return m.id.starts_with("real-") ? 64 : kCalibrationSteps; }
+// The realistic fixtures the gate runs on: those with a committed C_gpu whose gate has been seen
+// to run on the H200. The Qwen3.5-9B-layer fixtures join when theirs is (Q8_0 is calibrated,
+// its gate not yet run; NVFP4 not yet calibrated: tools/tf-calibrate.py). Their banks are made
+// by the ctest fixtures bank_gen_real_* (test/fixtures/CMakeLists.txt: the same list).
+[[maybe_unused]] std::vector<std::string> real_tf_fixtures() {
+  return {"real-qwen3-0.6b-q8_0", "real-qwen3-0.6b-nvfp4"};
+}
 
 // The CPU oracle on the same file, with the GPU's activation contract when it matters.
 oracle::Model oracle_for(const FileFixture& m) {
@@ -355,10 +362,13 @@ double c_gpu_for(const FileFixture& m, const std::string& arm, testing::Report& 
 // The fixtures on which the gate's verdict is FAIL, measured on the H200 (docs/testing.md
 // "TeacherForced"): quantised Qwen3.5-MoE. At a few positions the GPU's pick falls outside the
 // bank's top-8 while the calibrated band (C_gpu 0.51 / 0.69) is wider than |top1|, so the bank
-// cannot resolve the row; every arm alike (eager, graph, mma, dp4a). The cause is not known yet:
-// q8_1 roundings taken differently explain percent-level noise without any routing change
-// (OracleQ81Activations.QuantisedFixturesAmplifyLastBitNoise), not the 20-logit deviations seen
-// at these positions; the GPU's selection ledger would show whether its routing differs there.
+// cannot resolve the row; every arm alike (eager, graph, mma, dp4a). Cause (measured): the
+// fixture is chaotic under the q8_1 contract. The GPU routes 48 (Q8_0) / 39 (NVFP4) of the
+// trajectory's 724 decisions to other experts than the oracle (the case's report, "routing"),
+// the first within the prompt; the oracle itself, its embeddings moved by 1e-5 relative (the
+// GPU's f32 noise), swaps experts too and moves by 0.44 of |top1|
+// (OracleQ81Activations.QuantisedFixturesAmplifyLastBitNoise). Quantised Qwen3-Next, the same
+// layer kinds with other shapes, routes all 543 decisions as the oracle does and passes.
 const std::map<std::string, size_t> kKnownUnresolved = {{"qwen35moe-q8_0", 4}, {"qwen35moe-nvfp4", 2}};
 
 TEST_P(TfGate, BankedTrajectoryInBand) {
@@ -384,9 +394,7 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
 INSTANTIATE_TEST_SUITE_P(User, TfGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"eager", "graph"})),
                          testing::CaseName());
 #else  // gate_teacher_forced_real: the realistic fixtures, eager and graph
-INSTANTIATE_TEST_SUITE_P(Real, TfGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
-                                                                 {"eager", "graph"})),
+INSTANTIATE_TEST_SUITE_P(Real, TfGate, ::testing::ValuesIn(testing::gate_cases(real_tf_fixtures(), {"eager", "graph"})),
                          testing::CaseName());
 #endif
 
@@ -463,9 +471,7 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfCalibration,
                                                                  {"dp4a"})),
                          testing::CaseName());
 #else
-INSTANTIATE_TEST_SUITE_P(Real, TfCalibration,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
-                                                                 {"eager"})),
+INSTANTIATE_TEST_SUITE_P(Real, TfCalibration, ::testing::ValuesIn(testing::gate_cases(real_tf_fixtures(), {"eager"})),
                          testing::CaseName());
 #endif
 

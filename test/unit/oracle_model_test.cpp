@@ -344,19 +344,26 @@ TEST(OracleQ81Activations, OnlyQuantisedMatricesAndTogglesExactly) {
   EXPECT_TRUE(bit_equal(m.forward_last(p), loff));
 }
 
-// Why the TeacherForced band is wide on quantised fixtures (docs/testing.md "TeacherForced"):
-// under the q8_1 contract, noise in the last bits upstream of a quantised product tips some
-// activations to the neighbouring q8_1 value, a step of amax/127. Here the oracle itself, with
-// every token embedding moved by 1e-6 relative (the size of an f32 sum's rounding), is
-// teacher-forced along its own greedy stream on the tiny fixtures (trained-like margins): the
-// float model moves by 7e-6 of |top1|, the quantised ones by percents (2.5e-2 Qwen3 Q8_0, 2.0e-2
-// Qwen3.5-MoE Q8_0, 160 steps): the size of the GPU's calibrated noise on such fixtures. The MoE
-// routing does not change here (0 of 676 decisions: the selection ledgers are compared and the
-// count recorded), so the GPU's much larger deviations at a few positions of quantised
-// Qwen3.5-MoE (20 logits; TfCalibration) are not explained by this alone.
+// Why the TeacherForced band is wide on quantised fixtures, and why quantised Qwen3.5-MoE fails
+// it (docs/testing.md "TeacherForced"): under the q8_1 contract, noise in the last bits upstream
+// of a quantised product tips some activations to the neighbouring q8_1 value, a step of
+// amax/127, and in an MoE layer a tipped router input can swap an expert. Here the oracle itself,
+// with every token embedding moved by eps relative, is teacher-forced along its own greedy stream
+// (160 steps, tiny fixtures) and compared with the unmoved oracle, logits and selection ledgers.
+// At eps = 1e-6 the float model moves by ~1e-5 of |top1| and the quantised ones by percents; at
+// eps = 1e-5 (the size of the GPU's f32 noise on these fixtures: C_gpu of the float fixtures is
+// 1e-5) quantised Qwen3.5-MoE routes some tokens to other experts (8 of 676 decisions here) and
+// its logits move by 0.44 of |top1| (1.05 along the TeacherForced bank's trajectory, 21 of 724
+// decisions): the reference is itself chaotic there, so a bank cannot resolve the GPU's picks.
+// (The GPU's ledger on that trajectory differs from the oracle's in 48 of 724 decisions, Q8_0;
+// the gate reports it per case.)
 TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
-  int64_t flips = 0, decisions = 0;  // MoE routing decisions that differ between the two oracles
-  auto deviation = [&](Family f, bool q8) {
+  struct Deviation {
+    double worst = 0;         // max over steps of max_j |a_j - b_j| / |top1|
+    int64_t flips = 0;        // MoE routing decisions that differ between the two oracles
+    int64_t decisions = 0;
+  };
+  auto deviation = [&](Family f, bool q8, float eps) {
     const fixture::FixtureSpec spec{f, fixture::Preset::Tiny};
     const ModelConfig c = fixture::fixture_config(spec);
     MemorySource src = to_gguf_source(c, fixture::fixture_weights(c, fixture::fixture_seed(spec)));
@@ -368,7 +375,7 @@ TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
     uint64_t x = 99;
     for (float& v : w.embed.data) {
       x = x * 6364136223846793005ull + 1442695040888963407ull;
-      v *= (x >> 40) % 2 ? 1.000001f : 0.999999f;
+      v *= (x >> 40) % 2 ? 1.0f + eps : 1.0f - eps;
     }
     Model b = Model::from_weights(c, std::move(w), o);
     SelectionLedger la, lb;
@@ -377,37 +384,43 @@ TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
     const std::vector<int32_t> p = {785, 479, 657, 24957, 59, 17, 3974, 13876, 38835};
     Cache ca = a.new_cache(200), cb = b.new_cache(200);
     std::vector<float> ra = a.prime(p, ca), rb = b.prime(p, cb);
-    double worst = 0;
+    Deviation d;
     for (int step = 0; step < 160; ++step) {
-      double d = 0, top = 0;
+      double m = 0;
       int32_t t = 0;
       for (size_t j = 0; j < ra.size(); ++j) {
-        d = std::max(d, std::abs(double(ra[j]) - rb[j]));
+        m = std::max(m, std::abs(double(ra[j]) - rb[j]));
         if (ra[j] > ra[static_cast<size_t>(t)]) t = static_cast<int32_t>(j);
       }
-      top = std::abs(double(ra[static_cast<size_t>(t)]));
-      worst = std::max(worst, d / top);
+      d.worst = std::max(d.worst, m / std::abs(double(ra[static_cast<size_t>(t)])));
       ra = a.decode_step(t, ca).logits;  // both fed the unperturbed model's pick
       rb = b.decode_step(t, cb).logits;
     }
     const SelectionLedger oa = ordered(la), ob = ordered(lb);
+    EXPECT_EQ(oa.rows.size(), ob.rows.size());
     for (size_t i = 0; i < std::min(oa.rows.size(), ob.rows.size()); ++i) {
-      ++decisions;
-      flips += oa.rows[i].experts != ob.rows[i].experts;
+      ++d.decisions;
+      d.flips += oa.rows[i].experts != ob.rows[i].experts;
     }
-    return worst;
+    return d;
   };
-  const double f32 = deviation(Family::Qwen3, false), q3 = deviation(Family::Qwen3, true);
-  const double moe = deviation(Family::Qwen35Moe, true);
-  std::printf("routing decisions that differ: %lld of %lld\n", static_cast<long long>(flips),
-              static_cast<long long>(decisions));
-  RecordProperty("moe_routing_flips", std::to_string(flips) + " of " + std::to_string(decisions));
-  RecordProperty("qwen3_f32", std::to_string(f32));
-  RecordProperty("qwen3_q8_0", std::to_string(q3));
-  RecordProperty("qwen35moe_q8_0", std::to_string(moe));
-  EXPECT_LT(f32, 1e-4);
-  EXPECT_GT(q3, 1e-3);
-  EXPECT_GT(moe, 1e-3);
+  const Deviation f32 = deviation(Family::Qwen3, false, 1e-6f), q3 = deviation(Family::Qwen3, true, 1e-6f);
+  const Deviation moe6 = deviation(Family::Qwen35Moe, true, 1e-6f), moe5 = deviation(Family::Qwen35Moe, true, 1e-5f);
+  std::printf("qwen3 f32 %.3g, qwen3 q8_0 %.3g; qwen35moe q8_0: eps 1e-6 %.3g (%lld of %lld routed otherwise), "
+              "eps 1e-5 %.3g (%lld of %lld)\n",
+              f32.worst, q3.worst, moe6.worst, static_cast<long long>(moe6.flips),
+              static_cast<long long>(moe6.decisions), moe5.worst, static_cast<long long>(moe5.flips),
+              static_cast<long long>(moe5.decisions));
+  RecordProperty("qwen3_f32", std::to_string(f32.worst));
+  RecordProperty("qwen3_q8_0", std::to_string(q3.worst));
+  RecordProperty("qwen35moe_q8_0_eps1e-6", std::to_string(moe6.worst));
+  RecordProperty("qwen35moe_q8_0_eps1e-5", std::to_string(moe5.worst));
+  RecordProperty("qwen35moe_q8_0_eps1e-5_routing_flips", std::to_string(moe5.flips) + " of " + std::to_string(moe5.decisions));
+  EXPECT_LT(f32.worst, 1e-4);
+  EXPECT_GT(q3.worst, 1e-3);
+  EXPECT_GT(moe6.worst, 1e-3);
+  EXPECT_GT(moe5.flips, 0) << "f32-sized noise no longer swaps an expert of quantised Qwen3.5-MoE";
+  EXPECT_GT(moe5.worst, 0.1) << "the quantised MoE fixture is no longer chaotic at f32-sized noise";
 }
 
 }  // namespace
