@@ -11,7 +11,8 @@
 // activations entering a Q8_0/NVFP4 mat-vec are quantised to q8_1 (the W8A8 / W4A8 contract
 // of memra/quant.h). Everything between the mat-vecs is f32.
 //
-// Consistency (tested in test/exactness/gpu_oracle_test.cpp):
+// Consistency (the model's own laws: test/exactness/gpu_oracle_test.cpp; graph vs eager:
+// decode_graph_test.cpp; against the CPU oracle: teacher_forced_test.cpp; docs/testing.md):
 //   - prime_cache(p[:n-1]) + decode_step(p[n-1]) == forward_last(p) bitwise with
 //     gdn_prefill = recurrent and prefill_matmul = mmvq (the model's defaults): every kernel
 //     computes a token's values by the same operations whatever the number of tokens in the
@@ -19,9 +20,9 @@
 //     GDN recurrence walks tokens in order);
 //   - the same inputs and arms give the same bits run after run (no atomics, launch shapes
 //     from problem shapes only);
-//   - teacher-forced along the oracle's greedy stream, the argmax agrees with the oracle's, or
-//     the oracle's margin between the two picks is within twice the measured logit noise, and
-//     that noise stays under a per-family, per-type ceiling (docs/gpu.md).
+//   - a replayed decode graph gives eager decode's logits and MoE routing decisions, bit for bit;
+//   - teacher-forced along a CPU-oracle bank, each pick is the bank's or within the band
+//     3·√2·(C_gpu + C_cpu)·|top1| of it (C_gpu calibrated per fixture and arm).
 // Arms honoured: decode_matvec (mmvq, dp4a), fuse_norm_quant, prefill_act (w4a8; w4a4: the
 // NVFP4 mat-muls of a call of more than one token take e2m1 activations with per-16 ue4m3
 // scales, quant.h's W4A4 contract, on the token-tiled mat-vec — an error with prefill_matmul =

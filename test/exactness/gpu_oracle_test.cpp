@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <map>
 
 #include "exactness/gpu_fixture.h"
@@ -157,8 +156,7 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
     differing += std::bit_cast<uint32_t>(full[j]) != std::bit_cast<uint32_t>(s.logits[j]);
   report().set_arms("law", a);
   report().figure("differing_logits", differing);
-  EXPECT_EQ(std::memcmp(full.data(), s.logits.data(), full.size() * sizeof(float)), 0)
-      << "forward_last and prime+decode differ in bits";
+  EXPECT_THAT(s.logits, testing::BitIdentical(full)) << "forward_last and prime+decode differ in bits";
   EXPECT_EQ(cache.pos(), kPrompt);
 }
 
@@ -209,7 +207,7 @@ TEST_F(GpuModel, DeviceGreedyMatchesHostArgmax) {
       EXPECT_EQ(c.pos(), b.pos());
       // the last position of the cache: both continue with the same logits bits
       const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits, lc = m.gpu->decode_step(host.back(), c).logits;
-      EXPECT_EQ(std::memcmp(lb.data(), lc.data(), lb.size() * sizeof(float)), 0);
+      EXPECT_THAT(lc, testing::BitIdentical(lb)) << "decode_greedy_n's cache continues otherwise than decode_greedy's";
       // bad input: nothing left in the cache, n < 1
       EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 1, c); },
                   ::testing::ThrowsMessage<Error>(::testing::HasSubstr("exceed the cache")));
