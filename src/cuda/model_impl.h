@@ -195,7 +195,7 @@ struct Model::Impl {
   SelectionLedger* ledger = nullptr;
   DeviceBuffer<cuda::LedgerRow> ledger_ring;
   DeviceBuffer<unsigned long long> ledger_count;  // [1] rows written since attach
-  unsigned long long ledger_read = 0;              // rows drained so far
+  unsigned long long ledger_read = 0;             // rows drained so far
   int64_t moe_layers() const;
   void ledger_reserve(int64_t rows);  // the ring holds `rows` more rows before the next drain
   void ledger_record(int64_t li, std::span<const Seq> seqs, int64_t rows);

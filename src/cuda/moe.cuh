@@ -71,13 +71,13 @@ struct LedgerRow {
 };
 
 struct LedgerRecordParams {
-  const int32_t* ids = nullptr;      // [rows*k] moe_route_run's
-  const float* weights = nullptr;    // [rows*k]
+  const int32_t* ids = nullptr;    // [rows*k] moe_route_run's
+  const float* weights = nullptr;  // [rows*k]
   int k = 0;
   int64_t rows = 0;
-  const int64_t* pos0 = nullptr;     // device: position of row 0 (a cache's pos_dev)
+  const int64_t* pos0 = nullptr;  // device: position of row 0 (a cache's pos_dev)
   int32_t layer = 0;
-  LedgerRow* ring = nullptr;         // [cap]
+  LedgerRow* ring = nullptr;  // [cap]
   int64_t cap = 0;
   unsigned long long* count = nullptr;  // device: rows written so far; row i goes to ring[i % cap]
 };

@@ -15,9 +15,7 @@
 
 namespace memra {
 
-int64_t Model::Impl::moe_layers() const {
-  return std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe);
-}
+int64_t Model::Impl::moe_layers() const { return std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe); }
 
 void Model::Impl::ledger_reserve(int64_t rows) {
   if (!ledger || static_cast<int64_t>(ledger_ring.size()) >= rows) return;

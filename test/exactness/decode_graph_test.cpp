@@ -60,10 +60,10 @@ std::unique_ptr<Loaded> load_fixture(const std::string& id) {
 int64_t moe_layers(const ModelConfig& c) { return std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe); }
 
 struct Stream {
-  std::vector<int32_t> tokens;            // the greedy pick of each row
-  std::vector<std::vector<float>> rows;   // the prime's row, then each decode step's
-  SelectionLedger ledger;                 // ordered()
-  Counters delta;                         // the counters this stream moved
+  std::vector<int32_t> tokens;           // the greedy pick of each row
+  std::vector<std::vector<float>> rows;  // the prime's row, then each decode step's
+  SelectionLedger ledger;                // ordered()
+  Counters delta;                        // the counters this stream moved
 };
 
 // prime(prompt), then kSteps greedy decode_step calls, under `arms` with `brk` set (restored).
@@ -223,11 +223,12 @@ TEST_P(DecodeGraphGate, BrokenGraphArmFails) {
     EXPECT_FALSE(v.ledger_same) << "the broken graph arm routed every token as eager did: the ledger saw nothing";
   }
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate,
-                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
-                                                                  gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
-                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, DecodeGraphGate,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                             gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+    testing::CaseName());
 
 #endif
 

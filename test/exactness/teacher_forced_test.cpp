@@ -32,11 +32,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <bit>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -69,7 +69,9 @@ constexpr int kCalibrationSteps = 160;
 // Realistic fixtures (file_fixture.h "real-*"): their banks are made by the test run (ctest
 // fixtures bank_gen_real_*: memra-bank, 64 steps; the CPU oracle at these widths is minutes on a
 // laptop) and their calibration teacher-forces 64 steps.
-[[maybe_unused]] int calibration_steps(const FileFixture& m) { return m.id.starts_with("real-") ? 64 : kCalibrationSteps; }
+[[maybe_unused]] int calibration_steps(const FileFixture& m) {
+  return m.id.starts_with("real-") ? 64 : kCalibrationSteps;
+}
 // The realistic fixtures the gate runs on: those with a committed C_gpu whose gate has been seen
 // to run on the H200. The Qwen3.5-9B-layer fixtures join when theirs is (Q8_0 is calibrated,
 // its gate not yet run; NVFP4 not yet calibrated: tools/tf-calibrate.py). Their banks are made

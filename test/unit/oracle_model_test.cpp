@@ -359,8 +359,8 @@ TEST(OracleQ81Activations, OnlyQuantisedMatricesAndTogglesExactly) {
 // the gate reports it per case.)
 TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
   struct Deviation {
-    double worst = 0;         // max over steps of max_j |a_j - b_j| / |top1|
-    int64_t flips = 0;        // MoE routing decisions that differ between the two oracles
+    double worst = 0;   // max over steps of max_j |a_j - b_j| / |top1|
+    int64_t flips = 0;  // MoE routing decisions that differ between the two oracles
     int64_t decisions = 0;
   };
   auto deviation = [&](Family f, bool q8, float eps) {
@@ -406,16 +406,17 @@ TEST(OracleQ81Activations, QuantisedFixturesAmplifyLastBitNoise) {
   };
   const Deviation f32 = deviation(Family::Qwen3, false, 1e-6f), q3 = deviation(Family::Qwen3, true, 1e-6f);
   const Deviation moe6 = deviation(Family::Qwen35Moe, true, 1e-6f), moe5 = deviation(Family::Qwen35Moe, true, 1e-5f);
-  std::printf("qwen3 f32 %.3g, qwen3 q8_0 %.3g; qwen35moe q8_0: eps 1e-6 %.3g (%lld of %lld routed otherwise), "
-              "eps 1e-5 %.3g (%lld of %lld)\n",
-              f32.worst, q3.worst, moe6.worst, static_cast<long long>(moe6.flips),
-              static_cast<long long>(moe6.decisions), moe5.worst, static_cast<long long>(moe5.flips),
-              static_cast<long long>(moe5.decisions));
+  std::printf(
+      "qwen3 f32 %.3g, qwen3 q8_0 %.3g; qwen35moe q8_0: eps 1e-6 %.3g (%lld of %lld routed otherwise), "
+      "eps 1e-5 %.3g (%lld of %lld)\n",
+      f32.worst, q3.worst, moe6.worst, static_cast<long long>(moe6.flips), static_cast<long long>(moe6.decisions),
+      moe5.worst, static_cast<long long>(moe5.flips), static_cast<long long>(moe5.decisions));
   RecordProperty("qwen3_f32", std::to_string(f32.worst));
   RecordProperty("qwen3_q8_0", std::to_string(q3.worst));
   RecordProperty("qwen35moe_q8_0_eps1e-6", std::to_string(moe6.worst));
   RecordProperty("qwen35moe_q8_0_eps1e-5", std::to_string(moe5.worst));
-  RecordProperty("qwen35moe_q8_0_eps1e-5_routing_flips", std::to_string(moe5.flips) + " of " + std::to_string(moe5.decisions));
+  RecordProperty("qwen35moe_q8_0_eps1e-5_routing_flips",
+                 std::to_string(moe5.flips) + " of " + std::to_string(moe5.decisions));
   EXPECT_LT(f32.worst, 1e-4);
   EXPECT_GT(q3.worst, 1e-3);
   EXPECT_GT(moe6.worst, 1e-3);
