@@ -8,7 +8,7 @@
 // Canary (gate_gpu_oracle_canary): the launch-overlap gate with a broken overlap arm must fail.
 //
 // Fixtures (memra/testing/gate.h): GpuGate cases are named by fixture model id (gpu_fixture.h
-// fixture_id); the GpuModel cases walk several fixtures by id. One load per suite (the fixtures'
+// fixture_id), one fixture per case; the GpuModel cases make their own models. One load per suite (the fixtures'
 // ModelCache); every case writes its JSON report.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -165,56 +165,63 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, GpuGate,
     ::testing::ValuesIn(testing::gate_cases(fixture_ids({DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}, true))),
     testing::CaseName());
-TEST_F(GpuModel, RunToRunDeterminismSha256) {
-  for (Family f : {Family::Qwen3, Family::Qwen35Moe, Family::Qwen3Next}) {
-    Loaded& m = loaded(f, DType::Q8_0, false);
-    const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 9);
-    const std::string a = logits_stream_sha(*m.gpu, p, 16), b = logits_stream_sha(*m.gpu, p, 16);
-    EXPECT_EQ(a, b) << m.fx.id;
-    report().figure(m.fx.id + "_sha256", a);
-  }
+// The same inputs and arms give the same bits run after run: two logits streams, one sha256.
+class Determinism : public GpuGate {};
+TEST_P(Determinism, RunToRunSha256) {
+  Loaded& m = model();
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 9);
+  const std::string a = logits_stream_sha(*m.gpu, p, 16), b = logits_stream_sha(*m.gpu, p, 16);
+  EXPECT_EQ(a, b) << m.fx.id;
+  report().figure("sha256", a);
 }
+INSTANTIATE_TEST_SUITE_P(Tiny, Determinism,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-q8_0-gguf", "qwen35moe-q8_0-gguf",
+                                                                  "qwen3next-q8_0-gguf"})),
+                         testing::CaseName());
 
 // decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's
 // logits, step after step; decode_greedy_n (each step's token fed on the device, one wait) ==
 // the same stream in one call, and its cache continues exactly as the chained calls' does. Eager
 // and graph; quantized lm_heads (the token from the streamed launch's per-warp bests) and a BF16
 // one (the full-vocabulary scan).
-TEST_F(GpuModel, DeviceGreedyMatchesHostArgmax) {
+class DeviceGreedy : public GpuGate {};
+TEST_P(DeviceGreedy, MatchesHostArgmax) {
   constexpr int kN = 8;
-  for (auto [f, t] : {std::pair{Family::Qwen35, DType::NVFP4}, std::pair{Family::Qwen3, DType::Q8_0},
-                      std::pair{Family::Qwen35Moe, DType::NVFP4}, std::pair{Family::Qwen3Next, DType::BF16}})
-    for (bool graph : {false, true}) {
-      Loaded& m = loaded(f, t, false);
-      SCOPED_TRACE(m.fx.id + (graph ? " graph" : " eager"));
-      Arms arms = m.gpu->arms();
-      arms.decode_graph = graph;
-      testing::ScopedArms<Model> arm(*m.gpu, arms);
-      const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 11);
-      Cache a = m.gpu->new_cache(kPrompt + kN + 1), b = m.gpu->new_cache(kPrompt + kN + 1),
-            c = m.gpu->new_cache(kPrompt + kN + 1);
-      const int32_t first = argmax(m.gpu->prime_cache(p, a).logits);
-      m.gpu->prime_cache(p, b);
-      m.gpu->prime_cache(p, c);
-      std::vector<int32_t> host, chained;
-      for (int32_t ta = first, tb = first; static_cast<int>(host.size()) < kN;) {
-        host.push_back(ta = argmax(m.gpu->decode_step(ta, a).logits));
-        chained.push_back(tb = m.gpu->decode_greedy(tb, b));
-      }
-      report()[m.fx.id][graph ? "graph" : "eager"] = {{"host_argmax", host}, {"decode_greedy", chained}};
-      EXPECT_EQ(chained, host);
-      EXPECT_EQ(m.gpu->decode_greedy_n(first, kN, c), host);
-      EXPECT_EQ(c.pos(), b.pos());
-      // the last position of the cache: both continue with the same logits bits
-      const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits, lc = m.gpu->decode_step(host.back(), c).logits;
-      EXPECT_THAT(lc, testing::BitIdentical(lb)) << "decode_greedy_n's cache continues otherwise than decode_greedy's";
-      // bad input: nothing left in the cache, n < 1
-      EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 1, c); },
-                  ::testing::ThrowsMessage<Error>(::testing::HasSubstr("exceed the cache")));
-      EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 0, b); },
-                  ::testing::ThrowsMessage<Error>(::testing::HasSubstr("n = 0")));
-    }
+  Loaded& m = model();
+  const bool graph = GetParam().arms == "graph";
+  Arms arms = m.gpu->arms();
+  arms.decode_graph = graph;
+  testing::ScopedArms<Model> arm(*m.gpu, arms);
+  const auto p = testing_fixtures::prompt(kPrompt, m.fx.config.n_vocab, 11);
+  Cache a = m.gpu->new_cache(kPrompt + kN + 1), b = m.gpu->new_cache(kPrompt + kN + 1),
+        c = m.gpu->new_cache(kPrompt + kN + 1);
+  const int32_t first = argmax(m.gpu->prime_cache(p, a).logits);
+  m.gpu->prime_cache(p, b);
+  m.gpu->prime_cache(p, c);
+  std::vector<int32_t> host, chained;
+  for (int32_t ta = first, tb = first; static_cast<int>(host.size()) < kN;) {
+    host.push_back(ta = argmax(m.gpu->decode_step(ta, a).logits));
+    chained.push_back(tb = m.gpu->decode_greedy(tb, b));
+  }
+  report()["host_argmax"] = host;
+  report()["decode_greedy"] = chained;
+  EXPECT_EQ(chained, host);
+  EXPECT_EQ(m.gpu->decode_greedy_n(first, kN, c), host);
+  EXPECT_EQ(c.pos(), b.pos());
+  // the last position of the cache: both continue with the same logits bits
+  const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits, lc = m.gpu->decode_step(host.back(), c).logits;
+  EXPECT_THAT(lc, testing::BitIdentical(lb)) << "decode_greedy_n's cache continues otherwise than decode_greedy's";
+  // bad input: nothing left in the cache, n < 1
+  EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 1, c); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("exceed the cache")));
+  EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 0, b); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("n = 0")));
 }
+INSTANTIATE_TEST_SUITE_P(Tiny, DeviceGreedy,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen35-nvfp4-gguf", "qwen3-q8_0-gguf",
+                                                                  "qwen35moe-nvfp4-gguf", "qwen3next-bf16-gguf"},
+                                                                 {"eager", "graph"})),
+                         testing::CaseName());
 
 // A NaN reaching the logits makes a greedy step an error naming the position, as decode_step's
 // logits check does, never a token: one lm_head row poisoned (a Q8_0 block scale of NaN: the
@@ -273,41 +280,43 @@ TEST_F(GpuModel, FusedNormQuantBitIdentical) {
   EXPECT_EQ(unfused, fused);
 }
 
-TEST_F(GpuModel, LaunchOverlapBitIdentical) {
-  for (auto [f, t] : {std::pair{Family::Qwen3, DType::Q8_0}, std::pair{Family::Qwen35Moe, DType::NVFP4},
-                      std::pair{Family::Qwen3Next, DType::BF16}, std::pair{Family::Qwen35, DType::NVFP4}}) {
-    Loaded& m = loaded(f, t, false);
-    launch_overlap_body(m, false, testing::ReportPart(report(), m.fx.id));
-  }
-}
+class LaunchOverlap : public GpuGate {};
+TEST_P(LaunchOverlap, BitIdentical) { launch_overlap_body(model(), false, report()); }
+INSTANTIATE_TEST_SUITE_P(Tiny, LaunchOverlap,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-q8_0-gguf", "qwen35moe-nvfp4-gguf",
+                                                                  "qwen3next-bf16-gguf", "qwen35-nvfp4-gguf"})),
+                         testing::CaseName());
 
 // gdn_prefill = chunked on the GPU: a prompt crossing the 64-token chunk leaves logits within
 // f32 composition of the recurrent form's (float weights: no q8_1 re-rounding to amplify), and
 // the chunked kernel engaged.
-TEST_F(GpuModel, ChunkedGdnPrefillMatchesRecurrent) {
-  for (Family f : {Family::Qwen35, Family::Qwen3Next, Family::Qwen35Moe}) {
-    Loaded& m = loaded(f, DType::F32, false);
-    const auto p = testing_fixtures::prompt(150, m.fx.config.n_vocab, 29);
-    const std::vector<float> rec = m.gpu->forward_last(p);
-    Arms a = m.gpu->arms();
-    a.gdn_prefill = GdnPrefill::chunked;
-    testing::ScopedArms<Model> arm(*m.gpu, a);
-    const int64_t before = m.gpu->counters().gdn_chunked_launches;
-    const std::vector<float> chk = m.gpu->forward_last(p);
-    const int64_t chunked = m.gpu->counters().gdn_chunked_launches - before;
-    EXPECT_GT(chunked, 0) << m.fx.id << ": chunked form never engaged";
-    double num = 0, den = 0;
-    for (size_t j = 0; j < rec.size(); ++j) {
-      num = std::max(num, std::abs(double(chk[j]) - rec[j]));
-      den = std::max(den, std::abs(double(rec[j])));
-    }
-    std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
-    testing::ReportPart out(report(), m.fx.id);
-    out.figure("chunked_launches", chunked);
-    out.figure("rel_maxdiff", num / den);
-    EXPECT_LT(num / den, 1e-4) << m.fx.id;
+class ChunkedGdn : public GpuGate {};
+TEST_P(ChunkedGdn, PrefillMatchesRecurrent) {
+  Loaded& m = model();
+  const auto p = testing_fixtures::prompt(150, m.fx.config.n_vocab, 29);
+  const std::vector<float> rec = m.gpu->forward_last(p);
+  Arms a = m.gpu->arms();
+  a.gdn_prefill = GdnPrefill::chunked;
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  const int64_t before = m.gpu->counters().gdn_chunked_launches;
+  const std::vector<float> chk = m.gpu->forward_last(p);
+  const int64_t chunked = m.gpu->counters().gdn_chunked_launches - before;
+  EXPECT_GT(chunked, 0) << m.fx.id << ": chunked form never engaged";
+  double num = 0, den = 0;
+  for (size_t j = 0; j < rec.size(); ++j) {
+    num = std::max(num, std::abs(double(chk[j]) - rec[j]));
+    den = std::max(den, std::abs(double(rec[j])));
   }
+  std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+  testing::Report& out = report();
+  out.figure("chunked_launches", chunked);
+  out.figure("rel_maxdiff", num / den);
+  EXPECT_LT(num / den, 1e-4) << m.fx.id;
 }
+INSTANTIATE_TEST_SUITE_P(Tiny, ChunkedGdn,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen35-f32-gguf", "qwen3next-f32-gguf",
+                                                                  "qwen35moe-f32-gguf"})),
+                         testing::CaseName());
 
 // prefill_act = w4a4 (model.h): the NVFP4 mat-muls of a multi-token call take W4A4 activations
 // (their kernels are op-tested bitwise against quant.h's contract: ops_mmvq, ops_quantize).
@@ -317,66 +326,69 @@ TEST_F(GpuModel, ChunkedGdnPrefillMatchesRecurrent) {
 // what it must not: a one-token call and tokenwise decode give the same bits under both arms,
 // with no W4A4 launch (GATES.md's arm-invariant control). How far W4A4 moves the logits is
 // recorded, not bounded: that verdict belongs to the ArmFork gate (entry-point noise).
-TEST_F(GpuModel, W4A4PrefillArm) {
-  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
-    Loaded& m = loaded(f, DType::NVFP4, false);
-    const auto p = testing_fixtures::prompt(40, m.fx.config.n_vocab, 31);
-    Arms a8 = m.gpu->arms();
-    a8.prefill_act = PrefillAct::w4a8;
-    a8.prefill_matmul = PrefillMatmul::mmvq;
-    Arms a4 = a8;
-    a4.prefill_act = PrefillAct::w4a4;
-    auto count = [&] { return m.gpu->counters().w4a4_launches; };
-    // tokenwise decode over the first 12 prompt tokens, one hash over every step's logits
-    auto decode_sha = [&] {
-      Sha256 h;
-      Cache c = m.gpu->new_cache(12);
-      for (int i = 0; i < 12; ++i) {
-        const Step st = m.gpu->decode_step(p[static_cast<size_t>(i)], c);
-        h.update(st.logits.data(), st.logits.size() * sizeof(float));
-      }
-      return h.finish_hex();
-    };
-    const std::vector<int32_t> one(p.begin(), p.begin() + 1);
-    std::vector<float> l8, one8;
-    std::string dec8;
-    {
-      testing::ScopedArms<Model> arm(*m.gpu, a8);
-      l8 = m.gpu->forward_last(p);
-      one8 = m.gpu->forward_last(one);
-      dec8 = decode_sha();
+class W4a4Prefill : public GpuGate {};
+TEST_P(W4a4Prefill, ArmReach) {
+  Loaded& m = model();
+  const auto p = testing_fixtures::prompt(40, m.fx.config.n_vocab, 31);
+  Arms a8 = m.gpu->arms();
+  a8.prefill_act = PrefillAct::w4a8;
+  a8.prefill_matmul = PrefillMatmul::mmvq;
+  Arms a4 = a8;
+  a4.prefill_act = PrefillAct::w4a4;
+  auto count = [&] { return m.gpu->counters().w4a4_launches; };
+  // tokenwise decode over the first 12 prompt tokens, one hash over every step's logits
+  auto decode_sha = [&] {
+    Sha256 h;
+    Cache c = m.gpu->new_cache(12);
+    for (int i = 0; i < 12; ++i) {
+      const Step st = m.gpu->decode_step(p[static_cast<size_t>(i)], c);
+      h.update(st.logits.data(), st.logits.size() * sizeof(float));
     }
-    testing::ScopedArms<Model> arm(*m.gpu, a4);
-    const int64_t c0 = count();
-    const std::vector<float> l4 = m.gpu->forward_last(p);
-    const int64_t c1 = count();
-    EXPECT_GT(c1, c0) << m.fx.id << ": the W4A4 arm never engaged";
-    Cache cache = m.gpu->new_cache(static_cast<int64_t>(p.size()));
-    EXPECT_THAT(m.gpu->prime_cache(p, cache).logits, testing::BitIdentical(l4))
-        << m.fx.id << ": prime_cache and forward_last under w4a4";
-    const int64_t c2 = count();
-    EXPECT_THAT(m.gpu->forward_last(one), testing::BitIdentical(one8)) << m.fx.id << ": a one-token call is not a prefill";
-    EXPECT_EQ(decode_sha(), dec8) << m.fx.id << ": tokenwise decode must not see the prefill arm";
-    EXPECT_EQ(count(), c2) << m.fx.id << ": W4A4 launches in a one-token call or in decode";
-    double num = 0, den = 0;
-    bool finite = true, differs = false;
-    for (size_t j = 0; j < l8.size(); ++j) {
-      finite = finite && std::isfinite(l4[j]);
-      differs = differs || std::bit_cast<uint32_t>(l4[j]) != std::bit_cast<uint32_t>(l8[j]);
-      num = std::max(num, std::abs(double(l4[j]) - l8[j]));
-      den = std::max(den, std::abs(double(l8[j])));
-    }
-    EXPECT_TRUE(finite) << m.fx.id;
-    EXPECT_TRUE(differs) << m.fx.id << ": w4a4 logits bit-identical to w4a8: the activations were not fp4";
-    const bool same_top1 = argmax(l4) == argmax(l8);
-    testing::ReportPart out(report(), std::string(family_arch(f)));
-    out.figure("w4a4_launches", c1 - c0);
-    out.figure("rel_maxdiff", num / den);
-    out.figure("same_top1", same_top1 ? 1 : 0);
-    std::printf("[w4a4] %s: launches %lld, max |w4a4 - w4a8| / max|logit| = %.3e, top-1 %s\n", m.fx.id.c_str(),
-                static_cast<long long>(c1 - c0), num / den, same_top1 ? "same" : "differs");
+    return h.finish_hex();
+  };
+  const std::vector<int32_t> one(p.begin(), p.begin() + 1);
+  std::vector<float> l8, one8;
+  std::string dec8;
+  {
+    testing::ScopedArms<Model> arm(*m.gpu, a8);
+    l8 = m.gpu->forward_last(p);
+    one8 = m.gpu->forward_last(one);
+    dec8 = decode_sha();
   }
+  testing::ScopedArms<Model> arm(*m.gpu, a4);
+  const int64_t c0 = count();
+  const std::vector<float> l4 = m.gpu->forward_last(p);
+  const int64_t c1 = count();
+  EXPECT_GT(c1, c0) << m.fx.id << ": the W4A4 arm never engaged";
+  Cache cache = m.gpu->new_cache(static_cast<int64_t>(p.size()));
+  EXPECT_THAT(m.gpu->prime_cache(p, cache).logits, testing::BitIdentical(l4))
+      << m.fx.id << ": prime_cache and forward_last under w4a4";
+  const int64_t c2 = count();
+  EXPECT_THAT(m.gpu->forward_last(one), testing::BitIdentical(one8)) << m.fx.id << ": a one-token call is not a prefill";
+  EXPECT_EQ(decode_sha(), dec8) << m.fx.id << ": tokenwise decode must not see the prefill arm";
+  EXPECT_EQ(count(), c2) << m.fx.id << ": W4A4 launches in a one-token call or in decode";
+  double num = 0, den = 0;
+  bool finite = true, differs = false;
+  for (size_t j = 0; j < l8.size(); ++j) {
+    finite = finite && std::isfinite(l4[j]);
+    differs = differs || std::bit_cast<uint32_t>(l4[j]) != std::bit_cast<uint32_t>(l8[j]);
+    num = std::max(num, std::abs(double(l4[j]) - l8[j]));
+    den = std::max(den, std::abs(double(l8[j])));
+  }
+  EXPECT_TRUE(finite) << m.fx.id;
+  EXPECT_TRUE(differs) << m.fx.id << ": w4a4 logits bit-identical to w4a8: the activations were not fp4";
+  const bool same_top1 = argmax(l4) == argmax(l8);
+  testing::Report& out = report();
+  out.figure("w4a4_launches", c1 - c0);
+  out.figure("rel_maxdiff", num / den);
+  out.figure("same_top1", same_top1 ? 1 : 0);
+  std::printf("[w4a4] %s: launches %lld, max |w4a4 - w4a8| / max|logit| = %.3e, top-1 %s\n", m.fx.id.c_str(),
+              static_cast<long long>(c1 - c0), num / den, same_top1 ? "same" : "differs");
 }
+INSTANTIATE_TEST_SUITE_P(Tiny, W4a4Prefill,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-nvfp4-gguf", "qwen3next-nvfp4-gguf",
+                                                                  "qwen35-nvfp4-gguf", "qwen35moe-nvfp4-gguf"})),
+                         testing::CaseName());
 
 TEST_F(GpuModel, BadInputIsAnError) {
   Loaded& m = loaded(Family::Qwen3, DType::Q8_0, false);
