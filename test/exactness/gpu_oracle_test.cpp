@@ -209,7 +209,8 @@ TEST_P(DeviceGreedy, MatchesHostArgmax) {
   EXPECT_EQ(m.gpu->decode_greedy_n(first, kN, c), host);
   EXPECT_EQ(c.pos(), b.pos());
   // the last position of the cache: both continue with the same logits bits
-  const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits, lc = m.gpu->decode_step(host.back(), c).logits;
+  const std::vector<float> lb = m.gpu->decode_step(host.back(), b).logits,
+                           lc = m.gpu->decode_step(host.back(), c).logits;
   EXPECT_THAT(lc, testing::BitIdentical(lb)) << "decode_greedy_n's cache continues otherwise than decode_greedy's";
   // bad input: nothing left in the cache, n < 1
   EXPECT_THAT([&] { m.gpu->decode_greedy_n(host.back(), 1, c); },
@@ -364,7 +365,8 @@ TEST_P(W4a4Prefill, ArmReach) {
   EXPECT_THAT(m.gpu->prime_cache(p, cache).logits, testing::BitIdentical(l4))
       << m.fx.id << ": prime_cache and forward_last under w4a4";
   const int64_t c2 = count();
-  EXPECT_THAT(m.gpu->forward_last(one), testing::BitIdentical(one8)) << m.fx.id << ": a one-token call is not a prefill";
+  EXPECT_THAT(m.gpu->forward_last(one), testing::BitIdentical(one8))
+      << m.fx.id << ": a one-token call is not a prefill";
   EXPECT_EQ(decode_sha(), dec8) << m.fx.id << ": tokenwise decode must not see the prefill arm";
   EXPECT_EQ(count(), c2) << m.fx.id << ": W4A4 launches in a one-token call or in decode";
   double num = 0, den = 0;
