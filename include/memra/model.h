@@ -167,7 +167,7 @@ class Model {
   // token id comes back. The generation loop of benchmarks and memra-run.
   int32_t decode_greedy(int32_t token, Cache& cache);
   // n greedy tokens in a row from `token`: the same tokens as n chained decode_greedy calls (the
-  // same launches; gate DeviceGreedyMatchesHostArgmax), but each step's embedding reads the previous
+  // same launches; gate DeviceGreedy.MatchesHostArgmax), but each step's embedding reads the previous
   // step's token on the device, so all n steps are enqueued before the host waits once for the
   // n ids: no host round trip between steps. Needs cache.pos() + n <= cache.max_ctx().
   std::vector<int32_t> decode_greedy_n(int32_t token, int64_t n, Cache& cache);

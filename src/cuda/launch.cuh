@@ -22,7 +22,7 @@
 //     everything before k - 1 is complete and visible when k starts.
 // Both are no-ops when the kernel was launched without the attribute (launch_overlap off) and
 // on architectures before sm_90. Results never depend on the arm: the same kernels run on the
-// same operands in the same order (DESIGN.md law 3); the gate LaunchOverlapBitIdentical checks it.
+// same operands in the same order (DESIGN.md law 3); the gate LaunchOverlap.BitIdentical checks it.
 //
 // provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, allow_dynamic_smem, launch_kernel
 #pragma once

@@ -7,6 +7,7 @@
 //                  (T tokens of one sequence, or one token of each of B sequences)
 //   decode graph   capture / replay of a decode step         decode_graph.cu
 //   decode batch   B sequences per step, device sampling     decode_batch.cu
+//   MoE ledger     route results recorded for a caller       selection_ledger.cu
 //   the API        memra/model.h's entry points              model.cu
 // and Cache::Impl (cache.cu) is one sequence's K/V, conv and recurrent state.
 //
