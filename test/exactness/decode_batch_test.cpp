@@ -56,23 +56,9 @@ constexpr int kDraws = 6;          // config gate1's prompt draws (GATES.md: FAI
 constexpr int kMaxB = 17;
 const int kBatchSizes[] = {2, 3, 4, 5, 6, 7, 8, 15, 16, 17};
 
-Engine& engine() {
-  static Engine e = Engine::open(testing::test_device());
-  return e;
-}
-
-struct Loaded {
-  FixtureModel fx;
-  std::unique_ptr<Model> gpu;
-};
-
-// Fixture model `id` on the GPU (the gate fixtures' ModelCache holds it: one load per suite).
-std::unique_ptr<Loaded> load_fixture(const std::string& id) {
-  auto m = std::make_unique<Loaded>();
-  m->fx = gpu_test::make_fixture(id);
-  m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
-  return m;
-}
+// The gate fixtures' ModelCache holds each model: one load per suite.
+using Loaded = gpu_test::GpuFixture;
+std::unique_ptr<Loaded> load_fixture(const std::string& id) { return gpu_test::load_gpu_fixture(id); }
 
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

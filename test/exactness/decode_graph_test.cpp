@@ -40,22 +40,9 @@ using gpu_test::FixtureModel;
 constexpr int kPrompt = 12;  // prompt tokens
 constexpr int kSteps = 64;   // greedy decode steps per arm
 
-Engine& engine() {
-  static Engine e = Engine::open(testing::test_device());
-  return e;
-}
-
-struct Loaded {
-  FixtureModel fx;
-  std::unique_ptr<Model> gpu;
-};
-
-std::unique_ptr<Loaded> load_fixture(const std::string& id) {
-  auto m = std::make_unique<Loaded>();
-  m->fx = gpu_test::make_fixture(id);
-  m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
-  return m;
-}
+// The gate fixtures' ModelCache holds each model: one load per suite.
+using Loaded = gpu_test::GpuFixture;
+std::unique_ptr<Loaded> load_fixture(const std::string& id) { return gpu_test::load_gpu_fixture(id); }
 
 int64_t moe_layers(const ModelConfig& c) { return std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe); }
 

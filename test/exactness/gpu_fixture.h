@@ -15,10 +15,13 @@
 #include <vector>
 
 #include "memra/config.h"
+#include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/memory_source.h"
+#include "memra/model.h"
 #include "memra/quant.h"
 #include "memra/testing/fixtures.h"
+#include "memra/testing/gpu.h"
 #include "memra/weights.h"
 
 namespace memra::gpu_test {
@@ -87,6 +90,25 @@ inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
       for (bool hf : {false, true})
         if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);
   fail("gpu fixture: no fixture model '", id, "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf)");
+}
+
+// A fixture model on the GPU alone, for the gates that compare the GPU model's own arms
+// (DecodeBatch, DecodeGraph); one engine on the test device per process.
+struct GpuFixture {
+  FixtureModel fx;
+  std::unique_ptr<Model> gpu;
+};
+
+inline Engine& gpu_fixture_engine() {
+  static Engine e = Engine::open(testing::test_device());
+  return e;
+}
+
+inline std::unique_ptr<GpuFixture> load_gpu_fixture(const std::string& id) {
+  auto m = std::make_unique<GpuFixture>();
+  m->fx = make_fixture(id);
+  m->gpu = std::make_unique<Model>(Model::load(gpu_fixture_engine(), *m->fx.source));
+  return m;
 }
 
 }  // namespace memra::gpu_test
