@@ -28,8 +28,9 @@
 // scales, quant.h's W4A4 contract, on the token-tiled mat-vec — an error with prefill_matmul =
 // mma, which has no W4A4 GEMM; decode and the lm_head row stay W4A8),
 // decode_graph (decode_step / decode_greedy replay a CUDA graph captured per cache; the cache
-// position lives on the device, so replays need no parameter update; a scratch reallocation
-// invalidates it: re-capture, or with graph_recapture = off latch that cache to eager).
+// position lives on the device, so replays need no parameter update; a scratch reallocation, a
+// re-seated or grown cache (Cache::reseat / grow: the graph's pointer signature) invalidates
+// it: re-capture, or with graph_recapture = off latch that cache to eager).
 // gdn_prefill: recurrent (the model's default: the form the oracle gate was calibrated with)
 // or chunked (the WY form over 64-token chunks, for calls of more than one token).
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
@@ -69,6 +70,7 @@ struct Step {
 struct Counters {
   int64_t captures = 0;       // decode graphs instantiated
   int64_t replays = 0;        // decode steps served by a graph
+  int64_t recaptures = 0;     // of the captures, those that replaced a stale graph (graph_recapture on)
   int64_t latched = 0;        // caches latched to eager (graph_recapture off)
   int64_t gemm_launches = 0;  // tensor-core prefill GEMM launches
   int64_t gemm_routed_launches = 0;  // of which MoE expert GEMMs grouped by expert
@@ -104,6 +106,13 @@ struct Break {
   // biased.
   int32_t bias_id = -1;
   float bias_value = 0.0f;
+  // A captured decode graph ignores its cache's pointer signature, so after Cache::reseat it
+  // replays on the allocations it was captured with instead of re-capturing (or latching): the
+  // DecodeGraph re-seat canary. So that the defect shows as wrong numbers and never as a
+  // use-after-free, Cache::reseat then keeps the retired allocations alive (until the cache is
+  // destroyed) and zeroes them, as memory freed and reused by someone else could read. A change
+  // of max_ctx (Cache::grow) still re-captures: the attention grid is sized for it.
+  bool graph_ignore_reseat = false;
   bool any() const;  // some break is set (the defaults above are all off)
 };
 

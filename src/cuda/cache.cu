@@ -1,8 +1,10 @@
 // src/cuda/cache.cu — one sequence's state on the device (model_impl.h Cache::Impl): per
 // attention layer K and V [max_ctx, KV*hd], per GDN layer the conv ring [K, conv_dim] and the
 // recurrent state [nv, dk, dv] (f32), the position (host mirror and device copy), the greedy
-// history, and the cache's captured decode graph.
+// history, and the cache's captured decode graph; re-seating a layer's state and growing the
+// context (Cache::reseat / grow: fresh allocations holding the same bytes).
 #include "cuda/model_impl.h"
+#include "memra/cuda_check.h"
 #include "memra/error.h"
 
 namespace memra {
@@ -14,6 +16,43 @@ void Cache::Impl::reset() {
   for (auto& b : conv) b.fill_bytes(0);
   for (auto& b : state) b.fill_bytes(0);
 }
+
+uint64_t Cache::Impl::pointer_signature() const {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* p) {
+    auto v = reinterpret_cast<uintptr_t>(p);
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+  };
+  mix(pos_dev.data());
+  mix(greedy_hist.data());
+  for (const auto* bufs : {&k, &v, &conv, &state})
+    for (const auto& b : *bufs) mix(b.data());
+  return h;
+}
+
+namespace {
+
+// A fresh allocation of `n` elements holding the first `keep` of `old`'s (stream-ordered copy).
+template <class T>
+DeviceBuffer<T> moved_copy(const Engine& e, cudaStream_t s, const DeviceBuffer<T>& old, size_t n, size_t keep) {
+  DeviceBuffer<T> fresh(e, n);
+  if (keep) MEMRA_CUDA_CHECK(cudaMemcpyAsync(fresh.data(), old.data(), keep * sizeof(T), cudaMemcpyDeviceToDevice, s));
+  return fresh;
+}
+
+// The allocations a re-seat replaced, once the copies out of them ran: freed, or under
+// Break::graph_ignore_reseat kept alive and zeroed (model.h says why).
+void retire(Cache::Impl& ci, std::vector<DeviceBuffer<float>> old) {
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));
+  if (!ci.owner->brk.graph_ignore_reseat) return;
+  for (auto& b : old) {
+    b.fill_bytes(0);
+    ci.retired.push_back(std::move(b));
+  }
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));
+}
+
+}  // namespace
 
 Cache::Impl::~Impl() {
   if (exec) cudaGraphExecDestroy(exec);
@@ -33,6 +72,44 @@ std::vector<float> Cache::last_logits() const {
 void Cache::reset() {
   if (!impl_) fail("Cache::reset: empty cache (not made by Model::new_cache)");
   impl_->reset();
+}
+
+void Cache::reseat(int64_t layer) {
+  if (!impl_) fail("Cache::reseat: empty cache (not made by Model::new_cache)");
+  Impl& ci = *impl_;
+  const Model::Impl& m = *ci.owner;
+  if (layer < 0 || layer >= m.c.n_layer) fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
+  const size_t li = static_cast<size_t>(layer);
+  std::vector<DeviceBuffer<float>> old;
+  for (auto* bufs : {&ci.k, &ci.v, &ci.conv, &ci.state}) {
+    DeviceBuffer<float>& b = (*bufs)[li];
+    if (!b.data()) continue;
+    DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, b.size(), b.size());
+    std::swap(b, fresh);
+    old.push_back(std::move(fresh));
+  }
+  retire(ci, std::move(old));
+}
+
+void Cache::grow(int64_t max_ctx) {
+  if (!impl_) fail("Cache::grow: empty cache (not made by Model::new_cache)");
+  Impl& ci = *impl_;
+  if (max_ctx < ci.max_ctx) fail("Cache::grow: max_ctx ", max_ctx, " is below the cache's ", ci.max_ctx);
+  if (max_ctx == ci.max_ctx) return;
+  const Model::Impl& m = *ci.owner;
+  const size_t kvd = static_cast<size_t>(m.c.n_head_kv * m.c.head_dim), pos = static_cast<size_t>(ci.pos);
+  std::vector<DeviceBuffer<float>> old;
+  for (auto* bufs : {&ci.k, &ci.v})
+    for (auto& b : *bufs) {
+      if (!b.data()) continue;
+      DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, static_cast<size_t>(max_ctx) * kvd, pos * kvd);
+      std::swap(b, fresh);
+      old.push_back(std::move(fresh));
+    }
+  DeviceBuffer<int32_t> hist = moved_copy(*m.e, ci.s, ci.greedy_hist, static_cast<size_t>(max_ctx), pos);
+  std::swap(ci.greedy_hist, hist);
+  ci.max_ctx = max_ctx;
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));  // the copies read the old allocations: done before they go
 }
 
 Cache Model::new_cache(int64_t max_ctx) const {

@@ -149,7 +149,7 @@ void Model::set_gemm_min_tokens(int64_t min_tokens) {
 
 // --- the canaries' breaks ------------------------------------------------------------------------------
 
-bool Break::any() const { return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0; }
+bool Break::any() const { return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0 || graph_ignore_reseat; }
 
 const Break& Model::breaks() const { return impl_->brk; }
 
@@ -164,7 +164,7 @@ void Model::set_break(const Break& b) {
   const Break& o = m.brk;
   const bool same = o.scale_layer == b.scale_layer && o.scale_factor == b.scale_factor &&
                     o.w4a4_drop_block_scale == b.w4a4_drop_block_scale && o.bias_id == b.bias_id &&
-                    o.bias_value == b.bias_value;
+                    o.bias_value == b.bias_value && o.graph_ignore_reseat == b.graph_ignore_reseat;
   m.brk = b;
   // Captured decode graphs baked the old break's launches in: stale now (decode_graph.cu), so
   // re-captured on their next step, or, with graph_recapture off, that cache latches to eager.

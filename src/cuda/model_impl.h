@@ -57,13 +57,21 @@ struct Cache::Impl {
   // keeps the generation it was captured with.
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_gen = 0;
+  uint64_t exec_sig = 0;      // pointer_signature() at capture
+  int64_t exec_max_ctx = 0;   // the max_ctx its attention grid was sized for
   bool exec_greedy = false;
   bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
   // A lean sampled step's logits of this sequence (decode_step_batch_sampled), valid while
   // has_last_logits: any later step of the cache clears it.
   DeviceBuffer<float> last_logits;
   bool has_last_logits = false;
+  // Allocations reseat() retired under Break::graph_ignore_reseat: alive and zeroed until the
+  // cache dies, so the canary's stale graph reads wrong numbers, never freed memory.
+  std::vector<DeviceBuffer<float>> retired;
   void reset();
+  // FNV-1a over every device pointer a decode step bakes into its graph (position, greedy
+  // history, each layer's K/V, conv ring and state): any re-seat changes it.
+  uint64_t pointer_signature() const;
   ~Impl();
 };
 

@@ -42,15 +42,21 @@ std::vector<GemmCase> cases() {
         260);  // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
   }
   v.emplace_back(DType::Q8_0, 40, 96, 17);  // an odd number of units: a 3-unit chunk
+  for (DType t : {DType::Q8_0, DType::NVFP4}) {
+    v.emplace_back(t, 128, 256, 128);  // exactly one row block, token tile and chunk
+    // each one past it: two tiles with a ragged tail in M, N and K (one block past the chunk)
+    v.emplace_back(t, 129, 256 + type_traits(t).block_elems, 129);
+  }
   return v;
 }
 
 using GemmOp = OpTest<GemmCase>;
 
 TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
+  for_each_seed([&](uint64_t seed) {
   const GemmCase& c = GetParam();
   Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const int64_t rb = row_bytes(c.type, c.cols);
   std::vector<float> wf(static_cast<size_t>(c.rows * c.cols));
@@ -93,6 +99,7 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
       ref[static_cast<size_t>(t * c.rows + r)] = d * scale;
     }
   EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
@@ -113,10 +120,11 @@ struct RoutedCase : OpCase {
 using GemmRoutedOp = OpTest<RoutedCase>;
 
 TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
+  for_each_seed([&](uint64_t seed) {
   const RoutedCase& c = GetParam();
   Engine e = Engine::open(testing::test_device());
   const auto st = reinterpret_cast<cudaStream_t>(e.stream());
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const int64_t rb = row_bytes(c.type, c.cols), n_rows = c.rows * c.E;
   std::vector<float> wf(static_cast<size_t>(n_rows * c.cols));
@@ -205,6 +213,7 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
       ref[static_cast<size_t>(a * c.rows + r)] = d * scales[ids[a]];
     }
   EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+  });
 }
 
 std::vector<RoutedCase> routed_cases() {
@@ -229,9 +238,10 @@ std::vector<Bf16Case> bf16_cases() {
 using GemmBf16Op = OpTest<Bf16Case>;
 
 TEST_P(GemmBf16Op, WithinSplitBf16Bound) {
+  for_each_seed([&](uint64_t seed) {
   const Bf16Case& c = GetParam();
   Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   std::vector<uint16_t> w(static_cast<size_t>(c.rows * c.cols));
   for (uint16_t& v : w) v = f32_to_bf16(c.coherent ? 0.5f + 0.25f * (U(rng) + 1.0f) : U(rng) * 0.1f);
@@ -277,6 +287,7 @@ TEST_P(GemmBf16Op, WithinSplitBf16Bound) {
   if (c.coherent) {
     EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
   }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmBf16Op, ::testing::ValuesIn(bf16_cases()), OpCaseName());

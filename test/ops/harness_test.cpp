@@ -61,6 +61,25 @@ TEST(OpHarness, Fnv1aPublishedVectorsAndSeedParsing) {
   EXPECT_EQ(mo::case_seed("n=1"), mo::case_seed("n=1"));
 }
 
+// Coverage must not depend on a run's luck: every case runs the same fixed seeds on every run,
+// then its fresh one (the run seed's), in that order.
+TEST(OpHarness, FixedSeedsEveryRunThenTheFreshOne) {
+  const auto runs = mo::seed_runs("n=1");
+  ASSERT_EQ(runs.size(), std::size(mo::kFixedSeeds) + 1);
+  for (size_t i = 0; i < std::size(mo::kFixedSeeds); ++i) {
+    EXPECT_EQ(runs[i].seed, mo::fnv1a64("n=1") ^ mo::kFixedSeeds[i]);
+    EXPECT_FALSE(runs[i].fresh);
+    EXPECT_THAT(runs[i].label, ::testing::StartsWith("seed fixed 0x"));
+  }
+  EXPECT_TRUE(runs.back().fresh);
+  EXPECT_EQ(runs.back().seed, mo::case_seed("n=1"));
+  EXPECT_THAT(runs.back().label, ::testing::HasSubstr("MEMRA_SEED="));
+  std::vector<uint64_t> seen;
+  mo::for_each_seed("n=1", [&](uint64_t s) { seen.push_back(s); });
+  ASSERT_EQ(seen.size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(seen[i], runs[i].seed);
+}
+
 TEST(OpHarness, NmseByHand) {
   const std::vector<float> ref = {3, 4}, got = {3, 5};
   EXPECT_DOUBLE_EQ(mo::nmse(got, ref), 1.0 / 25.0);  // (0 + 1) / (9 + 16)

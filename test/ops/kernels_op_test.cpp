@@ -3,12 +3,16 @@
 // combine, argmax ties. Each kernel computes in f32 with fixed-order reductions, so the
 // comparison is NMSE against the f64 reference (bounds per op and arch in NmseCase, with the
 // reasoning), except where the contract is exact (routing ids, argmax, K/V copies). Inputs are
-// drawn fresh each run from the harness's seed (op_harness.h: logged, MEMRA_SEED replays).
+// drawn from the harness's fixed seeds and a fresh one per run (op_harness.h: logged, MEMRA_SEED
+// replays).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <random>
 
 #include "cuda/argmax.cuh"
@@ -19,6 +23,7 @@
 #include "cuda/rope.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
+#include "memra/sampling.h"
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
 #include "memra/testing/records.h"
@@ -59,7 +64,14 @@ class Kernels : public ::testing::Test {
  protected:
   void SetUp() override {
     MEMRA_REQUIRE_TEST_GPU(1);
-    rng.seed(seed_current_test());  // fresh inputs each run; the seed is logged for replay
+  }
+  // The test's body once per seed (op_harness.h: the fixed seeds, then a fresh one), `rng`
+  // seeded with it.
+  void seeded(const std::function<void()>& body) {
+    for_each_seed("", [&](uint64_t seed) {
+      rng.seed(seed);
+      body();
+    });
   }
   // The bound of `op` on the device this test runs on.
   static Tolerance nmse_bound(NmseOp op) { return NmseCase(op).tolerance(test_arch()); }
@@ -86,9 +98,17 @@ class Kernels : public ::testing::Test {
 };
 
 // q/k: per-head RMSNorm then NEOX RoPE on n_rot dims at pos0 + t; K into the cache; V copied.
+// Positions up to 128k (131070), partial and full rotation: the contract takes the angles'
+// cos/sin in f64 on both sides (rope.cuh rope_angles, oracle rope_neox), so the angle's error is
+// a few f64 ulp of pos * inv_freq (~3e-11 rad at 128k) and the result still differs from the
+// oracle only by the f32 RMSNorm: the bound does not grow with the position, and is not allowed to.
 TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
-  const int T = 5, H = 4, KV = 2, hd = 64, n_rot = 16;
-  const int64_t pos0 = 37, ctx = 64;
+  seeded([&] {
+  for (int64_t pos0 : {int64_t{37}, int64_t{32766}, int64_t{131066}})
+  for (int n_rot : {16, 64}) {
+  SCOPED_TRACE(::testing::Message() << "pos0=" << pos0 << " n_rot=" << n_rot);
+  const int T = 5, H = 4, KV = 2, hd = 64;
+  const int64_t ctx = pos0 + T;
   auto q = rnd(T * H * hd), k = rnd(T * KV * hd), v = rnd(T * KV * hd), qn = rnd(hd, 0.5f, 1.5f), kn = rnd(hd, 0.5f, 1.5f);
   auto dq = up(q), dk = up(k), dv = up(v), dqn = up(qn), dkn = up(kn);
   DeviceBuffer<float> kc(e(), ctx * KV * hd), vc(e(), ctx * KV * hd);
@@ -121,13 +141,18 @@ TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
   EXPECT_TRUE(compare_to_contract(gq, rq, nmse_bound(NmseOp::qk_prep)));
   EXPECT_TRUE(compare_to_contract(got_k, rk, nmse_bound(NmseOp::qk_prep)));
   EXPECT_TRUE(compare_to_contract(got_v, v, Tolerance::exact()));
+  }
+  });
 }
 
 // Causal GQA attention over a cache, queries at pos0..pos0+T-1, contexts crossing the 256-key
 // split size and contexts of a few keys; gated and ungated, head_dim 128 and 256. Reference: softmax(q.k/sqrt(hd)) v in f64.
 TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
+  seeded([&] {
   for (int T : {3, 1})  // 1: the decode form of the split kernel (wide batches, L2 prefetch)
-  for (int64_t pos0 : {600, 5})  // 5: fewer keys than one batch of the value pass
+  // 5: fewer keys than one batch of the value pass; 254..256 and 510..512: the queries' key counts
+  // end one before, on, and one past the split edges (256 and 512 keys)
+  for (int64_t pos0 : {600, 5, 254, 255, 256, 510, 511, 512})
   for (int hd : {128, 256})  // 256: the Qwen3.5 heads, two dims per thread in the value pass
   for (bool gated : {false, true}) {
     const int H = 4, KV = 2;
@@ -175,6 +200,7 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
       }
     EXPECT_TRUE(compare_to_contract(got, ref, nmse_bound(NmseOp::split_attention))) << "gated=" << gated << " hd=" << hd << " pos0=" << pos0 << " T=" << T;
   }
+  });
 }
 
 // Prefill attention (T > 1: several queries per block, keys and values staged) against the decode
@@ -186,6 +212,7 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
 // splits, so each block takes several (a decode grid is one wave: attention.cu) while the prefill
 // grid keeps a block per split.
 TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
+  seeded([&] {
   struct Case { int64_t pos0; int hd, T, H, KV; };
   for (const Case& cs : {Case{240, 128, 37, 4, 2}, Case{240, 256, 37, 4, 2}, Case{0, 128, 37, 4, 2},
                          Case{0, 256, 37, 4, 2}, Case{4000, 128, 3, 64, 16}}) {
@@ -225,6 +252,7 @@ TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
     const auto qa = oq.download(), qb = oq1.download();
     EXPECT_EQ(std::memcmp(qa.data(), qb.data(), qa.size() * sizeof(BlockQ8_1)), 0) << "pos0=" << pos0 << " hd=" << hd;
   }
+  });
 }
 
 // A decode token's attention in one launch (AttnParams::prep: the split kernel prepares the
@@ -298,6 +326,7 @@ void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, in
 }
 
 TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
+  seeded([&] {
   for (int hd : {128, 256})
     for (int n_rot : {hd / 4, hd})
       for (int64_t pos : {5, 255, 256, 600}) check_one_launch(8, 2, hd, n_rot, pos, 1000);
@@ -305,6 +334,7 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
   // takes several splits (a decode grid is one wave: attention.cu) in both forms; the token in the last split, and in a
   // split that is not its block's first
   for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
+  });
 }
 
 // Shared memory past 48 KB on a fresh process: head_dim 256 with a 21-23 key context stages
@@ -314,7 +344,9 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
 // it itself (allow_dynamic_smem), so the launch must not depend on an earlier one. CTest runs each
 // case in its own process, so these launches are the process's first of this kernel.
 TEST_F(Kernels, DecodeAttentionStagesPast48KBOfSharedMemoryInAFreshProcess) {
-  for (int64_t ctx : {21, 22, 23}) check_one_launch(8, 2, 256, 64, ctx - 1, ctx);
+  seeded([&] {
+    for (int64_t ctx : {21, 22, 23}) check_one_launch(8, 2, 256, 64, ctx - 1, ctx);
+  });
 }
 
 // The one-launch decode attention refuses what it cannot do, by name: more than one token, heads
@@ -363,6 +395,7 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchRefusesMismatchedPrep) {
 // 32 != 0), grouped and tiled head maps, at a position whose window wraps the ring; and the
 // recurrence + norm launch without the conv against the last two.
 TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
+  seeded([&] {
   struct Shape { int nk, nv, dk, dv; };
   constexpr int K = 4;
   for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
@@ -414,6 +447,7 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
         for (size_t i = 0; with_q && i < ref.q.size(); ++i)
           ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
       }
+  });
 }
 
 // GDN conv (K=4, state carried in the position-indexed ring, from position 6 so the window wraps)
@@ -421,6 +455,7 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
 // than K-1: the ring keeps an older input) with grouped and tiled head maps, against the oracle's
 // conv formula and delta_rule_recurrent (f64).
 TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
+  seeded([&] {
   for (int T : {70, 2})
   for (bool tiled : {false, true}) {
     const int nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
@@ -487,12 +522,14 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
     EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
     EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
   }
+  });
 }
 
 // The decode path (T == 1: gdn_step_kernel, the state column in registers) against the
 // multi-token recurrent kernel, bitwise: three one-token calls vs one three-token call from the
 // same state (the same per-column operations in the same order).
 TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
+  seeded([&] {
   for (auto [dk, dv] : {std::pair{32, 16}, std::pair{128, 128}, std::pair{8, 40}})
     for (bool tiled : {false, true}) {
       const int T = 3, nk = 2, nv = 4;
@@ -521,15 +558,20 @@ TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
       EXPECT_TRUE(compare_to_contract(go2, go1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
       EXPECT_TRUE(compare_to_contract(gS2, gS1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
     }
+  });
 }
 
 // The chunked (WY, 64) GDN prefill against the oracle's f64 delta_rule_chunked on the same conv
-// output: outputs and the final state. T = 150 is two full chunks and a tail; T = 1100 crosses a
-// segment (1024 tokens: the state leaves one state launch and enters the next through memory);
-// d_v = 48 leaves a partial 32-column slice.
+// output: outputs and the final state. T = 1, 63, 64, 65, 130, 200: one token, a chunk's edges
+// (one short, exact, one over), two chunks and a tail, three and a ragged tail; T = 150 at the
+// real head sizes; T = 1100 crosses a segment (1024 tokens: the state leaves one state launch
+// and enters the next through memory); d_v = 48 leaves a partial 32-column slice.
 TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {
+  seeded([&] {
   struct Shape { int T, dk, dv; };
-  for (auto [T, dk, dv] : {Shape{150, 32, 16}, Shape{150, 128, 128}, Shape{1100, 16, 48}}) {
+  for (auto [T, dk, dv] : {Shape{1, 32, 16}, Shape{63, 32, 16}, Shape{64, 32, 16}, Shape{65, 32, 16},
+                           Shape{130, 32, 16}, Shape{200, 32, 16}, Shape{150, 128, 128}, Shape{1100, 16, 48}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " dk=" << dk << " dv=" << dv);
     const int nk = 2, nv = 4;
     const int kd = nk * dk, cd = 2 * kd + nv * dv;
     auto y = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
@@ -573,6 +615,7 @@ TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {
     EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_chunked))) << "T=" << T << " dk=" << dk << " dv=" << dv;
     EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_chunked))) << "T=" << T << " dk=" << dk << " dv=" << dv;
   }
+  });
 }
 
 // A workspace smaller than a segment's slots, and a head shape the kernels do not take, are
@@ -592,6 +635,7 @@ TEST_F(Kernels, GdnChunkedRefusesShortWorkspaceAndOddShapes) {
 // Routing: ids exactly the oracle's top-k (distinct logits), weights renormalised; combine adds
 // Σ w y + sigmoid(sg) y_shared onto the residual.
 TEST_F(Kernels, MoeRouteAndCombineMatchOracle) {
+  seeded([&] {
   const int T = 6, E = 256, k = 8, D = 64;
   auto logits = rnd(T * E, -4, 4);
   auto dl = up(logits);
@@ -624,6 +668,145 @@ TEST_F(Kernels, MoeRouteAndCombineMatchOracle) {
   }
   EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
   EXPECT_TRUE(compare_to_contract(gx, rx, nmse_bound(NmseOp::moe)));
+  });
+}
+
+// Exact ties in the router logits, for every routing function the models use (softmax top-k,
+// renormalised for Qwen3.5-MoE / Qwen3-Next's norm_topk, and not): the selection is the
+// oracle's, ties to the lowest expert index, whether the tied experts share a lane (e, e + 32,
+// ...) or not, fill the top-k or straddle its last place; +0 and -0 tie. Tied experts get
+// bit-equal weights. E and k: the tiny fixtures', Qwen3.5-MoE's (256, 8) and Qwen3-Next's
+// (512, 10).
+TEST_F(Kernels, MoeRouteTiesToLowestExpert) {
+  struct Shape { int E, k; };
+  seeded([&] {
+  for (auto [E, k] : {Shape{8, 2}, Shape{64, 8}, Shape{256, 8}, Shape{512, 10}})
+  for (bool renorm : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "E=" << E << " k=" << k << " renorm=" << renorm);
+    constexpr int T = 5;
+    std::vector<float> logits = rnd(static_cast<size_t>(T) * E, -4, -1);
+    std::vector<std::vector<int>> tied(T);  // per row: the experts holding the tied value
+    const auto tie = [&](int t, float v, std::initializer_list<int> es) {
+      for (int ex : es) {
+        const int x = ((ex % E) + E) % E;
+        if (std::find(tied[t].begin(), tied[t].end(), x) != tied[t].end()) continue;
+        logits[static_cast<size_t>(t) * E + x] = v;
+        tied[t].push_back(x);
+      }
+    };
+    // 0: every expert tied
+    for (int x = 0; x < E; ++x) logits[x] = 0.5f, tied[0].push_back(x);
+    // 1: k - 1 clear winners, then a tied group straddling the last place (in one lane and across)
+    for (int j = 0; j < k - 1; ++j) logits[E + (E - 1 - 3 * j)] = 3.0f - 0.1f * j;
+    tie(1, 1.0f, {E - 2, 1, 33, 65, E / 2, 4});
+    // 2: the whole top-k tied, spread over lanes (selection order = index order)
+    tie(2, 2.0f, {E - 1, 0, 32, 31, 63, 95, 127, 7, 9, 200, 300, 511});
+    // 3: +0 and -0 are equal
+    logits[3 * E + 5] = -0.0f;
+    logits[3 * E + 2] = 0.0f;
+    tied[3] = {2, 5};
+    // 4: no constructed tie (the random draw)
+    auto dl = up(logits);
+    DeviceBuffer<int32_t> ids(e(), T * k);
+    DeviceBuffer<float> w(e(), T * k);
+    ids.fill_bytes(0xFF);
+    w.fill_bytes(0xFF);
+    cuda::MoeRouteParams rp;
+    rp.logits = dl.data(); rp.ids = ids.data(); rp.weights = w.data(); rp.T = T; rp.E = E; rp.k = k; rp.renorm = renorm;
+    cuda::moe_route_run(rp, s());
+    e().synchronize();
+    const auto gid = ids.download();
+    const auto gw = w.download();
+    std::vector<float> rw(T * k);
+    for (int t = 0; t < T; ++t) {
+      const auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, renorm);
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(gid[t * k + j], sel[j].first) << "row " << t << " slot " << j;
+        rw[t * k + j] = static_cast<float>(sel[j].second);
+      }
+      // tied experts that were both selected: the same weight bits
+      for (int j = 0; j < k; ++j)
+        for (int j2 = j + 1; j2 < k; ++j2) {
+          const bool both = std::count(tied[t].begin(), tied[t].end(), gid[t * k + j]) &&
+                            std::count(tied[t].begin(), tied[t].end(), gid[t * k + j2]);
+          if (both) {
+            EXPECT_THAT(std::vector<float>{gw[t * k + j]}, testing::BitIdentical(std::vector<float>{gw[t * k + j2]}))
+                << "row " << t << ": tied experts " << gid[t * k + j] << " and " << gid[t * k + j2];
+          }
+        }
+    }
+    // non-vacuity: row 1's last place went to the tied group's lowest member
+    EXPECT_EQ(gid[1 * k + k - 1], *std::min_element(tied[1].begin(), tied[1].end()));
+    EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
+  }
+  });
+}
+
+// The batched step's sampler (select_rows_run) at exact ties in the logits: greedy rows take the
+// lowest tied index wherever the tie sits (neighbours, one thread's stride apart, first and last);
+// Gumbel rows over all-equal or top-tied logits draw the host contract's token (sample_token); a
+// row without a spec gives -1; every row's position advances by one.
+TEST_F(Kernels, SelectRowsTiesMatchHostSampling) {
+  seeded([&] {
+  for (int64_t n : {int64_t{1000}, int64_t{151936}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    struct Row { std::vector<float> l; std::optional<SampleSpec> spec; };
+    std::vector<Row> rows;
+    const auto greedy = [&](std::initializer_list<int64_t> at) {
+      Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{}};
+      for (int64_t i : at) r.l[static_cast<size_t>(i)] = 7.0f;
+      rows.push_back(std::move(r));
+    };
+    greedy({n - 1, n / 3});
+    greedy({8, 7});
+    greedy({5, (5 + 1024) % n, (5 + 2048) % n});  // one thread's stride apart (argmax.cu: 1024 threads) where n allows
+    greedy({0, n - 1});
+    rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{}});  // all tied: 0
+    rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{1.0f, 42, 7}});
+    {
+      Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{0.7f, 9, 3}};
+      for (int64_t i : {int64_t{3}, n / 2, n - 2}) r.l[static_cast<size_t>(i)] = 9.0f;
+      rows.push_back(std::move(r));
+    }
+    rows.push_back({rnd(static_cast<size_t>(n)), std::nullopt});
+    const int R = static_cast<int>(rows.size());
+    std::vector<float> x;
+    for (const Row& r : rows) x.insert(x.end(), r.l.begin(), r.l.end());
+    auto dx = up(x);
+    DeviceBuffer<int64_t> pos(e(), static_cast<size_t>(R));
+    pos.upload(std::vector<int64_t>(static_cast<size_t>(R), 10));
+    std::vector<cuda::RowSelect> jobs(static_cast<size_t>(R));
+    for (int r = 0; r < R; ++r) {
+      auto& j = jobs[static_cast<size_t>(r)];
+      j.pos = pos.data() + r;
+      if (const auto& sp = rows[static_cast<size_t>(r)].spec) {
+        j.has_spec = 1;
+        j.temperature = sp->temperature;
+        j.seed = sp->seed;
+        j.counter = sp->counter;
+      }
+    }
+    DeviceBuffer<cuda::RowSelect> djobs(e(), jobs.size());
+    djobs.upload(jobs);
+    DeviceBuffer<int32_t> out(e(), static_cast<size_t>(R));
+    out.fill_bytes(0xFF);
+    cuda::select_rows_run(dx.data(), n, djobs.data(), R, out.data(), s());
+    e().synchronize();
+    const auto got = out.download();
+    for (int r = 0; r < R; ++r) {
+      const Row& row = rows[static_cast<size_t>(r)];
+      const int32_t want = row.spec ? sample_token(row.l, *row.spec) : -1;
+      EXPECT_EQ(got[static_cast<size_t>(r)], want) << "row " << r;
+    }
+    // the constructed ties were ties: the lowest index won
+    EXPECT_EQ(got[0], n / 3);
+    EXPECT_EQ(got[1], 7);
+    EXPECT_EQ(got[2], 5);
+    EXPECT_EQ(got[3], 0);
+    EXPECT_EQ(got[4], 0);
+    EXPECT_THAT(pos.download(), ::testing::Each(11));
+  }
+  });
 }
 
 // Greedy ties go to the lowest index (oracle::top_k's rule), wherever the tie sits; a non-finite

@@ -148,9 +148,10 @@ float reduce(const std::vector<float>& p, DecodeMatvec arm) {
 using MatvecOp = OpTest<MatvecCase>;
 
 TEST_P(MatvecOp, MatchesContractBitwise) {
+  for_each_seed([&](uint64_t seed) {
   const MatvecCase& c = GetParam();
   Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-1.0f, 1.0f);
   const int64_t R = c.rows * c.slabs, rb = row_bytes(c.type, c.cols);
   const int x_div = c.slabs > 1 ? 2 : 1;
@@ -271,6 +272,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
   for (float v : ref) norm += std::abs(v);
   ASSERT_GT(norm, 0.0) << "vacuous case: reference all zero";
   EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, MatvecOp, ::testing::ValuesIn(cases()), OpCaseName());
@@ -282,10 +284,10 @@ INSTANTIATE_TEST_SUITE_P(Eval, MatvecOp, ::testing::ValuesIn(cases()), OpCaseNam
 // the streamed kernel's checked (ragged) and unchecked forms, and the NVFP4 12-unit form.
 TEST(MatvecBest, GreedyStepEqualsHostArgmaxWithTiesAcrossWarps) {
   MEMRA_REQUIRE_TEST_GPU(1);
-  const uint64_t seed = seed_current_test();  // fresh inputs each run, logged for replay
   Engine e = Engine::open(testing::test_device());
   const cudaStream_t st = reinterpret_cast<cudaStream_t>(e.stream());
   struct Shape { DType t; int64_t rows, cols; };
+  for_each_seed("", [&](uint64_t seed) {
   // the last two: a real vocabulary over a tiny width (the tool fixtures' tied lm_head), dozens
   // of rows per warp
   for (const Shape sh : {Shape{DType::Q8_0, 20011, 256}, Shape{DType::NVFP4, 20011, 256}, Shape{DType::Q8_0, 9001, 4096},
@@ -370,6 +372,7 @@ TEST(MatvecBest, GreedyStepEqualsHostArgmaxWithTiesAcrossWarps) {
       EXPECT_EQ(pos.download()[0], 6);
     }
   }
+  });
 }
 
 }  // namespace

@@ -49,9 +49,10 @@ double silu(double x) { return x / (1.0 + std::exp(-x)); }
 using RowOpTest = OpTest<RowCase>;
 
 TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
+  for_each_seed([&](uint64_t seed) {
   const RowCase& c = GetParam();
   Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-2.0f, 2.0f);
   std::vector<float> x(static_cast<size_t>(c.rows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
   for (float& v : x) v = U(rng);
@@ -93,6 +94,7 @@ TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
   ASSERT_EQ(q.size(), want.size());
   for (size_t b = 0; b < q.size(); ++b)
     ASSERT_EQ(std::memcmp(&q[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, RowOpTest, ::testing::ValuesIn(cases()), OpCaseName());
@@ -114,10 +116,11 @@ struct BatchCase : OpCase {
 using RowOpBatchTest = OpTest<BatchCase>;
 
 TEST_P(RowOpBatchTest, RowBitsIndependentOfRowCount) {
+  for_each_seed([&](uint64_t seed) {
   const BatchCase& c = GetParam();
   Engine e = Engine::open(testing::test_device());
   constexpr int64_t kRows = 12;
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> U(-2.0f, 2.0f);
   std::vector<float> x(static_cast<size_t>(kRows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
   for (float& v : x) v = U(rng);
@@ -152,6 +155,7 @@ TEST_P(RowOpBatchTest, RowBitsIndependentOfRowCount) {
       ASSERT_EQ(std::memcmp(&one.second[b], &many.second[b], sizeof(BlockQ8_1)), 0)
           << "q8_1 block " << b << " of row 0 differs with " << rows << " rows";
   }
+  });
 }
 
 std::vector<BatchCase> batch_cases() {

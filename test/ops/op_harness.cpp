@@ -57,6 +57,31 @@ uint64_t seed_current_test(std::string_view key) {
   return seed;
 }
 
+std::vector<SeedRun> seed_runs(std::string_view key) {
+  std::vector<SeedRun> v;
+  for (uint64_t f : kFixedSeeds) {
+    const uint64_t s = fnv1a64(key) ^ f;
+    v.push_back({s, false, "seed fixed " + hex(s)});
+  }
+  const uint64_t s = case_seed(key);
+  v.push_back({s, true, "seed fresh " + hex(s) + " (MEMRA_SEED=" + hex(run_seed()) + ")"});
+  return v;
+}
+
+void for_each_seed(std::string_view key, const std::function<void(uint64_t)>& body) {
+  std::string k(key);
+  if (k.empty()) {
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    MEMRA_CHECK(t != nullptr, "for_each_seed: called outside a test");
+    k = std::string(t->test_suite_name()) + "." + t->name();
+  }
+  seed_current_test(k);  // logs and records the fresh seed for replay
+  for (const SeedRun& r : seed_runs(k)) {
+    SCOPED_TRACE(r.label);
+    body(r.seed);
+  }
+}
+
 uint64_t seed_current_test() {
   const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
   MEMRA_CHECK(t != nullptr, "seed_current_test: called outside a test");

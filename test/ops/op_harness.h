@@ -1,23 +1,28 @@
 // test/ops/op_harness.h — a GPU kernel against its CPU contract.
 //
 // An op test is a list of declarative cases. A case's vars() ("type=q8_0,n=4096,src=bits") is
-// its GTest parameter name (sanitised), the key for --gtest_filter, and the seed of its inputs:
-//   seed = fnv1a64(vars()) XOR run seed
-// The run seed is fresh each process (new random inputs every run), printed once and recorded
-// in every test's XML (property run_seed); set MEMRA_SEED=<that value> to replay a failing run
-// exactly. Tests that are not parameterised by a case (TEST_F over a fixed list of shapes) seed
-// from their own name the same way (seed_current_test). Outputs are poisoned (every byte
+// its GTest parameter name (sanitised), the key for --gtest_filter, and the key of its inputs'
+// seeds. Every case runs its body once per seed (for_each_seed), in order:
+//   fixed:  fnv1a64(key) XOR kFixedSeeds[i] — the same inputs on every run, so what a case covers
+//           never depends on a run's luck (docs/testing.md lists the seeds);
+//   fresh:  fnv1a64(key) XOR run seed — new inputs every run. The run seed is printed once and
+//           recorded in every test's XML (property run_seed); MEMRA_SEED=<that value> replays a
+//           failing run exactly.
+// A failure names its seed (a scoped trace "seed fixed 0x... " / "seed fresh 0x..."). Tests
+// that are not parameterised by a case (TEST_F over a fixed list of shapes) key their seeds on
+// their own name (Suite.Name). Outputs are poisoned (every byte
 // 0xFF: NaN for f32, NaN scales and -1 quants for blocks) before the launch, so an element the
 // kernel never wrote cannot match. The comparison is bitwise or NMSE (Σ(g-r)²/Σr²), chosen per
 // op and per arch by the case's tolerance().
 //
-// provides: Tolerance, measured_nmse, OpCase, Vars, run_seed, case_seed, seed_current_test, test_arch, nmse,
-//           compare_to_contract, OpCaseName, OpTest
+// provides: Tolerance, measured_nmse, OpCase, Vars, run_seed, case_seed, kFixedSeeds, SeedRun, seed_runs,
+//           seed_current_test, for_each_seed, test_arch, nmse, compare_to_contract, OpCaseName, OpTest
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iostream>
 #include <optional>
@@ -26,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "memra/testing/gate.h"
 #include "memra/testing/gpu.h"
@@ -79,12 +85,27 @@ uint64_t parse_seed(std::string_view text);
 uint64_t fnv1a64(std::string_view s);
 inline uint64_t case_seed(std::string_view vars) { return fnv1a64(vars) ^ run_seed(); }
 
+// The fixed seeds every op case runs with, on every run, before its fresh one.
+inline constexpr uint64_t kFixedSeeds[] = {0x6d656d7261000001ull, 0x6d656d7261000002ull};
+
+struct SeedRun {
+  uint64_t seed;
+  bool fresh;         // the run seed's (else one of kFixedSeeds)
+  std::string label;  // "seed fixed 0x..." / "seed fresh 0x... (MEMRA_SEED=0x...)"
+};
+// The fixed seeds' runs of `key`, then its fresh one (case_seed).
+std::vector<SeedRun> seed_runs(std::string_view key);
+
 // case_seed(key) for the running test, logged so the inputs can be replayed: printed
 // ("[ seed     ] <key> -> 0x..."), and recorded as the GTest properties "seed" and "run_seed"
 // (MEMRA_SEED=<run_seed> replays the run from its XML alone). Without a key: the test's full
 // name (Suite.Name).
 uint64_t seed_current_test(std::string_view key);
 uint64_t seed_current_test();
+
+// Runs body(seed) once per seed_runs(key) (key: the running test's Suite.Name when empty), each
+// under a scoped trace naming the seed; the fresh seed is logged as seed_current_test logs it.
+void for_each_seed(std::string_view key, const std::function<void(uint64_t)>& body);
 
 // The arch label ("h100", ...) of the device the test runs on (test_device()); "" without one.
 std::string test_arch();
@@ -114,15 +135,14 @@ class OpTest : public ::testing::TestWithParam<Case> {
 #ifdef MEMRA_TEST_ARCHS
     MEMRA_REQUIRE_TEST_GPU();
 #endif
-    seed_ = seed_current_test(this->GetParam().vars());
     ::testing::Test::RecordProperty("vars", this->GetParam().vars());
   }
-  uint64_t seed() const { return seed_; }
+  // The case's body, once per seed (the fixed ones, then the fresh one).
+  void for_each_seed(const std::function<void(uint64_t)>& body) const {
+    ::memra::ops::for_each_seed(this->GetParam().vars(), body);
+  }
   std::string arch() const { return test_arch(); }
   Tolerance tolerance() const { return this->GetParam().tolerance(arch()); }
-
- private:
-  uint64_t seed_ = 0;
 };
 
 }  // namespace memra::ops

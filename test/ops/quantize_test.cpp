@@ -89,8 +89,9 @@ class Dequantize : public mo::OpTest<DequantCase> {
 };
 
 TEST_P(Dequantize, MatchesDequantizeRowBitwise) {
+  for_each_seed([&](uint64_t seed) {
   const DequantCase& c = GetParam();
-  const std::vector<uint8_t> in = make_input(c, seed());
+  const std::vector<uint8_t> in = make_input(c, seed);
   std::vector<float> ref(size_t(c.n));
   memra::dequantize_row(c.type, in.data(), ref.data(), c.n);
 
@@ -102,6 +103,7 @@ TEST_P(Dequantize, MatchesDequantizeRowBitwise) {
   memra::cuda::dequantize_row_cuda(c.type, d_in.data(), d_out.data(), c.n, e.stream());
   const std::vector<float> got = d_out.download();
   EXPECT_TRUE(mo::compare_to_contract(got, ref, tolerance()));
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, Dequantize, ::testing::ValuesIn(dequant_cases()), mo::OpCaseName());
@@ -140,8 +142,9 @@ class QuantizeQ81 : public mo::OpTest<Q81Case> {
 };
 
 TEST_P(QuantizeQ81, MatchesQuantizeRowQ81Bitwise) {
+  for_each_seed([&](uint64_t seed) {
   const Q81Case& c = GetParam();
-  std::mt19937_64 rng(seed());
+  std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, c.scale);
   std::vector<float> x(size_t(c.n));
   for (auto& v : x) v = dist(rng);
@@ -171,6 +174,7 @@ TEST_P(QuantizeQ81, MatchesQuantizeRowQ81Bitwise) {
   EXPECT_THAT(gd, BitIdentical(rd, Half16::f16)) << "block scales d";
   EXPECT_THAT(gs, BitIdentical(rs, Half16::f16)) << "block sums s";
   EXPECT_THAT(gq, BitIdentical(rq)) << "quants qs (index = 32*block + j)";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, QuantizeQ81, ::testing::ValuesIn(q81_cases()), mo::OpCaseName());
@@ -227,8 +231,9 @@ std::vector<float> fp4_input(const Fp4Case& c, uint64_t seed) {
 class QuantizeFp4 : public mo::OpTest<Fp4Case> {};
 
 TEST_P(QuantizeFp4, MatchesQuantizeRowFp4actBitwise) {
+  for_each_seed([&](uint64_t seed) {
   const Fp4Case& c = GetParam();
-  const std::vector<float> x = fp4_input(c, seed());
+  const std::vector<float> x = fp4_input(c, seed);
   // the reference: quant.h's blocks, decoded to what an A4 block holds
   std::vector<float> rd, gd;
   std::vector<int32_t> rq, gq;
@@ -262,6 +267,7 @@ TEST_P(QuantizeFp4, MatchesQuantizeRowFp4actBitwise) {
   ASSERT_GT(nonzero, 0) << "vacuous case: every code 0";
   EXPECT_THAT(gd, BitIdentical(rd)) << "sub-block scales (index = row * n/16 + sub-block)";
   EXPECT_THAT(gq, BitIdentical(rq)) << "doubled e2m1 codes (index = row * n + value)";
+  });
 }
 
 // Not finite input: quant.h's quantizer refuses it; the device marks the sub-block's scale NaN
