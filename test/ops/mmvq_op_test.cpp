@@ -7,6 +7,7 @@
 // checks against memra::dot_q8_0_q8_1 / dot_nvfp4_q8_1 themselves. The W4A4 cases (NVFP4
 // weights against quant.h's Fp4Act activations, uploaded decoded as the device's A4 blocks) are
 // checked the same way, against memra::dot_nvfp4_fp4act.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "memra/engine.h"
 #include "memra/quant.h"
 #include "memra/testing/gpu.h"
+#include "memra/testing/matchers.h"
 #include "ops/op_harness.h"
 
 namespace memra::ops {
@@ -337,7 +339,7 @@ TEST(MatvecBest, GreedyStepEqualsHostArgmaxWithTiesAcrossWarps) {
     cuda::matvec_run(p2, DecodeMatvec::mmvq, st);
     e.synchronize();
     const std::vector<float> y = dy.download(), y2 = dy2.download();
-    ASSERT_EQ(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)), 0) << "matvec_run_best changed y";
+    ASSERT_THAT(y2, testing::BitIdentical(y)) << "matvec_run_best changed y";
     int64_t want = 0;
     for (int64_t r = 1; r < R; ++r)
       if (y[static_cast<size_t>(r)] > y[static_cast<size_t>(want)]) want = r;
