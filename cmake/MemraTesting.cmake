@@ -22,12 +22,21 @@ set(MEMRA_KIND_LABELS unit op gate canary bench slow)
 # PROPERTIES: the list "cpu;unit" is split on the way (cmake_parse_arguments unescapes), leaving
 # LABELS=cpu and a stray property "unit" — the label silently lost. Instead a small script,
 # included by CTest after the discovery script, labels every test in the discovered TEST_LIST.
+# With a regex and other labels (ARGV2, ARGV3): the tests whose name matches get those instead.
 function(_memra_label_discovered target labels)
   set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
   file(WRITE ${script}
        "if(DEFINED memra_${target}_TESTS AND NOT \"\${memra_${target}_TESTS}\" STREQUAL \"\")\n"
-       "  set_tests_properties(\${memra_${target}_TESTS} PROPERTIES LABELS \"${labels}\")\n"
-       "endif()\n")
+       "  set_tests_properties(\${memra_${target}_TESTS} PROPERTIES LABELS \"${labels}\")\n")
+  if(ARGC GREATER 3)
+    file(APPEND ${script}
+         "  foreach(t IN LISTS memra_${target}_TESTS)\n"
+         "    if(t MATCHES \"${ARGV2}\")\n"
+         "      set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${ARGV3}\")\n"
+         "    endif()\n"
+         "  endforeach()\n")
+  endif()
+  file(APPEND ${script} "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
@@ -66,8 +75,10 @@ endfunction()
 #   `ctest -j --resource-spec-file <build>/gpu-resources.json` never oversubscribes a card.
 #   Tests labelled bench also get RUN_SERIAL: timing arms run alone.
 # - TIMEOUT defaults: 300 s (op, unit), 1800 s (gate, canary), 3600 s (slow).
-# Canaries: a canary must carry the label `canary`, and CTest labels apply per executable, so a
-# gate's canary cases live in their own target: memra_add_gate(gate_x_canary ... LABELS canary).
+# Canaries live in their gate's own binary (one file and one target per gate): a case whose GTest
+# suite name ends in `Canary` (`Inst/DecodeGraphCanary.BrokenGraphArmFails/...`) gets the label
+# `canary` instead of `gate`, so `ctest -L canary` and `ctest -L gate` select them apart and
+# --gtest_filter='*Canary.*' runs a gate's canaries alone.
 function(memra_add_gate target)
   cmake_parse_arguments(G "" "GPUS;SLOTS;TIMEOUT" "SOURCES;ARCHS;LABELS;LIBS;PROPERTIES" ${ARGN})
   if(NOT G_SOURCES)
@@ -127,7 +138,13 @@ function(memra_add_gate target)
     XML_OUTPUT_DIR ${PROJECT_BINARY_DIR}/test-results/gtest
     PROPERTIES TIMEOUT ${G_TIMEOUT} RESOURCE_GROUPS "${G_GPUS},gpus:${G_SLOTS}"
                ${extra_props} ${G_PROPERTIES})
-  _memra_label_discovered(${target} "${labels}")
+  if("gate" IN_LIST labels)
+    set(canary_labels ${labels})
+    list(TRANSFORM canary_labels REPLACE "^gate$" "canary")
+    _memra_label_discovered(${target} "${labels}" "Canary[.]" "${canary_labels}")
+  else()
+    _memra_label_discovered(${target} "${labels}")
+  endif()
 endfunction()
 
 # The CTest resource spec: one `gpus` resource per card with 100 slots. Written at configure

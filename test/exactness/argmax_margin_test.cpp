@@ -26,7 +26,7 @@
 // STABLE (at D = 64 their sums come out in the same order: delta 0 or ~1e-5) and w4a4 SYSTEMATIC;
 // on realistic widths gemm flips 2 positions in 24 (SYSTEMATIC) on Qwen3-0.6B Q8_0 / NVFP4 and
 // Qwen3.5-9B-layer Q8_0: the GEMM prefill is not servable there by the seed's rule.
-// Non-vacuity: the arm's launch counter moved. Canary (gate_argmax_margin_canary): config A with
+// Non-vacuity: the arm's launch counter moved. Canary (MarginCanary): config A with
 // a biased logit (Break::bias_id, +64 on one id, on the decode path only) must be SYSTEMATIC.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -144,8 +144,6 @@ std::vector<testing::MarginWindow> margin_gate(FileFixture& m, const std::string
   return ws;
 }
 
-#ifndef MEMRA_GPU_CANARY
-
 TEST_P(MarginGate, FlipsOnlyAtNearTies) {
   FileFixture& m = model();
   const std::string arm = GetParam().arms;
@@ -188,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(User, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4"})),
                          testing::CaseName());
 
-#else  // the canary target
+// --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 // Config A with logit `id` raised by 64 (top-1 logits of these fixtures are ~40, margins ~1): the
 // biased id wins every decode position, config B never sees the bias: SYSTEMATIC.
@@ -212,8 +210,6 @@ INSTANTIATE_TEST_SUITE_P(Tiny, MarginCanary,
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyChunked, MarginCanary,
                          ::testing::ValuesIn(testing::gate_cases({"qwen3next-f32"}, {"chunked"})), testing::CaseName());
-
-#endif
 
 }  // namespace
 }  // namespace memra

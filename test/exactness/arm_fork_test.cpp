@@ -27,7 +27,7 @@
 //            w4a4 case asserts the verdict: that is the question a user asks.
 //   control  W4A8 on the token-tiled mat-vec (prefill_matmul = mmvq): differs from the reference
 //            only by summation order — the positive control, which must PASS on every fixture.
-// Canary (gate_arm_fork_canary): the W4A4 arm with its activation quantiser dropping the block
+// Canary (ArmForkCanary): the W4A4 arm with its activation quantiser dropping the block
 // scale (Break::w4a4_drop_block_scale) must FAIL.
 // Report: both arms' prefill and decode argmaxes, floors (where each arm's own two streams part),
 // the first divergence with both arms' logits at both ids, self and cross maxdiffs, every pass's
@@ -198,8 +198,6 @@ testing::Divergence arm_fork_run(FileFixture& m, const std::string& arm, const s
   return d;
 }
 
-#ifndef MEMRA_GPU_CANARY
-
 // The positive control: a pure summation-order difference must pass, on every fixture.
 TEST_P(ArmForkGate, ControlWithinEntryNoise) { arm_fork_gate(model(), GetParam().arms, prompt(), report()); }
 INSTANTIATE_TEST_SUITE_P(Real, ArmForkGate,
@@ -229,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(User, ArmForkGate, ::testing::ValuesIn(testing::gate_ca
 INSTANTIATE_TEST_SUITE_P(User, ArmForkW4a4, ::testing::ValuesIn(testing::gate_cases({"user"}, {"w4a4"}, {"essay"})),
                          testing::CaseName());
 
-#else  // the canary target
+// --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 // W4A4 with the activation quantiser dropping every block scale: the gate must FAIL.
 class ArmForkCanary : public ArmForkGate {};
@@ -246,8 +244,6 @@ INSTANTIATE_TEST_SUITE_P(Real, ArmForkCanary,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"},
                                                                  {"essay"})),
                          testing::CaseName());
-
-#endif
 
 }  // namespace
 }  // namespace memra

@@ -12,7 +12,7 @@
 //     position, layer, both arms' experts and weight bits).
 // Non-vacuity: the graph served every decode step (replays), was captured (captures), and each
 // MoE ledger holds (prompt + 64) x MoE layers rows, so the comparison covered every decision.
-// Canary (gate_decode_graph_canary): the graph arm with layer 0's output scaled by 0.25
+// Canary (DecodeGraphCanary): the graph arm with layer 0's output scaled by 0.25
 // (Break::scale_layer) must FAIL, and on the MoE fixtures through the ledger too (a residual
 // scaled early moves the routers of later layers).
 // Same gate, harder runs (each its own suite, one case per fixture):
@@ -204,14 +204,12 @@ class DecodeGraphGate : public testing::GpuGateTest<Loaded> {
   std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
 };
 
-[[maybe_unused]] std::vector<std::string> gguf_fixture_ids() {
+std::vector<std::string> gguf_fixture_ids() {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
     for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back(gpu_test::fixture_id(f, t, false));
   return v;
 }
-
-#ifndef MEMRA_GPU_CANARY
 
 TEST_P(DecodeGraphGate, GraphEqualsEagerWithLedger) { decode_graph_gate(model(), report()); }
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate, ::testing::ValuesIn(testing::gate_cases(gguf_fixture_ids())),
@@ -313,11 +311,12 @@ TEST_F(GraphInvalidation, RecapturesOrLatches) {
   }
 }
 
-#else  // the canary target
+// --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 // The graph arm with layer 0's output scaled by 0.25: the gate must FAIL; on MoE fixtures the
 // ledger comparison must be among the failures (it can see a routing change by itself).
-TEST_P(DecodeGraphGate, BrokenGraphArmFails) {
+class DecodeGraphCanary : public DecodeGraphGate {};
+TEST_P(DecodeGraphCanary, BrokenGraphArmFails) {
   Break brk;
   brk.scale_layer = 0;
   brk.scale_factor = 0.25f;
@@ -331,7 +330,7 @@ TEST_P(DecodeGraphGate, BrokenGraphArmFails) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(
-    Tiny, DecodeGraphGate,
+    Tiny, DecodeGraphCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
                                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
@@ -339,8 +338,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The re-seat run with a graph arm that skips the re-capture (Break::graph_ignore_reseat: it
 // replays on the retired, zeroed allocations): the gate must FAIL, and no re-capture happened.
-class DecodeGraphReseat : public DecodeGraphGate {};
-TEST_P(DecodeGraphReseat, SkippedRecaptureFails) {
+class DecodeGraphReseatCanary : public DecodeGraphGate {};
+TEST_P(DecodeGraphReseatCanary, SkippedRecaptureFails) {
   Loaded& m = model();
   Break brk;
   brk.graph_ignore_reseat = true;
@@ -350,14 +349,12 @@ TEST_P(DecodeGraphReseat, SkippedRecaptureFails) {
   EXPECT_EQ(v.graph.recaptures, 0) << "the canary's graph re-captured: it did not skip the re-capture";
 }
 INSTANTIATE_TEST_SUITE_P(
-    Tiny, DecodeGraphReseat,
+    Tiny, DecodeGraphReseatCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen35, DType::BF16, false),
                                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)},
                                             {"recapture"})),
     testing::CaseName());
-
-#endif
 
 }  // namespace
 }  // namespace memra

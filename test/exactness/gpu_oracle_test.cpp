@@ -5,7 +5,7 @@
 // exactness gates against the CPU oracle and between arms have their own files:
 // teacher_forced_test.cpp, arm_fork_test.cpp, argmax_margin_test.cpp, decode_batch_test.cpp,
 // decode_graph_test.cpp (graph == eager, with the MoE selection ledger).
-// Canary (gate_gpu_oracle_canary): the launch-overlap gate with a broken overlap arm must fail.
+// Canary (GpuModelCanary): the launch-overlap gate with a broken overlap arm must fail.
 //
 // Fixtures (memra/testing/gate.h): GpuGate cases are named by fixture model id (gpu_fixture.h
 // fixture_id), one fixture per case; the GpuModel cases make their own models. One load per suite (the fixtures'
@@ -135,7 +135,6 @@ void launch_overlap_body(Loaded& m, bool broken, testing::ReportPart out) {
   out.figure("streams_differing", static_cast<int>(so != s) + static_cast<int>(sg != s));
 }
 
-#ifndef MEMRA_GPU_CANARY
 
 // prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise: every kernel computes a token's
 // values by the same operations whatever the number of tokens in the call.
@@ -426,14 +425,13 @@ TEST_F(GpuModel, BadInputIsAnError) {
                                                                ::testing::HasSubstr("q4_0"))));
 }
 
-#else  // the canary target
+// --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
-TEST_F(GpuModel, LaunchOverlapCanaryFails) {
+class GpuModelCanary : public GpuModel {};
+TEST_F(GpuModelCanary, BrokenLaunchOverlapFails) {
   expect_gate_fails("overlap arms on other f32 roundings (chunked GDN prefill, dp4a mat-vec): a stand-in for a race",
                     [&] { launch_overlap_body(loaded(Family::Qwen35, DType::F32, false), true, report()); });
 }
-
-#endif
 
 }  // namespace
 }  // namespace memra

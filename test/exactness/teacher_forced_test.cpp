@@ -26,7 +26,7 @@
 // Arms: eager and graph (decode_graph) on every fixture; mma (the tensor-core GEMM for every call,
 // set_gemm_min_tokens(1)) on the fixtures whose matrices it serves and dp4a (the block-reduce
 // mat-vec family) on the quantised ones, each with its own calibration.
-// Canaries (gate_teacher_forced_canary): a GPU model with one layer's output scaled
+// Canaries (TfCanary, TfWrongBankCanary): a GPU model with one layer's output scaled
 // (Break::scale_layer) must come out of band; a bank of another model must FAIL on its sha256.
 // User checkpoints: MEMRA_GATE_MODEL (docs/testing.md).
 #include <gmock/gmock.h>
@@ -359,8 +359,6 @@ double c_gpu_for(const FileFixture& m, const std::string& arm, testing::Report& 
   return *c.c_gpu;
 }
 
-#ifndef MEMRA_GPU_CANARY
-
 // The fixtures on which the gate's verdict is FAIL, measured on the H200 (docs/testing.md
 // "TeacherForced"): quantised Qwen3.5-MoE. At a few positions the GPU's pick falls outside the
 // bank's top-8 while the calibrated band (C_gpu 0.51 / 0.69) is wider than |top1|, so the bank
@@ -477,7 +475,9 @@ INSTANTIATE_TEST_SUITE_P(Real, TfCalibration, ::testing::ValuesIn(testing::gate_
                          testing::CaseName());
 #endif
 
-#else  // the canary target
+// --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
+// (on the tiny fixtures: not in gate_teacher_forced_real)
+#ifndef MEMRA_TF_REAL
 
 // One layer's output scaled by 0.5 on the GPU (Break::scale_layer): a wrong layer. The gate must
 // FAIL, and with rows out of band (not only unresolved): the band can reject a real error.
@@ -502,8 +502,8 @@ INSTANTIATE_TEST_SUITE_P(Tiny, TfCanary,
                          testing::CaseName());
 
 // A bank of another model (same family, other weight type): the sha256 check must FAIL.
-class TfWrongBank : public TfGate {};
-TEST_P(TfWrongBank, AnotherModelsBankFails) {
+class TfWrongBankCanary : public TfGate {};
+TEST_P(TfWrongBankCanary, AnotherModelsBankFails) {
   FileFixture& m = model();
   const std::string other = m.id.substr(0, m.id.find('-')) + "-f32";
   const Bank bank = read_bank((fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (other + ".json")).string());
@@ -512,7 +512,7 @@ TEST_P(TfWrongBank, AnotherModelsBankFails) {
                     [&] { v = tf_gate(m, "eager", bank, c_gpu_for(m, "eager", report()), report()); });
   EXPECT_FALSE(v.sha_match);
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, TfWrongBank, ::testing::ValuesIn(testing::gate_cases({"qwen3-bf16", "qwen35moe-q8_0"})),
+INSTANTIATE_TEST_SUITE_P(Tiny, TfWrongBankCanary, ::testing::ValuesIn(testing::gate_cases({"qwen3-bf16", "qwen35moe-q8_0"})),
                          testing::CaseName());
 
 #endif
