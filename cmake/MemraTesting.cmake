@@ -23,20 +23,31 @@ set(MEMRA_KIND_LABELS unit op gate canary bench slow)
 # LABELS=cpu and a stray property "unit" — the label silently lost. Instead a small script,
 # included by CTest after the discovery script, labels every test in the discovered TEST_LIST.
 # With a regex and other labels (ARGV2, ARGV3): the tests whose name matches get those instead.
+# Each test's LABELS is set once: in a CTest script a second set_tests_properties(LABELS) on the
+# same test adds to the first instead of replacing it.
 function(_memra_label_discovered target labels)
   set(script ${CMAKE_CURRENT_BINARY_DIR}/${target}_labels.cmake)
-  file(WRITE ${script}
-       "if(DEFINED memra_${target}_TESTS AND NOT \"\${memra_${target}_TESTS}\" STREQUAL \"\")\n"
-       "  set_tests_properties(\${memra_${target}_TESTS} PROPERTIES LABELS \"${labels}\")\n")
   if(ARGC GREATER 3)
-    file(APPEND ${script}
-         "  foreach(t IN LISTS memra_${target}_TESTS)\n"
-         "    if(t MATCHES \"${ARGV2}\")\n"
-         "      set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${ARGV3}\")\n"
-         "    endif()\n"
-         "  endforeach()\n")
+    file(WRITE ${script}
+         "set(memra_plain)\n"
+         "set(memra_matched)\n"
+         "foreach(t IN LISTS memra_${target}_TESTS)\n"
+         "  if(t MATCHES \"${ARGV2}\")\n"
+         "    list(APPEND memra_matched \"\${t}\")\n"
+         "  else()\n"
+         "    list(APPEND memra_plain \"\${t}\")\n"
+         "  endif()\n"
+         "endforeach()\n"
+         "if(memra_matched)\n"
+         "  set_tests_properties(\${memra_matched} PROPERTIES LABELS \"${ARGV3}\")\n"
+         "endif()\n")
+  else()
+    file(WRITE ${script} "set(memra_plain \"\${memra_${target}_TESTS}\")\n")
   endif()
-  file(APPEND ${script} "endif()\n")
+  file(APPEND ${script}
+       "if(NOT \"\${memra_plain}\" STREQUAL \"\")\n"
+       "  set_tests_properties(\${memra_plain} PROPERTIES LABELS \"${labels}\")\n"
+       "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
