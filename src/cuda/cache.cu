@@ -78,7 +78,8 @@ void Cache::reseat(int64_t layer) {
   if (!impl_) fail("Cache::reseat: empty cache (not made by Model::new_cache)");
   Impl& ci = *impl_;
   const Model::Impl& m = *ci.owner;
-  if (layer < 0 || layer >= m.c.n_layer) fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
+  if (layer < 0 || layer >= m.c.n_layer)
+    fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
   const size_t li = static_cast<size_t>(layer);
   std::vector<DeviceBuffer<float>> old;
   for (auto* bufs : {&ci.k, &ci.v, &ci.conv, &ci.state}) {

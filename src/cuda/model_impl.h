@@ -57,8 +57,8 @@ struct Cache::Impl {
   // keeps the generation it was captured with.
   cudaGraphExec_t exec = nullptr;
   uint64_t exec_gen = 0;
-  uint64_t exec_sig = 0;      // pointer_signature() at capture
-  int64_t exec_max_ctx = 0;   // the max_ctx its attention grid was sized for
+  uint64_t exec_sig = 0;     // pointer_signature() at capture
+  int64_t exec_max_ctx = 0;  // the max_ctx its attention grid was sized for
   bool exec_greedy = false;
   bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
   // A lean sampled step's logits of this sequence (decode_step_batch_sampled), valid while

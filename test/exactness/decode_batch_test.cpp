@@ -479,10 +479,11 @@ TEST_P(DecodeBatchCanary, Gate2SwappedTokensFail) {
   expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
                     [&] { gate2(model(), true, report()); });
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatchCanary,
-                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
-                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, DecodeBatchCanary,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+    testing::CaseName());
 
 }  // namespace
 }  // namespace memra

@@ -135,7 +135,6 @@ void launch_overlap_body(Loaded& m, bool broken, testing::ReportPart out) {
   out.figure("streams_differing", static_cast<int>(so != s) + static_cast<int>(sg != s));
 }
 
-
 // prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise: every kernel computes a token's
 // values by the same operations whatever the number of tokens in the call.
 TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {

@@ -512,7 +512,8 @@ TEST_P(TfWrongBankCanary, AnotherModelsBankFails) {
                     [&] { v = tf_gate(m, "eager", bank, c_gpu_for(m, "eager", report()), report()); });
   EXPECT_FALSE(v.sha_match);
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, TfWrongBankCanary, ::testing::ValuesIn(testing::gate_cases({"qwen3-bf16", "qwen35moe-q8_0"})),
+INSTANTIATE_TEST_SUITE_P(Tiny, TfWrongBankCanary,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-bf16", "qwen35moe-q8_0"})),
                          testing::CaseName());
 
 #endif

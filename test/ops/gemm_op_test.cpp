@@ -54,51 +54,62 @@ using GemmOp = OpTest<GemmCase>;
 
 TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
   for_each_seed([&](uint64_t seed) {
-  const GemmCase& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  const int64_t rb = row_bytes(c.type, c.cols);
-  std::vector<float> wf(static_cast<size_t>(c.rows * c.cols));
-  for (float& v : wf) v = U(rng) * 0.1f;
-  std::vector<uint8_t> w(static_cast<size_t>(rb * c.rows + 16));
-  float scale = 0.75f;
-  if (c.type == DType::NVFP4) scale = quantize_nvfp4_tensor(wf.data(), w.data(), c.rows, c.cols);
-  else for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
-  std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
-  for (float& v : xf) v = U(rng);
-  std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
-  for (int64_t t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
+    const GemmCase& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    const int64_t rb = row_bytes(c.type, c.cols);
+    std::vector<float> wf(static_cast<size_t>(c.rows * c.cols));
+    for (float& v : wf) v = U(rng) * 0.1f;
+    std::vector<uint8_t> w(static_cast<size_t>(rb * c.rows + 16));
+    float scale = 0.75f;
+    if (c.type == DType::NVFP4)
+      scale = quantize_nvfp4_tensor(wf.data(), w.data(), c.rows, c.cols);
+    else
+      for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+    std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
+    for (float& v : xf) v = U(rng);
+    std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
+    for (int64_t t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
 
-  DeviceBuffer<uint8_t> dw(e, w.size());
-  dw.upload(w);
-  // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
-  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
-  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * c.rows + 16));
-  cuda::to_planar(c.type, dw.data(), dplanar.data(), c.rows, c.cols, stride, reinterpret_cast<cudaStream_t>(e.stream()));
-  DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
-  ds.upload(std::vector<float>{scale});
-  DeviceBuffer<BlockQ8_1> dx(e, xq.size());
-  dx.upload(xq);
-  dy.fill_bytes(0xFF);
-  cuda::GemmParams p;
-  p.w.type = c.type; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
-  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
-  p.xq = reinterpret_cast<const cuda::Q81*>(dx.data()); p.T = c.T; p.y = dy.data(); p.ld_y = c.rows;
-  cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
-  e.synchronize();
-  const std::vector<float> got = dy.download();
-  std::vector<float> ref(got.size());
-  for (int64_t t = 0; t < c.T; ++t)
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const uint8_t* wr = w.data() + r * rb;
-      const BlockQ8_1* x = xq.data() + t * c.cols / 32;
-      const float d = c.type == DType::Q8_0
-                          ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
-                          : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
-      ref[static_cast<size_t>(t * c.rows + r)] = d * scale;
-    }
-  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+    DeviceBuffer<uint8_t> dw(e, w.size());
+    dw.upload(w);
+    // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
+    const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * c.rows + 16));
+    cuda::to_planar(c.type, dw.data(), dplanar.data(), c.rows, c.cols, stride,
+                    reinterpret_cast<cudaStream_t>(e.stream()));
+    DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
+    ds.upload(std::vector<float>{scale});
+    DeviceBuffer<BlockQ8_1> dx(e, xq.size());
+    dx.upload(xq);
+    dy.fill_bytes(0xFF);
+    cuda::GemmParams p;
+    p.w.type = c.type;
+    p.w.rows = c.rows;
+    p.w.cols = c.cols;
+    p.w.row_bytes = stride;
+    p.w.slab_rows = c.rows;
+    p.w.data = dplanar.data();
+    p.w.slab_scale = ds.data();
+    p.xq = reinterpret_cast<const cuda::Q81*>(dx.data());
+    p.T = c.T;
+    p.y = dy.data();
+    p.ld_y = c.rows;
+    cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+    e.synchronize();
+    const std::vector<float> got = dy.download();
+    std::vector<float> ref(got.size());
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const uint8_t* wr = w.data() + r * rb;
+        const BlockQ8_1* x = xq.data() + t * c.cols / 32;
+        const float d = c.type == DType::Q8_0
+                            ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
+                            : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
+        ref[static_cast<size_t>(t * c.rows + r)] = d * scale;
+      }
+    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
   });
 }
 
@@ -121,98 +132,115 @@ using GemmRoutedOp = OpTest<RoutedCase>;
 
 TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
   for_each_seed([&](uint64_t seed) {
-  const RoutedCase& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  const auto st = reinterpret_cast<cudaStream_t>(e.stream());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  const int64_t rb = row_bytes(c.type, c.cols), n_rows = c.rows * c.E;
-  std::vector<float> wf(static_cast<size_t>(n_rows * c.cols));
-  for (float& v : wf) v = U(rng) * 0.1f;
-  std::vector<uint8_t> w(static_cast<size_t>(rb * n_rows + 16));
-  std::vector<float> scales(static_cast<size_t>(c.E), 0.75f);
-  for (int s = 0; s < c.E; ++s) {
-    const float* src = wf.data() + s * c.rows * c.cols;
-    uint8_t* dst = w.data() + s * c.rows * rb;
-    if (c.type == DType::NVFP4) scales[s] = quantize_nvfp4_tensor(src, dst, c.rows, c.cols);
-    else for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, src + r * c.cols, dst + r * rb, c.cols);
-  }
-  std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
-  for (float& v : xf) v = U(rng);
-  std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
-  for (int t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
-  // k distinct slabs per token: slab 1 in every token's picks (a crowded group), slab 0 and the
-  // last slab never (empty groups), the rest at random
-  std::vector<int32_t> ids(static_cast<size_t>(c.T * c.k));
-  for (int t = 0; t < c.T; ++t) {
-    std::vector<int32_t> pool;
-    for (int s = 2; s < c.E - 1; ++s) pool.push_back(s);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    ids[t * c.k] = 1;
-    for (int j = 1; j < c.k; ++j) ids[t * c.k + j] = pool[j - 1];
-  }
+    const RoutedCase& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    const auto st = reinterpret_cast<cudaStream_t>(e.stream());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    const int64_t rb = row_bytes(c.type, c.cols), n_rows = c.rows * c.E;
+    std::vector<float> wf(static_cast<size_t>(n_rows * c.cols));
+    for (float& v : wf) v = U(rng) * 0.1f;
+    std::vector<uint8_t> w(static_cast<size_t>(rb * n_rows + 16));
+    std::vector<float> scales(static_cast<size_t>(c.E), 0.75f);
+    for (int s = 0; s < c.E; ++s) {
+      const float* src = wf.data() + s * c.rows * c.cols;
+      uint8_t* dst = w.data() + s * c.rows * rb;
+      if (c.type == DType::NVFP4)
+        scales[s] = quantize_nvfp4_tensor(src, dst, c.rows, c.cols);
+      else
+        for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, src + r * c.cols, dst + r * rb, c.cols);
+    }
+    std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
+    for (float& v : xf) v = U(rng);
+    std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
+    for (int t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
+    // k distinct slabs per token: slab 1 in every token's picks (a crowded group), slab 0 and the
+    // last slab never (empty groups), the rest at random
+    std::vector<int32_t> ids(static_cast<size_t>(c.T * c.k));
+    for (int t = 0; t < c.T; ++t) {
+      std::vector<int32_t> pool;
+      for (int s = 2; s < c.E - 1; ++s) pool.push_back(s);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      ids[t * c.k] = 1;
+      for (int j = 1; j < c.k; ++j) ids[t * c.k + j] = pool[j - 1];
+    }
 
-  DeviceBuffer<uint8_t> dw(e, w.size());
-  dw.upload(w);
-  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
-  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * n_rows + 16));
-  cuda::to_planar(c.type, dw.data(), dplanar.data(), n_rows, c.cols, stride, st);
-  DeviceBuffer<float> ds(e, scales.size()), dy(e, static_cast<size_t>(c.T * c.k * c.rows));
-  ds.upload(scales);
-  DeviceBuffer<BlockQ8_1> dx(e, xq.size());
-  dx.upload(xq);
-  const int64_t n = static_cast<int64_t>(c.T) * c.k, bound = cuda::moe_group_tile_bound(n, c.E, cuda::gemm_routed_tile);
-  DeviceBuffer<int32_t> dids(e, ids.size()), dorder(e, ids.size()), dstart(e, static_cast<size_t>(c.E + 1));
-  DeviceBuffer<int32_t> dtslab(e, static_cast<size_t>(bound)), dtstart(e, static_cast<size_t>(bound)), dntiles(e, 1);
-  dids.upload(ids);
-  dy.fill_bytes(0xFF);
-  cuda::moe_group_run({dids.data(), n, c.E, dorder.data(), dstart.data(), cuda::gemm_routed_tile, dtslab.data(),
-                       dtstart.data(), dntiles.data()},
-                      st);
-  cuda::GemmParams p;
-  p.w.type = c.type; p.w.rows = n_rows; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
-  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
-  p.xq = reinterpret_cast<const cuda::Q81*>(dx.data()); p.T = c.T * c.k; p.y = dy.data(); p.ld_y = c.rows;
-  p.order = dorder.data(); p.group_start = dstart.data(); p.n_slab = c.E; p.x_div = c.k;
-  p.tile_slab = dtslab.data(); p.tile_start = dtstart.data(); p.n_tiles = dntiles.data(); p.max_tiles = bound;
-  cuda::gemm_run(p, st);
-  e.synchronize();
-  // the grouping itself: starts are the exclusive counts, order a permutation grouped by slab
-  const std::vector<int32_t> order = dorder.download(), start = dstart.download();
-  std::vector<int32_t> count(static_cast<size_t>(c.E), 0);
-  for (int32_t id : ids) ++count[id];
-  ASSERT_EQ(start[0], 0);
-  for (int s = 0; s < c.E; ++s) ASSERT_EQ(start[s + 1] - start[s], count[s]) << "slab " << s;
-  std::vector<int> seen(ids.size(), 0);
-  for (int s = 0; s < c.E; ++s)
-    for (int32_t j = start[s]; j < start[s + 1]; ++j) {
-      ASSERT_EQ(ids[order[j]], s) << "vector " << order[j] << " in slab " << s << "'s group";
-      ++seen[order[j]];
-    }
-  for (size_t a = 0; a < seen.size(); ++a) ASSERT_EQ(seen[a], 1) << "vector " << a;
-  // the tile list: slab after slab, each group's vectors in tiles of gemm_routed_tile from its start
-  const std::vector<int32_t> tslab = dtslab.download(), tstart = dtstart.download(), ntiles = dntiles.download();
-  int32_t i = 0;
-  for (int s = 0; s < c.E; ++s)
-    for (int32_t j = start[s]; j < start[s + 1]; j += cuda::gemm_routed_tile, ++i) {
-      ASSERT_LT(i, ntiles[0]);
-      EXPECT_EQ(tslab[i], s) << "tile " << i;
-      EXPECT_EQ(tstart[i], j) << "tile " << i;
-    }
-  EXPECT_EQ(i, ntiles[0]);
+    DeviceBuffer<uint8_t> dw(e, w.size());
+    dw.upload(w);
+    const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * n_rows + 16));
+    cuda::to_planar(c.type, dw.data(), dplanar.data(), n_rows, c.cols, stride, st);
+    DeviceBuffer<float> ds(e, scales.size()), dy(e, static_cast<size_t>(c.T * c.k * c.rows));
+    ds.upload(scales);
+    DeviceBuffer<BlockQ8_1> dx(e, xq.size());
+    dx.upload(xq);
+    const int64_t n = static_cast<int64_t>(c.T) * c.k,
+                  bound = cuda::moe_group_tile_bound(n, c.E, cuda::gemm_routed_tile);
+    DeviceBuffer<int32_t> dids(e, ids.size()), dorder(e, ids.size()), dstart(e, static_cast<size_t>(c.E + 1));
+    DeviceBuffer<int32_t> dtslab(e, static_cast<size_t>(bound)), dtstart(e, static_cast<size_t>(bound)), dntiles(e, 1);
+    dids.upload(ids);
+    dy.fill_bytes(0xFF);
+    cuda::moe_group_run({dids.data(), n, c.E, dorder.data(), dstart.data(), cuda::gemm_routed_tile, dtslab.data(),
+                         dtstart.data(), dntiles.data()},
+                        st);
+    cuda::GemmParams p;
+    p.w.type = c.type;
+    p.w.rows = n_rows;
+    p.w.cols = c.cols;
+    p.w.row_bytes = stride;
+    p.w.slab_rows = c.rows;
+    p.w.data = dplanar.data();
+    p.w.slab_scale = ds.data();
+    p.xq = reinterpret_cast<const cuda::Q81*>(dx.data());
+    p.T = c.T * c.k;
+    p.y = dy.data();
+    p.ld_y = c.rows;
+    p.order = dorder.data();
+    p.group_start = dstart.data();
+    p.n_slab = c.E;
+    p.x_div = c.k;
+    p.tile_slab = dtslab.data();
+    p.tile_start = dtstart.data();
+    p.n_tiles = dntiles.data();
+    p.max_tiles = bound;
+    cuda::gemm_run(p, st);
+    e.synchronize();
+    // the grouping itself: starts are the exclusive counts, order a permutation grouped by slab
+    const std::vector<int32_t> order = dorder.download(), start = dstart.download();
+    std::vector<int32_t> count(static_cast<size_t>(c.E), 0);
+    for (int32_t id : ids) ++count[id];
+    ASSERT_EQ(start[0], 0);
+    for (int s = 0; s < c.E; ++s) ASSERT_EQ(start[s + 1] - start[s], count[s]) << "slab " << s;
+    std::vector<int> seen(ids.size(), 0);
+    for (int s = 0; s < c.E; ++s)
+      for (int32_t j = start[s]; j < start[s + 1]; ++j) {
+        ASSERT_EQ(ids[order[j]], s) << "vector " << order[j] << " in slab " << s << "'s group";
+        ++seen[order[j]];
+      }
+    for (size_t a = 0; a < seen.size(); ++a) ASSERT_EQ(seen[a], 1) << "vector " << a;
+    // the tile list: slab after slab, each group's vectors in tiles of gemm_routed_tile from its start
+    const std::vector<int32_t> tslab = dtslab.download(), tstart = dtstart.download(), ntiles = dntiles.download();
+    int32_t i = 0;
+    for (int s = 0; s < c.E; ++s)
+      for (int32_t j = start[s]; j < start[s + 1]; j += cuda::gemm_routed_tile, ++i) {
+        ASSERT_LT(i, ntiles[0]);
+        EXPECT_EQ(tslab[i], s) << "tile " << i;
+        EXPECT_EQ(tstart[i], j) << "tile " << i;
+      }
+    EXPECT_EQ(i, ntiles[0]);
 
-  const std::vector<float> got = dy.download();
-  std::vector<float> ref(got.size());
-  for (int64_t a = 0; a < c.T * c.k; ++a)
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const uint8_t* wr = w.data() + (ids[a] * c.rows + r) * rb;
-      const BlockQ8_1* x = xq.data() + (a / c.k) * c.cols / 32;
-      const float d = c.type == DType::Q8_0
-                          ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
-                          : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
-      ref[static_cast<size_t>(a * c.rows + r)] = d * scales[ids[a]];
-    }
-  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+    const std::vector<float> got = dy.download();
+    std::vector<float> ref(got.size());
+    for (int64_t a = 0; a < c.T * c.k; ++a)
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const uint8_t* wr = w.data() + (ids[a] * c.rows + r) * rb;
+        const BlockQ8_1* x = xq.data() + (a / c.k) * c.cols / 32;
+        const float d = c.type == DType::Q8_0
+                            ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
+                            : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
+        ref[static_cast<size_t>(a * c.rows + r)] = d * scales[ids[a]];
+      }
+    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
   });
 }
 
@@ -239,54 +267,64 @@ using GemmBf16Op = OpTest<Bf16Case>;
 
 TEST_P(GemmBf16Op, WithinSplitBf16Bound) {
   for_each_seed([&](uint64_t seed) {
-  const Bf16Case& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  std::vector<uint16_t> w(static_cast<size_t>(c.rows * c.cols));
-  for (uint16_t& v : w) v = f32_to_bf16(c.coherent ? 0.5f + 0.25f * (U(rng) + 1.0f) : U(rng) * 0.1f);
-  std::vector<float> x(static_cast<size_t>(c.T * c.cols));
-  for (float& v : x) v = c.coherent ? 1.0f + 3.0f / 512.0f + U(rng) * 0x1p-12f : U(rng);
-  const float scale = 0.75f;
+    const Bf16Case& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    std::vector<uint16_t> w(static_cast<size_t>(c.rows * c.cols));
+    for (uint16_t& v : w) v = f32_to_bf16(c.coherent ? 0.5f + 0.25f * (U(rng) + 1.0f) : U(rng) * 0.1f);
+    std::vector<float> x(static_cast<size_t>(c.T * c.cols));
+    for (float& v : x) v = c.coherent ? 1.0f + 3.0f / 512.0f + U(rng) * 0x1p-12f : U(rng);
+    const float scale = 0.75f;
 
-  DeviceBuffer<uint16_t> dw(e, w.size());
-  dw.upload(w);
-  DeviceBuffer<float> dx(e, x.size()), ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
-  dx.upload(x);
-  ds.upload(std::vector<float>{scale});
-  dy.fill_bytes(0xFF);
-  cuda::GemmParams p;
-  p.w.type = DType::BF16; p.w.rows = c.rows; p.w.cols = c.cols; p.w.row_bytes = 2 * c.cols; p.w.slab_rows = c.rows;
-  p.w.data = reinterpret_cast<const uint8_t*>(dw.data()); p.w.slab_scale = ds.data();
-  p.xf = dx.data(); p.ld_xf = c.cols; p.T = c.T; p.y = dy.data(); p.ld_y = c.rows;
-  cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
-  e.synchronize();
-  const std::vector<float> got = dy.download();
+    DeviceBuffer<uint16_t> dw(e, w.size());
+    dw.upload(w);
+    DeviceBuffer<float> dx(e, x.size()), ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
+    dx.upload(x);
+    ds.upload(std::vector<float>{scale});
+    dy.fill_bytes(0xFF);
+    cuda::GemmParams p;
+    p.w.type = DType::BF16;
+    p.w.rows = c.rows;
+    p.w.cols = c.cols;
+    p.w.row_bytes = 2 * c.cols;
+    p.w.slab_rows = c.rows;
+    p.w.data = reinterpret_cast<const uint8_t*>(dw.data());
+    p.w.slab_scale = ds.data();
+    p.xf = dx.data();
+    p.ld_xf = c.cols;
+    p.T = c.T;
+    p.y = dy.data();
+    p.ld_y = c.rows;
+    cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+    e.synchronize();
+    const std::vector<float> got = dy.download();
 
-  const double gamma = (3.0 * static_cast<double>(c.cols) / 16 + 1) * 0x1p-22 + 0x1p-24;
-  int64_t over = 0, hi_only_over = 0;
-  for (int64_t t = 0; t < c.T; ++t)
-    for (int64_t r = 0; r < c.rows; ++r) {
-      double exact = 0, mag = 0, hi_only = 0;
-      for (int64_t k = 0; k < c.cols; ++k) {
-        const double wk = bf16_to_f32(w[static_cast<size_t>(r * c.cols + k)]);
-        const float xk = x[static_cast<size_t>(t * c.cols + k)];
-        exact += wk * xk;
-        mag += std::abs(wk * xk);
-        hi_only += wk * bf16_to_f32(f32_to_bf16(xk));
+    const double gamma = (3.0 * static_cast<double>(c.cols) / 16 + 1) * 0x1p-22 + 0x1p-24;
+    int64_t over = 0, hi_only_over = 0;
+    for (int64_t t = 0; t < c.T; ++t)
+      for (int64_t r = 0; r < c.rows; ++r) {
+        double exact = 0, mag = 0, hi_only = 0;
+        for (int64_t k = 0; k < c.cols; ++k) {
+          const double wk = bf16_to_f32(w[static_cast<size_t>(r * c.cols + k)]);
+          const float xk = x[static_cast<size_t>(t * c.cols + k)];
+          exact += wk * xk;
+          mag += std::abs(wk * xk);
+          hi_only += wk * bf16_to_f32(f32_to_bf16(xk));
+        }
+        const double bound = gamma * mag * scale;
+        const double y = got[static_cast<size_t>(t * c.rows + r)];
+        if (!(std::abs(y - exact * scale) <= bound)) {
+          if (over++ < 5)
+            ADD_FAILURE() << "t=" << t << " r=" << r << ": got " << y << ", exact " << exact * scale << ", bound "
+                          << bound;
+        }
+        if (std::abs(hi_only * scale - exact * scale) > bound) ++hi_only_over;
       }
-      const double bound = gamma * mag * scale;
-      const double y = got[static_cast<size_t>(t * c.rows + r)];
-      if (!(std::abs(y - exact * scale) <= bound)) {
-        if (over++ < 5)
-          ADD_FAILURE() << "t=" << t << " r=" << r << ": got " << y << ", exact " << exact * scale << ", bound " << bound;
-      }
-      if (std::abs(hi_only * scale - exact * scale) > bound) ++hi_only_over;
+    EXPECT_EQ(over, 0) << "outputs outside the split-bf16 bound (gemm.cuh)";
+    if (c.coherent) {
+      EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
     }
-  EXPECT_EQ(over, 0) << "outputs outside the split-bf16 bound (gemm.cuh)";
-  if (c.coherent) {
-    EXPECT_GT(hi_only_over, 0) << "the bound does not tell split-bf16 from bf16 activations: it proves nothing";
-  }
   });
 }
 

@@ -62,9 +62,7 @@ struct NmseCase : OpCase {
 
 class Kernels : public ::testing::Test {
  protected:
-  void SetUp() override {
-    MEMRA_REQUIRE_TEST_GPU(1);
-  }
+  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
   // The test's body once per seed (op_harness.h: the fixed seeds, then a fresh one), `rng`
   // seeded with it.
   void seeded(const std::function<void()>& body) {
@@ -104,44 +102,57 @@ class Kernels : public ::testing::Test {
 // oracle only by the f32 RMSNorm: the bound does not grow with the position, and is not allowed to.
 TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
   seeded([&] {
-  for (int64_t pos0 : {int64_t{37}, int64_t{32766}, int64_t{131066}})
-  for (int n_rot : {16, 64}) {
-  SCOPED_TRACE(::testing::Message() << "pos0=" << pos0 << " n_rot=" << n_rot);
-  const int T = 5, H = 4, KV = 2, hd = 64;
-  const int64_t ctx = pos0 + T;
-  auto q = rnd(T * H * hd), k = rnd(T * KV * hd), v = rnd(T * KV * hd), qn = rnd(hd, 0.5f, 1.5f), kn = rnd(hd, 0.5f, 1.5f);
-  auto dq = up(q), dk = up(k), dv = up(v), dqn = up(qn), dkn = up(kn);
-  DeviceBuffer<float> kc(e(), ctx * KV * hd), vc(e(), ctx * KV * hd);
-  kc.fill_bytes(0xFF);
-  vc.fill_bytes(0xFF);
-  auto dpos = up(std::vector<int64_t>{pos0});
-  cuda::QkPrepParams p;
-  p.q = dq.data(); p.k = dk.data(); p.v = dv.data(); p.q_norm = dqn.data(); p.k_norm = dkn.data();
-  p.k_cache = kc.data(); p.v_cache = vc.data(); p.pos0 = dpos.data(); p.T = T; p.H = H; p.KV = KV; p.hd = hd;
-  p.n_rot = n_rot; p.eps = 1e-6f; p.theta = 1e6;
-  cuda::qk_prep_run(p, s());
-  e().synchronize();
-  auto gq = dq.download(), gk = kc.download(), gv = vc.download();
-  std::vector<float> rq = q, rk(T * KV * hd), got_k(T * KV * hd), got_v(T * KV * hd);
-  for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < H; ++h) {
-      float* x = rq.data() + (t * H + h) * hd;
-      oo::rmsnorm(x, qn.data(), hd, 1e-6, x);
-      oo::rope_neox(x, n_rot, pos0 + t, 1e6);
-    }
-    for (int h = 0; h < KV; ++h) {
-      float* x = rk.data() + (t * KV + h) * hd;
-      std::memcpy(x, k.data() + (t * KV + h) * hd, hd * 4);
-      oo::rmsnorm(x, kn.data(), hd, 1e-6, x);
-      oo::rope_neox(x, n_rot, pos0 + t, 1e6);
-    }
-    std::memcpy(got_k.data() + t * KV * hd, gk.data() + (pos0 + t) * KV * hd, KV * hd * 4);
-    std::memcpy(got_v.data() + t * KV * hd, gv.data() + (pos0 + t) * KV * hd, KV * hd * 4);
-  }
-  EXPECT_TRUE(compare_to_contract(gq, rq, nmse_bound(NmseOp::qk_prep)));
-  EXPECT_TRUE(compare_to_contract(got_k, rk, nmse_bound(NmseOp::qk_prep)));
-  EXPECT_TRUE(compare_to_contract(got_v, v, Tolerance::exact()));
-  }
+    for (int64_t pos0 : {int64_t{37}, int64_t{32766}, int64_t{131066}})
+      for (int n_rot : {16, 64}) {
+        SCOPED_TRACE(::testing::Message() << "pos0=" << pos0 << " n_rot=" << n_rot);
+        const int T = 5, H = 4, KV = 2, hd = 64;
+        const int64_t ctx = pos0 + T;
+        auto q = rnd(T * H * hd), k = rnd(T * KV * hd), v = rnd(T * KV * hd), qn = rnd(hd, 0.5f, 1.5f),
+             kn = rnd(hd, 0.5f, 1.5f);
+        auto dq = up(q), dk = up(k), dv = up(v), dqn = up(qn), dkn = up(kn);
+        DeviceBuffer<float> kc(e(), ctx * KV * hd), vc(e(), ctx * KV * hd);
+        kc.fill_bytes(0xFF);
+        vc.fill_bytes(0xFF);
+        auto dpos = up(std::vector<int64_t>{pos0});
+        cuda::QkPrepParams p;
+        p.q = dq.data();
+        p.k = dk.data();
+        p.v = dv.data();
+        p.q_norm = dqn.data();
+        p.k_norm = dkn.data();
+        p.k_cache = kc.data();
+        p.v_cache = vc.data();
+        p.pos0 = dpos.data();
+        p.T = T;
+        p.H = H;
+        p.KV = KV;
+        p.hd = hd;
+        p.n_rot = n_rot;
+        p.eps = 1e-6f;
+        p.theta = 1e6;
+        cuda::qk_prep_run(p, s());
+        e().synchronize();
+        auto gq = dq.download(), gk = kc.download(), gv = vc.download();
+        std::vector<float> rq = q, rk(T * KV * hd), got_k(T * KV * hd), got_v(T * KV * hd);
+        for (int t = 0; t < T; ++t) {
+          for (int h = 0; h < H; ++h) {
+            float* x = rq.data() + (t * H + h) * hd;
+            oo::rmsnorm(x, qn.data(), hd, 1e-6, x);
+            oo::rope_neox(x, n_rot, pos0 + t, 1e6);
+          }
+          for (int h = 0; h < KV; ++h) {
+            float* x = rk.data() + (t * KV + h) * hd;
+            std::memcpy(x, k.data() + (t * KV + h) * hd, hd * 4);
+            oo::rmsnorm(x, kn.data(), hd, 1e-6, x);
+            oo::rope_neox(x, n_rot, pos0 + t, 1e6);
+          }
+          std::memcpy(got_k.data() + t * KV * hd, gk.data() + (pos0 + t) * KV * hd, KV * hd * 4);
+          std::memcpy(got_v.data() + t * KV * hd, gv.data() + (pos0 + t) * KV * hd, KV * hd * 4);
+        }
+        EXPECT_TRUE(compare_to_contract(gq, rq, nmse_bound(NmseOp::qk_prep)));
+        EXPECT_TRUE(compare_to_contract(got_k, rk, nmse_bound(NmseOp::qk_prep)));
+        EXPECT_TRUE(compare_to_contract(got_v, v, Tolerance::exact()));
+      }
   });
 }
 
@@ -149,57 +160,70 @@ TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
 // split size and contexts of a few keys; gated and ungated, head_dim 128 and 256. Reference: softmax(q.k/sqrt(hd)) v in f64.
 TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
   seeded([&] {
-  for (int T : {3, 1})  // 1: the decode form of the split kernel (wide batches, L2 prefetch)
-  // 5: fewer keys than one batch of the value pass; 254..256 and 510..512: the queries' key counts
-  // end one before, on, and one past the split edges (256 and 512 keys)
-  for (int64_t pos0 : {600, 5, 254, 255, 256, 510, 511, 512})
-  for (int hd : {128, 256})  // 256: the Qwen3.5 heads, two dims per thread in the value pass
-  for (bool gated : {false, true}) {
-    const int H = 4, KV = 2;
-    const int64_t ctx = pos0 + T;
-    auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
-    auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
-    auto dpos = up(std::vector<int64_t>{pos0});
-    DeviceBuffer<float> out(e(), T * H * hd), work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
-    out.fill_bytes(0xFF);
-    DeviceBuffer<BlockQ8_1> out_q(e(), T * H * hd / 32);  // the gated case also quantises (out_q)
-    out_q.fill_bytes(0xFF);
-    cuda::AttnParams p;
-    p.q = dq.data(); p.k_cache = dk.data(); p.v_cache = dv.data(); p.gate = gated ? dg.data() : nullptr;
-    p.out = out.data(); p.work = work.data(); p.pos0 = dpos.data(); p.ctx_bound = ctx; p.T = T; p.H = H; p.KV = KV;
-    p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
-    p.out_q = gated ? reinterpret_cast<cuda::Q81*>(out_q.data()) : nullptr;
-    cuda::attention_run(p, s());
-    e().synchronize();
-    auto got = out.download();
-    if (gated) {  // q8_1 of the combine's own f32 output, block for block (quant.h's quantizer)
-      const std::vector<BlockQ8_1> gq = out_q.download();
-      std::vector<BlockQ8_1> want(gq.size());
-      quantize_row_q8_1(got.data(), want.data(), static_cast<int64_t>(got.size()));
-      for (size_t b = 0; b < gq.size(); ++b)
-        ASSERT_EQ(std::memcmp(&gq[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
-    }
-    std::vector<float> ref(got.size());
-    for (int t = 0; t < T; ++t)
-      for (int h = 0; h < H; ++h) {
-        const int kvh = h / (H / KV);
-        const int64_t n = pos0 + t + 1;
-        std::vector<double> sc(n);
-        double mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          sc[j] = oo::dot(q.data() + (t * H + h) * hd, kc.data() + (j * KV + kvh) * hd, hd) / std::sqrt(double(hd));
-          mx = std::max(mx, sc[j]);
-        }
-        for (auto& x : sc) sum += (x = std::exp(x - mx));
-        for (int d = 0; d < hd; ++d) {
-          double acc = 0;
-          for (int64_t j = 0; j < n; ++j) acc += sc[j] / sum * vc[(j * KV + kvh) * hd + d];
-          if (gated) acc *= oo::sigmoid(g[(t * H + h) * hd + d]);
-          ref[(t * H + h) * hd + d] = static_cast<float>(acc);
-        }
-      }
-    EXPECT_TRUE(compare_to_contract(got, ref, nmse_bound(NmseOp::split_attention))) << "gated=" << gated << " hd=" << hd << " pos0=" << pos0 << " T=" << T;
-  }
+    for (int T : {3, 1})  // 1: the decode form of the split kernel (wide batches, L2 prefetch)
+      // 5: fewer keys than one batch of the value pass; 254..256 and 510..512: the queries' key counts
+      // end one before, on, and one past the split edges (256 and 512 keys)
+      for (int64_t pos0 : {600, 5, 254, 255, 256, 510, 511, 512})
+        for (int hd : {128, 256})  // 256: the Qwen3.5 heads, two dims per thread in the value pass
+          for (bool gated : {false, true}) {
+            const int H = 4, KV = 2;
+            const int64_t ctx = pos0 + T;
+            auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd),
+                 g = rnd(T * H * hd, -3, 3);
+            auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
+            auto dpos = up(std::vector<int64_t>{pos0});
+            DeviceBuffer<float> out(e(), T * H * hd), work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
+            out.fill_bytes(0xFF);
+            DeviceBuffer<BlockQ8_1> out_q(e(), T * H * hd / 32);  // the gated case also quantises (out_q)
+            out_q.fill_bytes(0xFF);
+            cuda::AttnParams p;
+            p.q = dq.data();
+            p.k_cache = dk.data();
+            p.v_cache = dv.data();
+            p.gate = gated ? dg.data() : nullptr;
+            p.out = out.data();
+            p.work = work.data();
+            p.pos0 = dpos.data();
+            p.ctx_bound = ctx;
+            p.T = T;
+            p.H = H;
+            p.KV = KV;
+            p.hd = hd;
+            p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+            p.out_q = gated ? reinterpret_cast<cuda::Q81*>(out_q.data()) : nullptr;
+            cuda::attention_run(p, s());
+            e().synchronize();
+            auto got = out.download();
+            if (gated) {  // q8_1 of the combine's own f32 output, block for block (quant.h's quantizer)
+              const std::vector<BlockQ8_1> gq = out_q.download();
+              std::vector<BlockQ8_1> want(gq.size());
+              quantize_row_q8_1(got.data(), want.data(), static_cast<int64_t>(got.size()));
+              for (size_t b = 0; b < gq.size(); ++b)
+                ASSERT_EQ(std::memcmp(&gq[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
+            }
+            std::vector<float> ref(got.size());
+            for (int t = 0; t < T; ++t)
+              for (int h = 0; h < H; ++h) {
+                const int kvh = h / (H / KV);
+                const int64_t n = pos0 + t + 1;
+                std::vector<double> sc(n);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < n; ++j) {
+                  sc[j] =
+                      oo::dot(q.data() + (t * H + h) * hd, kc.data() + (j * KV + kvh) * hd, hd) / std::sqrt(double(hd));
+                  mx = std::max(mx, sc[j]);
+                }
+                for (auto& x : sc) sum += (x = std::exp(x - mx));
+                for (int d = 0; d < hd; ++d) {
+                  double acc = 0;
+                  for (int64_t j = 0; j < n; ++j) acc += sc[j] / sum * vc[(j * KV + kvh) * hd + d];
+                  if (gated) acc *= oo::sigmoid(g[(t * H + h) * hd + d]);
+                  ref[(t * H + h) * hd + d] = static_cast<float>(acc);
+                }
+              }
+            EXPECT_TRUE(compare_to_contract(got, ref, nmse_bound(NmseOp::split_attention)))
+                << "gated=" << gated << " hd=" << hd << " pos0=" << pos0 << " T=" << T;
+          }
   });
 }
 
@@ -213,45 +237,63 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
 // grid keeps a block per split.
 TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
   seeded([&] {
-  struct Case { int64_t pos0; int hd, T, H, KV; };
-  for (const Case& cs : {Case{240, 128, 37, 4, 2}, Case{240, 256, 37, 4, 2}, Case{0, 128, 37, 4, 2},
-                         Case{0, 256, 37, 4, 2}, Case{4000, 128, 3, 64, 16}}) {
-    SCOPED_TRACE(::testing::Message() << "pos0=" << cs.pos0 << " hd=" << cs.hd << " H=" << cs.H);
-    const int64_t pos0 = cs.pos0;
-    const int hd = cs.hd, T = cs.T, H = cs.H, KV = cs.KV;
-    const int64_t ctx = pos0 + T;
-    auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd), g = rnd(T * H * hd, -3, 3);
-    auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
-    DeviceBuffer<float> out(e(), T * H * hd), out1(e(), T * H * hd), work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
-    DeviceBuffer<BlockQ8_1> oq(e(), T * H * hd / 32), oq1(e(), T * H * hd / 32);
-    out.fill_bytes(0xFF);
-    out1.fill_bytes(0xFF);
-    cuda::AttnParams p;
-    p.q = dq.data(); p.k_cache = dk.data(); p.v_cache = dv.data(); p.gate = dg.data();
-    p.out = out.data(); p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()); p.work = work.data(); p.ctx_bound = ctx;
-    p.T = T; p.H = H; p.KV = KV; p.hd = hd; p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
-    auto dpos = up(std::vector<int64_t>{pos0});
-    p.pos0 = dpos.data();
-    cuda::attention_run(p, s());
-    e().synchronize();
-    std::vector<DeviceBuffer<int64_t>> poss;
-    for (int t = 0; t < T; ++t) {
-      poss.push_back(up(std::vector<int64_t>{pos0 + t}));
-      cuda::AttnParams p1 = p;
-      p1.T = 1; p1.pos0 = poss.back().data();
-      p1.q = dq.data() + t * H * hd; p1.gate = dg.data() + t * H * hd;
-      p1.out = out1.data() + t * H * hd; p1.out_q = reinterpret_cast<cuda::Q81*>(oq1.data()) + t * H * hd / 32;
-      cuda::attention_run(p1, s());
-      e().synchronize();  // the workspace is shared by the calls
+    struct Case {
+      int64_t pos0;
+      int hd, T, H, KV;
+    };
+    for (const Case& cs : {Case{240, 128, 37, 4, 2}, Case{240, 256, 37, 4, 2}, Case{0, 128, 37, 4, 2},
+                           Case{0, 256, 37, 4, 2}, Case{4000, 128, 3, 64, 16}}) {
+      SCOPED_TRACE(::testing::Message() << "pos0=" << cs.pos0 << " hd=" << cs.hd << " H=" << cs.H);
+      const int64_t pos0 = cs.pos0;
+      const int hd = cs.hd, T = cs.T, H = cs.H, KV = cs.KV;
+      const int64_t ctx = pos0 + T;
+      auto q = rnd(T * H * hd, -0.3f, 0.3f), kc = rnd(ctx * KV * hd), vc = rnd(ctx * KV * hd),
+           g = rnd(T * H * hd, -3, 3);
+      auto dq = up(q), dk = up(kc), dv = up(vc), dg = up(g);
+      DeviceBuffer<float> out(e(), T * H * hd), out1(e(), T * H * hd),
+          work(e(), cuda::attention_workspace_floats(T, ctx, H, hd));
+      DeviceBuffer<BlockQ8_1> oq(e(), T * H * hd / 32), oq1(e(), T * H * hd / 32);
+      out.fill_bytes(0xFF);
+      out1.fill_bytes(0xFF);
+      cuda::AttnParams p;
+      p.q = dq.data();
+      p.k_cache = dk.data();
+      p.v_cache = dv.data();
+      p.gate = dg.data();
+      p.out = out.data();
+      p.out_q = reinterpret_cast<cuda::Q81*>(oq.data());
+      p.work = work.data();
+      p.ctx_bound = ctx;
+      p.T = T;
+      p.H = H;
+      p.KV = KV;
+      p.hd = hd;
+      p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+      auto dpos = up(std::vector<int64_t>{pos0});
+      p.pos0 = dpos.data();
+      cuda::attention_run(p, s());
+      e().synchronize();
+      std::vector<DeviceBuffer<int64_t>> poss;
+      for (int t = 0; t < T; ++t) {
+        poss.push_back(up(std::vector<int64_t>{pos0 + t}));
+        cuda::AttnParams p1 = p;
+        p1.T = 1;
+        p1.pos0 = poss.back().data();
+        p1.q = dq.data() + t * H * hd;
+        p1.gate = dg.data() + t * H * hd;
+        p1.out = out1.data() + t * H * hd;
+        p1.out_q = reinterpret_cast<cuda::Q81*>(oq1.data()) + t * H * hd / 32;
+        cuda::attention_run(p1, s());
+        e().synchronize();  // the workspace is shared by the calls
+      }
+      const auto a = out.download(), b = out1.download();
+      double norm = 0;
+      for (float v : a) norm += std::abs(v);
+      ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+      EXPECT_TRUE(compare_to_contract(a, b, Tolerance::exact())) << "pos0=" << pos0 << " hd=" << hd;
+      const auto qa = oq.download(), qb = oq1.download();
+      EXPECT_EQ(std::memcmp(qa.data(), qb.data(), qa.size() * sizeof(BlockQ8_1)), 0) << "pos0=" << pos0 << " hd=" << hd;
     }
-    const auto a = out.download(), b = out1.download();
-    double norm = 0;
-    for (float v : a) norm += std::abs(v);
-    ASSERT_GT(norm, 0.0) << "vacuous: zero output";
-    EXPECT_TRUE(compare_to_contract(a, b, Tolerance::exact())) << "pos0=" << pos0 << " hd=" << hd;
-    const auto qa = oq.download(), qb = oq1.download();
-    EXPECT_EQ(std::memcmp(qa.data(), qb.data(), qa.size() * sizeof(BlockQ8_1)), 0) << "pos0=" << pos0 << " hd=" << hd;
-  }
   });
 }
 
@@ -327,13 +369,13 @@ void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, in
 
 TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
   seeded([&] {
-  for (int hd : {128, 256})
-    for (int n_rot : {hd / 4, hd})
-      for (int64_t pos : {5, 255, 256, 600}) check_one_launch(8, 2, hd, n_rot, pos, 1000);
-  // 64 heads over a 4096-position cache: more splits than one wave of blocks holds, so a block
-  // takes several splits (a decode grid is one wave: attention.cu) in both forms; the token in the last split, and in a
-  // split that is not its block's first
-  for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
+    for (int hd : {128, 256})
+      for (int n_rot : {hd / 4, hd})
+        for (int64_t pos : {5, 255, 256, 600}) check_one_launch(8, 2, hd, n_rot, pos, 1000);
+    // 64 heads over a 4096-position cache: more splits than one wave of blocks holds, so a block
+    // takes several splits (a decode grid is one wave: attention.cu) in both forms; the token in the last split, and in a
+    // split that is not its block's first
+    for (int64_t pos : {4000, 2100}) check_one_launch(64, 16, 128, 32, pos, 4096);
   });
 }
 
@@ -396,57 +438,91 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchRefusesMismatchedPrep) {
 // recurrence + norm launch without the conv against the last two.
 TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
   seeded([&] {
-  struct Shape { int nk, nv, dk, dv; };
-  constexpr int K = 4;
-  for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
-    for (bool tiled : {false, true})
-      for (bool with_conv : {true, false}) {
-        SCOPED_TRACE(::testing::Message() << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled << " conv=" << with_conv);
-        const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
-        const bool with_q = sh.dv % 32 == 0;
-        auto x = rnd(cd), b = rnd(sh.nv, -2, 2), a = rnd(sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f), dt = rnd(sh.nv, 0, 1);
-        auto S0 = rnd(static_cast<size_t>(sh.nv) * sh.dk * sh.dv, -0.1f, 0.1f), z = rnd(vd, -3, 3), w = rnd(sh.dv, 0.5f, 1.5f);
-        auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f), ring0 = rnd(static_cast<size_t>(K) * cd);
-        auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w), dtaps = up(taps);
-        auto dpos = up(std::vector<int64_t>{5});
-        struct Out { std::vector<float> S, y, ring; std::vector<BlockQ8_1> q; };
-        auto run = [&](bool fused) {
-          auto dS = up(S0), dring = up(ring0);
-          DeviceBuffer<float> o(e(), vd), xc(e(), cd);
-          o.fill_bytes(0xFF);
-          xc.fill_bytes(0xFF);
-          DeviceBuffer<BlockQ8_1> q(e(), with_q ? vd / 32 : 1);
-          q.fill_bytes(0xFF);
-          cuda::GdnConvParams cp;
-          cp.x = dx.data(); cp.taps = dtaps.data(); cp.state = dring.data(); cp.pos0 = dpos.data(); cp.y = xc.data();
-          cp.T = 1; cp.cd = cd; cp.K = K;
-          cuda::GdnParams gp;
-          gp.qkv = with_conv ? xc.data() : dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data();
-          gp.dt_bias = ddt.data(); gp.state = dS.data(); gp.o = o.data(); gp.T = 1; gp.nk = sh.nk; gp.nv = sh.nv;
-          gp.dk = sh.dk; gp.dv = sh.dv; gp.tiled = tiled;
-          cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) : nullptr;
-          if (fused) {
-            EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data(), dw.data(), 1e-6f, o.data(), qp}, s(),
-                                                with_conv ? &cp : nullptr));
-          } else {
-            if (with_conv) cuda::gdn_conv_run(cp, s());
-            cuda::gdn_recurrent_run(gp, s());
-            cuda::RowOpParams rp;
-            rp.op = cuda::RowOp::RmsNormGated; rp.x = o.data(); rp.ld_x = sh.dv; rp.z = dz.data(); rp.ld_z = sh.dv;
-            rp.w = dw.data(); rp.eps = 1e-6f; rp.y = o.data(); rp.ld_y = sh.dv; rp.q = qp; rp.rows = sh.nv; rp.n = sh.dv;
-            cuda::rowop_run(rp, s());
-          }
-          e().synchronize();
-          return Out{dS.download(), o.download(), dring.download(), q.download()};
-        };
-        const Out ref = run(false), got = run(true);
-        EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
-        EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
-        EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
-        if (with_conv) { EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot"; }
-        for (size_t i = 0; with_q && i < ref.q.size(); ++i)
-          ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
-      }
+    struct Shape {
+      int nk, nv, dk, dv;
+    };
+    constexpr int K = 4;
+    for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
+      for (bool tiled : {false, true})
+        for (bool with_conv : {true, false}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled << " conv=" << with_conv);
+          const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
+          const bool with_q = sh.dv % 32 == 0;
+          auto x = rnd(cd), b = rnd(sh.nv, -2, 2), a = rnd(sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f),
+               dt = rnd(sh.nv, 0, 1);
+          auto S0 = rnd(static_cast<size_t>(sh.nv) * sh.dk * sh.dv, -0.1f, 0.1f), z = rnd(vd, -3, 3),
+               w = rnd(sh.dv, 0.5f, 1.5f);
+          auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f), ring0 = rnd(static_cast<size_t>(K) * cd);
+          auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w), dtaps = up(taps);
+          auto dpos = up(std::vector<int64_t>{5});
+          struct Out {
+            std::vector<float> S, y, ring;
+            std::vector<BlockQ8_1> q;
+          };
+          auto run = [&](bool fused) {
+            auto dS = up(S0), dring = up(ring0);
+            DeviceBuffer<float> o(e(), vd), xc(e(), cd);
+            o.fill_bytes(0xFF);
+            xc.fill_bytes(0xFF);
+            DeviceBuffer<BlockQ8_1> q(e(), with_q ? vd / 32 : 1);
+            q.fill_bytes(0xFF);
+            cuda::GdnConvParams cp;
+            cp.x = dx.data();
+            cp.taps = dtaps.data();
+            cp.state = dring.data();
+            cp.pos0 = dpos.data();
+            cp.y = xc.data();
+            cp.T = 1;
+            cp.cd = cd;
+            cp.K = K;
+            cuda::GdnParams gp;
+            gp.qkv = with_conv ? xc.data() : dx.data();
+            gp.b = db.data();
+            gp.a = da.data();
+            gp.ssm_a = dA.data();
+            gp.dt_bias = ddt.data();
+            gp.state = dS.data();
+            gp.o = o.data();
+            gp.T = 1;
+            gp.nk = sh.nk;
+            gp.nv = sh.nv;
+            gp.dk = sh.dk;
+            gp.dv = sh.dv;
+            gp.tiled = tiled;
+            cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) : nullptr;
+            if (fused) {
+              EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data(), dw.data(), 1e-6f, o.data(), qp}, s(),
+                                                  with_conv ? &cp : nullptr));
+            } else {
+              if (with_conv) cuda::gdn_conv_run(cp, s());
+              cuda::gdn_recurrent_run(gp, s());
+              cuda::RowOpParams rp;
+              rp.op = cuda::RowOp::RmsNormGated;
+              rp.x = o.data();
+              rp.ld_x = sh.dv;
+              rp.z = dz.data();
+              rp.ld_z = sh.dv;
+              rp.w = dw.data();
+              rp.eps = 1e-6f;
+              rp.y = o.data();
+              rp.ld_y = sh.dv;
+              rp.q = qp;
+              rp.rows = sh.nv;
+              rp.n = sh.dv;
+              cuda::rowop_run(rp, s());
+            }
+            e().synchronize();
+            return Out{dS.download(), o.download(), dring.download(), q.download()};
+          };
+          const Out ref = run(false), got = run(true);
+          EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "state";
+          EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
+          EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
+          if (with_conv) { EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot"; }
+          for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+            ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
+        }
   });
 }
 
@@ -456,72 +532,97 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
 // conv formula and delta_rule_recurrent (f64).
 TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
   seeded([&] {
-  for (int T : {70, 2})
-  for (bool tiled : {false, true}) {
-    const int nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
-    const int64_t pos0 = 6;
-    const int kd = nk * dk, cd = 2 * kd + nv * dv;
-    auto x = rnd(T * cd), taps = rnd(cd * K, -0.5f, 0.5f), st0 = rnd((K - 1) * cd);
-    auto b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
-    auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
-    // the ring: positions pos0-3..pos0-1 hold st0's rows; the slot of pos0 holds NaN (never read)
-    std::vector<float> ring(K * cd, std::nanf(""));
-    auto slot = [&](int64_t p) { return ((p % K) + K) % K; };
-    for (int j = 0; j < K - 1; ++j) std::memcpy(ring.data() + slot(pos0 - (K - 1) + j) * cd, st0.data() + j * cd, cd * 4);
-    auto dx = up(x), dtaps = up(taps), dst = up(ring), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
-    auto dpos = up(std::vector<int64_t>{pos0});
-    DeviceBuffer<float> y(e(), T * cd), o(e(), T * nv * dv);
-    cuda::GdnConvParams cp;
-    cp.x = dx.data(); cp.taps = dtaps.data(); cp.state = dst.data(); cp.pos0 = dpos.data(); cp.y = y.data();
-    cp.T = T; cp.cd = cd; cp.K = K;
-    cuda::gdn_conv_run(cp, s());
-    cuda::GdnParams gp;
-    gp.qkv = y.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
-    gp.state = dS.data(); gp.o = o.data(); gp.T = T; gp.nk = nk; gp.nv = nv; gp.dk = dk; gp.dv = dv; gp.tiled = tiled;
-    cuda::gdn_recurrent_run(gp, s());
-    e().synchronize();
-    auto gy = y.download(), go = o.download(), gS = dS.download(), gst = dst.download();
-    std::printf("[gdn-conv] T=%d tiled=%d sha256 %s\n", T, int(tiled),
-                testing::logits_stream_sha256(std::vector<std::vector<float>>{gy, gst}).c_str());
-    // conv reference
-    std::vector<float> xin((K - 1 + T) * cd), ry(T * cd);
-    std::memcpy(xin.data(), st0.data(), (K - 1) * cd * 4);
-    std::memcpy(xin.data() + (K - 1) * cd, x.data(), T * cd * 4);
-    for (int t = 0; t < T; ++t)
-      for (int ch = 0; ch < cd; ++ch) {
-        double acc = 0;
-        for (int j = 0; j < K; ++j) acc += double(taps[ch * K + j]) * xin[(t + j) * cd + ch];
-        ry[t * cd + ch] = static_cast<float>(oo::silu(acc));
-      }
-    EXPECT_TRUE(compare_to_contract(gy, ry, nmse_bound(NmseOp::gdn_conv))) << "T=" << T;
-    std::vector<float> last(K - 1 > 0 ? (K - 1) * cd : 0);  // the ring's last K-1 inputs, oldest first
-    for (int j = 0; j < K - 1; ++j) std::memcpy(last.data() + j * cd, gst.data() + slot(pos0 + T - (K - 1) + j) * cd, cd * 4);
-    EXPECT_TRUE(compare_to_contract(last, std::vector<float>(xin.end() - (K - 1) * cd, xin.end()), Tolerance::exact()));
-    // recurrence reference from the GPU's conv output (isolates the recurrence)
-    std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
-    for (int h = 0; h < nv; ++h) {
-      const int key = tiled ? h % nk : h / (nv / nk);
-      std::vector<double> q(T * dk), k(T * dk), v(T * dv), g(T), be(T), out(T * dv), S(S0.begin() + h * dk * dv, S0.begin() + (h + 1) * dk * dv);
-      for (int t = 0; t < T; ++t) {
-        const float* row = gy.data() + t * cd;
-        double qq = 0, kk = 0;
-        for (int i = 0; i < dk; ++i) { qq += double(row[key * dk + i]) * row[key * dk + i]; kk += double(row[kd + key * dk + i]) * row[kd + key * dk + i]; }
-        for (int i = 0; i < dk; ++i) {
-          q[t * dk + i] = row[key * dk + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(dk));
-          k[t * dk + i] = row[kd + key * dk + i] / std::sqrt(kk + 1e-6);
+    for (int T : {70, 2})
+      for (bool tiled : {false, true}) {
+        const int nk = 2, nv = 4, dk = 32, dv = 16, K = 4;
+        const int64_t pos0 = 6;
+        const int kd = nk * dk, cd = 2 * kd + nv * dv;
+        auto x = rnd(T * cd), taps = rnd(cd * K, -0.5f, 0.5f), st0 = rnd((K - 1) * cd);
+        auto b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
+        auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
+        // the ring: positions pos0-3..pos0-1 hold st0's rows; the slot of pos0 holds NaN (never read)
+        std::vector<float> ring(K * cd, std::nanf(""));
+        auto slot = [&](int64_t p) { return ((p % K) + K) % K; };
+        for (int j = 0; j < K - 1; ++j)
+          std::memcpy(ring.data() + slot(pos0 - (K - 1) + j) * cd, st0.data() + j * cd, cd * 4);
+        auto dx = up(x), dtaps = up(taps), dst = up(ring), db = up(b), da = up(a), dA = up(A), ddt = up(dt),
+             dS = up(S0);
+        auto dpos = up(std::vector<int64_t>{pos0});
+        DeviceBuffer<float> y(e(), T * cd), o(e(), T * nv * dv);
+        cuda::GdnConvParams cp;
+        cp.x = dx.data();
+        cp.taps = dtaps.data();
+        cp.state = dst.data();
+        cp.pos0 = dpos.data();
+        cp.y = y.data();
+        cp.T = T;
+        cp.cd = cd;
+        cp.K = K;
+        cuda::gdn_conv_run(cp, s());
+        cuda::GdnParams gp;
+        gp.qkv = y.data();
+        gp.b = db.data();
+        gp.a = da.data();
+        gp.ssm_a = dA.data();
+        gp.dt_bias = ddt.data();
+        gp.state = dS.data();
+        gp.o = o.data();
+        gp.T = T;
+        gp.nk = nk;
+        gp.nv = nv;
+        gp.dk = dk;
+        gp.dv = dv;
+        gp.tiled = tiled;
+        cuda::gdn_recurrent_run(gp, s());
+        e().synchronize();
+        auto gy = y.download(), go = o.download(), gS = dS.download(), gst = dst.download();
+        std::printf("[gdn-conv] T=%d tiled=%d sha256 %s\n", T, int(tiled),
+                    testing::logits_stream_sha256(std::vector<std::vector<float>>{gy, gst}).c_str());
+        // conv reference
+        std::vector<float> xin((K - 1 + T) * cd), ry(T * cd);
+        std::memcpy(xin.data(), st0.data(), (K - 1) * cd * 4);
+        std::memcpy(xin.data() + (K - 1) * cd, x.data(), T * cd * 4);
+        for (int t = 0; t < T; ++t)
+          for (int ch = 0; ch < cd; ++ch) {
+            double acc = 0;
+            for (int j = 0; j < K; ++j) acc += double(taps[ch * K + j]) * xin[(t + j) * cd + ch];
+            ry[t * cd + ch] = static_cast<float>(oo::silu(acc));
+          }
+        EXPECT_TRUE(compare_to_contract(gy, ry, nmse_bound(NmseOp::gdn_conv))) << "T=" << T;
+        std::vector<float> last(K - 1 > 0 ? (K - 1) * cd : 0);  // the ring's last K-1 inputs, oldest first
+        for (int j = 0; j < K - 1; ++j)
+          std::memcpy(last.data() + j * cd, gst.data() + slot(pos0 + T - (K - 1) + j) * cd, cd * 4);
+        EXPECT_TRUE(
+            compare_to_contract(last, std::vector<float>(xin.end() - (K - 1) * cd, xin.end()), Tolerance::exact()));
+        // recurrence reference from the GPU's conv output (isolates the recurrence)
+        std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
+        for (int h = 0; h < nv; ++h) {
+          const int key = tiled ? h % nk : h / (nv / nk);
+          std::vector<double> q(T * dk), k(T * dk), v(T * dv), g(T), be(T), out(T * dv),
+              S(S0.begin() + h * dk * dv, S0.begin() + (h + 1) * dk * dv);
+          for (int t = 0; t < T; ++t) {
+            const float* row = gy.data() + t * cd;
+            double qq = 0, kk = 0;
+            for (int i = 0; i < dk; ++i) {
+              qq += double(row[key * dk + i]) * row[key * dk + i];
+              kk += double(row[kd + key * dk + i]) * row[kd + key * dk + i];
+            }
+            for (int i = 0; i < dk; ++i) {
+              q[t * dk + i] = row[key * dk + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(dk));
+              k[t * dk + i] = row[kd + key * dk + i] / std::sqrt(kk + 1e-6);
+            }
+            for (int j = 0; j < dv; ++j) v[t * dv + j] = row[2 * kd + h * dv + j];
+            be[t] = oo::sigmoid(b[t * nv + h]);
+            g[t] = double(A[h]) * oo::softplus(double(a[t * nv + h]) + dt[h]);
+          }
+          oo::delta_rule_recurrent(q.data(), k.data(), v.data(), g.data(), be.data(), T, dk, dv, S.data(), out.data());
+          for (int t = 0; t < T; ++t)
+            for (int j = 0; j < dv; ++j) ro[(t * nv + h) * dv + j] = static_cast<float>(out[t * dv + j]);
+          for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
         }
-        for (int j = 0; j < dv; ++j) v[t * dv + j] = row[2 * kd + h * dv + j];
-        be[t] = oo::sigmoid(b[t * nv + h]);
-        g[t] = double(A[h]) * oo::softplus(double(a[t * nv + h]) + dt[h]);
+        EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
+        EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
       }
-      oo::delta_rule_recurrent(q.data(), k.data(), v.data(), g.data(), be.data(), T, dk, dv, S.data(), out.data());
-      for (int t = 0; t < T; ++t)
-        for (int j = 0; j < dv; ++j) ro[(t * nv + h) * dv + j] = static_cast<float>(out[t * dv + j]);
-      for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
-    }
-    EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
-    EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
-  }
   });
 }
 
@@ -530,34 +631,52 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
 // same state (the same per-column operations in the same order).
 TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
   seeded([&] {
-  for (auto [dk, dv] : {std::pair{32, 16}, std::pair{128, 128}, std::pair{8, 40}})
-    for (bool tiled : {false, true}) {
-      const int T = 3, nk = 2, nv = 4;
-      const int kd = nk * dk, cd = 2 * kd + nv * dv;
-      auto x = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
-      auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
-      auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS1 = up(S0), dS2 = up(S0);
-      DeviceBuffer<float> o1(e(), T * nv * dv), o2(e(), T * nv * dv);
-      o1.fill_bytes(0xFF);
-      o2.fill_bytes(0xFF);
-      cuda::GdnParams gp;
-      gp.qkv = dx.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
-      gp.state = dS1.data(); gp.o = o1.data(); gp.T = T; gp.nk = nk; gp.nv = nv; gp.dk = dk; gp.dv = dv; gp.tiled = tiled;
-      cuda::gdn_recurrent_run(gp, s());
-      for (int t = 0; t < T; ++t) {
-        cuda::GdnParams g1 = gp;
-        g1.qkv = dx.data() + t * cd; g1.b = db.data() + t * nv; g1.a = da.data() + t * nv;
-        g1.state = dS2.data(); g1.o = o2.data() + t * nv * dv; g1.T = 1;
-        cuda::gdn_recurrent_run(g1, s());
+    for (auto [dk, dv] : {std::pair{32, 16}, std::pair{128, 128}, std::pair{8, 40}})
+      for (bool tiled : {false, true}) {
+        const int T = 3, nk = 2, nv = 4;
+        const int kd = nk * dk, cd = 2 * kd + nv * dv;
+        auto x = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f),
+             dt = rnd(nv, 0, 1);
+        auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
+        auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS1 = up(S0), dS2 = up(S0);
+        DeviceBuffer<float> o1(e(), T * nv * dv), o2(e(), T * nv * dv);
+        o1.fill_bytes(0xFF);
+        o2.fill_bytes(0xFF);
+        cuda::GdnParams gp;
+        gp.qkv = dx.data();
+        gp.b = db.data();
+        gp.a = da.data();
+        gp.ssm_a = dA.data();
+        gp.dt_bias = ddt.data();
+        gp.state = dS1.data();
+        gp.o = o1.data();
+        gp.T = T;
+        gp.nk = nk;
+        gp.nv = nv;
+        gp.dk = dk;
+        gp.dv = dv;
+        gp.tiled = tiled;
+        cuda::gdn_recurrent_run(gp, s());
+        for (int t = 0; t < T; ++t) {
+          cuda::GdnParams g1 = gp;
+          g1.qkv = dx.data() + t * cd;
+          g1.b = db.data() + t * nv;
+          g1.a = da.data() + t * nv;
+          g1.state = dS2.data();
+          g1.o = o2.data() + t * nv * dv;
+          g1.T = 1;
+          cuda::gdn_recurrent_run(g1, s());
+        }
+        e().synchronize();
+        const auto go1 = o1.download(), go2 = o2.download(), gS1 = dS1.download(), gS2 = dS2.download();
+        double norm = 0;
+        for (float v : go1) norm += std::abs(v);
+        ASSERT_GT(norm, 0.0) << "vacuous: zero output";
+        EXPECT_TRUE(compare_to_contract(go2, go1, Tolerance::exact()))
+            << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
+        EXPECT_TRUE(compare_to_contract(gS2, gS1, Tolerance::exact()))
+            << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
       }
-      e().synchronize();
-      const auto go1 = o1.download(), go2 = o2.download(), gS1 = dS1.download(), gS2 = dS2.download();
-      double norm = 0;
-      for (float v : go1) norm += std::abs(v);
-      ASSERT_GT(norm, 0.0) << "vacuous: zero output";
-      EXPECT_TRUE(compare_to_contract(go2, go1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
-      EXPECT_TRUE(compare_to_contract(gS2, gS1, Tolerance::exact())) << "dk=" << dk << " dv=" << dv << " tiled=" << tiled;
-    }
   });
 }
 
@@ -568,53 +687,72 @@ TEST_F(Kernels, GdnDecodeStepsEqualRecurrentBitwise) {
 // and enters the next through memory); d_v = 48 leaves a partial 32-column slice.
 TEST_F(Kernels, GdnChunkedMatchesOracleChunkedForm) {
   seeded([&] {
-  struct Shape { int T, dk, dv; };
-  for (auto [T, dk, dv] : {Shape{1, 32, 16}, Shape{63, 32, 16}, Shape{64, 32, 16}, Shape{65, 32, 16},
-                           Shape{130, 32, 16}, Shape{200, 32, 16}, Shape{150, 128, 128}, Shape{1100, 16, 48}}) {
-    SCOPED_TRACE(::testing::Message() << "T=" << T << " dk=" << dk << " dv=" << dv);
-    const int nk = 2, nv = 4;
-    const int kd = nk * dk, cd = 2 * kd + nv * dv;
-    auto y = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
-    auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
-    auto dy = up(y), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
-    DeviceBuffer<float> o(e(), T * nv * dv);
-    o.fill_bytes(0xFF);
-    const int64_t wf = cuda::gdn_chunked_workspace_floats(T, nv, dk, dv);
-    DeviceBuffer<float> work(e(), static_cast<size_t>(wf));
-    work.fill_bytes(0xFF);  // NaN: a slot entry read before it is written shows
-    cuda::GdnParams gp;
-    gp.qkv = dy.data(); gp.b = db.data(); gp.a = da.data(); gp.ssm_a = dA.data(); gp.dt_bias = ddt.data();
-    gp.state = dS.data(); gp.o = o.data(); gp.T = T; gp.nk = nk; gp.nv = nv; gp.dk = dk; gp.dv = dv; gp.tiled = false;
-    cuda::gdn_chunked_run(gp, work.data(), wf, s());
-    e().synchronize();
-    auto go = o.download(), gS = dS.download();
-    // the bits, for comparing kernel versions run on the same inputs
-    std::printf("[gdn-chunked] T=%d dk=%d dv=%d sha256 %s\n", T, dk, dv,
-                testing::logits_stream_sha256(std::vector<std::vector<float>>{go, gS}).c_str());
-    std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
-    for (int h = 0; h < nv; ++h) {
-      const int key = h / (nv / nk);
-      std::vector<double> q(T * dk), k(T * dk), v(T * dv), g(T), be(T), out(T * dv), S(S0.begin() + h * dk * dv, S0.begin() + (h + 1) * dk * dv);
-      for (int t = 0; t < T; ++t) {
-        const float* row = y.data() + t * cd;
-        double qq = 0, kk = 0;
-        for (int i = 0; i < dk; ++i) { qq += double(row[key * dk + i]) * row[key * dk + i]; kk += double(row[kd + key * dk + i]) * row[kd + key * dk + i]; }
-        for (int i = 0; i < dk; ++i) {
-          q[t * dk + i] = row[key * dk + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(dk));
-          k[t * dk + i] = row[kd + key * dk + i] / std::sqrt(kk + 1e-6);
+    struct Shape {
+      int T, dk, dv;
+    };
+    for (auto [T, dk, dv] : {Shape{1, 32, 16}, Shape{63, 32, 16}, Shape{64, 32, 16}, Shape{65, 32, 16},
+                             Shape{130, 32, 16}, Shape{200, 32, 16}, Shape{150, 128, 128}, Shape{1100, 16, 48}}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " dk=" << dk << " dv=" << dv);
+      const int nk = 2, nv = 4;
+      const int kd = nk * dk, cd = 2 * kd + nv * dv;
+      auto y = rnd(T * cd), b = rnd(T * nv, -2, 2), a = rnd(T * nv, -2, 2), A = rnd(nv, -4, -0.5f), dt = rnd(nv, 0, 1);
+      auto S0 = rnd(nv * dk * dv, -0.1f, 0.1f);
+      auto dy = up(y), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dS = up(S0);
+      DeviceBuffer<float> o(e(), T * nv * dv);
+      o.fill_bytes(0xFF);
+      const int64_t wf = cuda::gdn_chunked_workspace_floats(T, nv, dk, dv);
+      DeviceBuffer<float> work(e(), static_cast<size_t>(wf));
+      work.fill_bytes(0xFF);  // NaN: a slot entry read before it is written shows
+      cuda::GdnParams gp;
+      gp.qkv = dy.data();
+      gp.b = db.data();
+      gp.a = da.data();
+      gp.ssm_a = dA.data();
+      gp.dt_bias = ddt.data();
+      gp.state = dS.data();
+      gp.o = o.data();
+      gp.T = T;
+      gp.nk = nk;
+      gp.nv = nv;
+      gp.dk = dk;
+      gp.dv = dv;
+      gp.tiled = false;
+      cuda::gdn_chunked_run(gp, work.data(), wf, s());
+      e().synchronize();
+      auto go = o.download(), gS = dS.download();
+      // the bits, for comparing kernel versions run on the same inputs
+      std::printf("[gdn-chunked] T=%d dk=%d dv=%d sha256 %s\n", T, dk, dv,
+                  testing::logits_stream_sha256(std::vector<std::vector<float>>{go, gS}).c_str());
+      std::vector<float> ro(T * nv * dv), rS(nv * dk * dv);
+      for (int h = 0; h < nv; ++h) {
+        const int key = h / (nv / nk);
+        std::vector<double> q(T * dk), k(T * dk), v(T * dv), g(T), be(T), out(T * dv),
+            S(S0.begin() + h * dk * dv, S0.begin() + (h + 1) * dk * dv);
+        for (int t = 0; t < T; ++t) {
+          const float* row = y.data() + t * cd;
+          double qq = 0, kk = 0;
+          for (int i = 0; i < dk; ++i) {
+            qq += double(row[key * dk + i]) * row[key * dk + i];
+            kk += double(row[kd + key * dk + i]) * row[kd + key * dk + i];
+          }
+          for (int i = 0; i < dk; ++i) {
+            q[t * dk + i] = row[key * dk + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(dk));
+            k[t * dk + i] = row[kd + key * dk + i] / std::sqrt(kk + 1e-6);
+          }
+          for (int j = 0; j < dv; ++j) v[t * dv + j] = row[2 * kd + h * dv + j];
+          be[t] = oo::sigmoid(b[t * nv + h]);
+          g[t] = double(A[h]) * oo::softplus(double(a[t * nv + h]) + dt[h]);
         }
-        for (int j = 0; j < dv; ++j) v[t * dv + j] = row[2 * kd + h * dv + j];
-        be[t] = oo::sigmoid(b[t * nv + h]);
-        g[t] = double(A[h]) * oo::softplus(double(a[t * nv + h]) + dt[h]);
+        oo::delta_rule_chunked(q.data(), k.data(), v.data(), g.data(), be.data(), T, dk, dv, 64, S.data(), out.data());
+        for (int t = 0; t < T; ++t)
+          for (int j = 0; j < dv; ++j) ro[(t * nv + h) * dv + j] = static_cast<float>(out[t * dv + j]);
+        for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
       }
-      oo::delta_rule_chunked(q.data(), k.data(), v.data(), g.data(), be.data(), T, dk, dv, 64, S.data(), out.data());
-      for (int t = 0; t < T; ++t)
-        for (int j = 0; j < dv; ++j) ro[(t * nv + h) * dv + j] = static_cast<float>(out[t * dv + j]);
-      for (int i = 0; i < dk * dv; ++i) rS[h * dk * dv + i] = static_cast<float>(S[i]);
+      EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_chunked)))
+          << "T=" << T << " dk=" << dk << " dv=" << dv;
+      EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_chunked)))
+          << "T=" << T << " dk=" << dk << " dv=" << dv;
     }
-    EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_chunked))) << "T=" << T << " dk=" << dk << " dv=" << dv;
-    EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_chunked))) << "T=" << T << " dk=" << dk << " dv=" << dv;
-  }
   });
 }
 
@@ -636,38 +774,51 @@ TEST_F(Kernels, GdnChunkedRefusesShortWorkspaceAndOddShapes) {
 // Σ w y + sigmoid(sg) y_shared onto the residual.
 TEST_F(Kernels, MoeRouteAndCombineMatchOracle) {
   seeded([&] {
-  const int T = 6, E = 256, k = 8, D = 64;
-  auto logits = rnd(T * E, -4, 4);
-  auto dl = up(logits);
-  DeviceBuffer<int32_t> ids(e(), T * k);
-  DeviceBuffer<float> w(e(), T * k);
-  cuda::MoeRouteParams rp;
-  rp.logits = dl.data(); rp.ids = ids.data(); rp.weights = w.data(); rp.T = T; rp.E = E; rp.k = k; rp.renorm = true;
-  cuda::moe_route_run(rp, s());
-  auto y = rnd(T * k * D), ys = rnd(T * D), sg = rnd(T, -2, 2), x = rnd(T * D);
-  auto dy = up(y), dys = up(ys), dsg = up(sg), dx = up(x);
-  cuda::MoeCombineParams cp;
-  cp.y = dy.data(); cp.weights = w.data(); cp.y_shared = dys.data(); cp.sg = dsg.data(); cp.x = dx.data(); cp.T = T; cp.D = D; cp.k = k;
-  cuda::moe_combine_run(cp, s());
-  e().synchronize();
-  auto gid = ids.download();
-  auto gw = w.download(), gx = dx.download();
-  std::vector<float> rw(T * k), rx(T * D);
-  for (int t = 0; t < T; ++t) {
-    auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, true);
-    for (int j = 0; j < k; ++j) {
-      EXPECT_EQ(gid[t * k + j], sel[j].first) << "token " << t << " slot " << j;
-      rw[t * k + j] = static_cast<float>(sel[j].second);
+    const int T = 6, E = 256, k = 8, D = 64;
+    auto logits = rnd(T * E, -4, 4);
+    auto dl = up(logits);
+    DeviceBuffer<int32_t> ids(e(), T * k);
+    DeviceBuffer<float> w(e(), T * k);
+    cuda::MoeRouteParams rp;
+    rp.logits = dl.data();
+    rp.ids = ids.data();
+    rp.weights = w.data();
+    rp.T = T;
+    rp.E = E;
+    rp.k = k;
+    rp.renorm = true;
+    cuda::moe_route_run(rp, s());
+    auto y = rnd(T * k * D), ys = rnd(T * D), sg = rnd(T, -2, 2), x = rnd(T * D);
+    auto dy = up(y), dys = up(ys), dsg = up(sg), dx = up(x);
+    cuda::MoeCombineParams cp;
+    cp.y = dy.data();
+    cp.weights = w.data();
+    cp.y_shared = dys.data();
+    cp.sg = dsg.data();
+    cp.x = dx.data();
+    cp.T = T;
+    cp.D = D;
+    cp.k = k;
+    cuda::moe_combine_run(cp, s());
+    e().synchronize();
+    auto gid = ids.download();
+    auto gw = w.download(), gx = dx.download();
+    std::vector<float> rw(T * k), rx(T * D);
+    for (int t = 0; t < T; ++t) {
+      auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, true);
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(gid[t * k + j], sel[j].first) << "token " << t << " slot " << j;
+        rw[t * k + j] = static_cast<float>(sel[j].second);
+      }
+      for (int d = 0; d < D; ++d) {
+        double acc = 0;
+        for (int j = 0; j < k; ++j) acc += sel[j].second * y[(t * k + j) * D + d];
+        acc += oo::sigmoid(sg[t]) * ys[t * D + d];
+        rx[t * D + d] = static_cast<float>(x[t * D + d] + acc);
+      }
     }
-    for (int d = 0; d < D; ++d) {
-      double acc = 0;
-      for (int j = 0; j < k; ++j) acc += sel[j].second * y[(t * k + j) * D + d];
-      acc += oo::sigmoid(sg[t]) * ys[t * D + d];
-      rx[t * D + d] = static_cast<float>(x[t * D + d] + acc);
-    }
-  }
-  EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
-  EXPECT_TRUE(compare_to_contract(gx, rx, nmse_bound(NmseOp::moe)));
+    EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
+    EXPECT_TRUE(compare_to_contract(gx, rx, nmse_bound(NmseOp::moe)));
   });
 }
 
@@ -678,67 +829,76 @@ TEST_F(Kernels, MoeRouteAndCombineMatchOracle) {
 // bit-equal weights. E and k: the tiny fixtures', Qwen3.5-MoE's (256, 8) and Qwen3-Next's
 // (512, 10).
 TEST_F(Kernels, MoeRouteTiesToLowestExpert) {
-  struct Shape { int E, k; };
+  struct Shape {
+    int E, k;
+  };
   seeded([&] {
-  for (auto [E, k] : {Shape{8, 2}, Shape{64, 8}, Shape{256, 8}, Shape{512, 10}})
-  for (bool renorm : {true, false}) {
-    SCOPED_TRACE(::testing::Message() << "E=" << E << " k=" << k << " renorm=" << renorm);
-    constexpr int T = 5;
-    std::vector<float> logits = rnd(static_cast<size_t>(T) * E, -4, -1);
-    std::vector<std::vector<int>> tied(T);  // per row: the experts holding the tied value
-    const auto tie = [&](int t, float v, std::initializer_list<int> es) {
-      for (int ex : es) {
-        const int x = ((ex % E) + E) % E;
-        if (std::find(tied[t].begin(), tied[t].end(), x) != tied[t].end()) continue;
-        logits[static_cast<size_t>(t) * E + x] = v;
-        tied[t].push_back(x);
-      }
-    };
-    // 0: every expert tied
-    for (int x = 0; x < E; ++x) logits[x] = 0.5f, tied[0].push_back(x);
-    // 1: k - 1 clear winners, then a tied group straddling the last place (in one lane and across)
-    for (int j = 0; j < k - 1; ++j) logits[E + (E - 1 - 3 * j)] = 3.0f - 0.1f * j;
-    tie(1, 1.0f, {E - 2, 1, 33, 65, E / 2, 4});
-    // 2: the whole top-k tied, spread over lanes (selection order = index order)
-    tie(2, 2.0f, {E - 1, 0, 32, 31, 63, 95, 127, 7, 9, 200, 300, 511});
-    // 3: +0 and -0 are equal
-    logits[3 * E + 5] = -0.0f;
-    logits[3 * E + 2] = 0.0f;
-    tied[3] = {2, 5};
-    // 4: no constructed tie (the random draw)
-    auto dl = up(logits);
-    DeviceBuffer<int32_t> ids(e(), T * k);
-    DeviceBuffer<float> w(e(), T * k);
-    ids.fill_bytes(0xFF);
-    w.fill_bytes(0xFF);
-    cuda::MoeRouteParams rp;
-    rp.logits = dl.data(); rp.ids = ids.data(); rp.weights = w.data(); rp.T = T; rp.E = E; rp.k = k; rp.renorm = renorm;
-    cuda::moe_route_run(rp, s());
-    e().synchronize();
-    const auto gid = ids.download();
-    const auto gw = w.download();
-    std::vector<float> rw(T * k);
-    for (int t = 0; t < T; ++t) {
-      const auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, renorm);
-      for (int j = 0; j < k; ++j) {
-        EXPECT_EQ(gid[t * k + j], sel[j].first) << "row " << t << " slot " << j;
-        rw[t * k + j] = static_cast<float>(sel[j].second);
-      }
-      // tied experts that were both selected: the same weight bits
-      for (int j = 0; j < k; ++j)
-        for (int j2 = j + 1; j2 < k; ++j2) {
-          const bool both = std::count(tied[t].begin(), tied[t].end(), gid[t * k + j]) &&
-                            std::count(tied[t].begin(), tied[t].end(), gid[t * k + j2]);
-          if (both) {
-            EXPECT_THAT(std::vector<float>{gw[t * k + j]}, testing::BitIdentical(std::vector<float>{gw[t * k + j2]}))
-                << "row " << t << ": tied experts " << gid[t * k + j] << " and " << gid[t * k + j2];
+    for (auto [E, k] : {Shape{8, 2}, Shape{64, 8}, Shape{256, 8}, Shape{512, 10}})
+      for (bool renorm : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << "E=" << E << " k=" << k << " renorm=" << renorm);
+        constexpr int T = 5;
+        std::vector<float> logits = rnd(static_cast<size_t>(T) * E, -4, -1);
+        std::vector<std::vector<int>> tied(T);  // per row: the experts holding the tied value
+        const auto tie = [&](int t, float v, std::initializer_list<int> es) {
+          for (int ex : es) {
+            const int x = ((ex % E) + E) % E;
+            if (std::find(tied[t].begin(), tied[t].end(), x) != tied[t].end()) continue;
+            logits[static_cast<size_t>(t) * E + x] = v;
+            tied[t].push_back(x);
           }
+        };
+        // 0: every expert tied
+        for (int x = 0; x < E; ++x) logits[x] = 0.5f, tied[0].push_back(x);
+        // 1: k - 1 clear winners, then a tied group straddling the last place (in one lane and across)
+        for (int j = 0; j < k - 1; ++j) logits[E + (E - 1 - 3 * j)] = 3.0f - 0.1f * j;
+        tie(1, 1.0f, {E - 2, 1, 33, 65, E / 2, 4});
+        // 2: the whole top-k tied, spread over lanes (selection order = index order)
+        tie(2, 2.0f, {E - 1, 0, 32, 31, 63, 95, 127, 7, 9, 200, 300, 511});
+        // 3: +0 and -0 are equal
+        logits[3 * E + 5] = -0.0f;
+        logits[3 * E + 2] = 0.0f;
+        tied[3] = {2, 5};
+        // 4: no constructed tie (the random draw)
+        auto dl = up(logits);
+        DeviceBuffer<int32_t> ids(e(), T * k);
+        DeviceBuffer<float> w(e(), T * k);
+        ids.fill_bytes(0xFF);
+        w.fill_bytes(0xFF);
+        cuda::MoeRouteParams rp;
+        rp.logits = dl.data();
+        rp.ids = ids.data();
+        rp.weights = w.data();
+        rp.T = T;
+        rp.E = E;
+        rp.k = k;
+        rp.renorm = renorm;
+        cuda::moe_route_run(rp, s());
+        e().synchronize();
+        const auto gid = ids.download();
+        const auto gw = w.download();
+        std::vector<float> rw(T * k);
+        for (int t = 0; t < T; ++t) {
+          const auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, renorm);
+          for (int j = 0; j < k; ++j) {
+            EXPECT_EQ(gid[t * k + j], sel[j].first) << "row " << t << " slot " << j;
+            rw[t * k + j] = static_cast<float>(sel[j].second);
+          }
+          // tied experts that were both selected: the same weight bits
+          for (int j = 0; j < k; ++j)
+            for (int j2 = j + 1; j2 < k; ++j2) {
+              const bool both = std::count(tied[t].begin(), tied[t].end(), gid[t * k + j]) &&
+                                std::count(tied[t].begin(), tied[t].end(), gid[t * k + j2]);
+              if (both) {
+                EXPECT_THAT(std::vector<float>{gw[t * k + j]},
+                            testing::BitIdentical(std::vector<float>{gw[t * k + j2]}))
+                    << "row " << t << ": tied experts " << gid[t * k + j] << " and " << gid[t * k + j2];
+              }
+            }
         }
-    }
-    // non-vacuity: row 1's last place went to the tied group's lowest member
-    EXPECT_EQ(gid[1 * k + k - 1], *std::min_element(tied[1].begin(), tied[1].end()));
-    EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
-  }
+        // non-vacuity: row 1's last place went to the tied group's lowest member
+        EXPECT_EQ(gid[1 * k + k - 1], *std::min_element(tied[1].begin(), tied[1].end()));
+        EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
+      }
   });
 }
 
@@ -748,64 +908,68 @@ TEST_F(Kernels, MoeRouteTiesToLowestExpert) {
 // row without a spec gives -1; every row's position advances by one.
 TEST_F(Kernels, SelectRowsTiesMatchHostSampling) {
   seeded([&] {
-  for (int64_t n : {int64_t{1000}, int64_t{151936}}) {
-    SCOPED_TRACE(::testing::Message() << "n=" << n);
-    struct Row { std::vector<float> l; std::optional<SampleSpec> spec; };
-    std::vector<Row> rows;
-    const auto greedy = [&](std::initializer_list<int64_t> at) {
-      Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{}};
-      for (int64_t i : at) r.l[static_cast<size_t>(i)] = 7.0f;
-      rows.push_back(std::move(r));
-    };
-    greedy({n - 1, n / 3});
-    greedy({8, 7});
-    greedy({5, (5 + 1024) % n, (5 + 2048) % n});  // one thread's stride apart (argmax.cu: 1024 threads) where n allows
-    greedy({0, n - 1});
-    rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{}});  // all tied: 0
-    rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{1.0f, 42, 7}});
-    {
-      Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{0.7f, 9, 3}};
-      for (int64_t i : {int64_t{3}, n / 2, n - 2}) r.l[static_cast<size_t>(i)] = 9.0f;
-      rows.push_back(std::move(r));
-    }
-    rows.push_back({rnd(static_cast<size_t>(n)), std::nullopt});
-    const int R = static_cast<int>(rows.size());
-    std::vector<float> x;
-    for (const Row& r : rows) x.insert(x.end(), r.l.begin(), r.l.end());
-    auto dx = up(x);
-    DeviceBuffer<int64_t> pos(e(), static_cast<size_t>(R));
-    pos.upload(std::vector<int64_t>(static_cast<size_t>(R), 10));
-    std::vector<cuda::RowSelect> jobs(static_cast<size_t>(R));
-    for (int r = 0; r < R; ++r) {
-      auto& j = jobs[static_cast<size_t>(r)];
-      j.pos = pos.data() + r;
-      if (const auto& sp = rows[static_cast<size_t>(r)].spec) {
-        j.has_spec = 1;
-        j.temperature = sp->temperature;
-        j.seed = sp->seed;
-        j.counter = sp->counter;
+    for (int64_t n : {int64_t{1000}, int64_t{151936}}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n);
+      struct Row {
+        std::vector<float> l;
+        std::optional<SampleSpec> spec;
+      };
+      std::vector<Row> rows;
+      const auto greedy = [&](std::initializer_list<int64_t> at) {
+        Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{}};
+        for (int64_t i : at) r.l[static_cast<size_t>(i)] = 7.0f;
+        rows.push_back(std::move(r));
+      };
+      greedy({n - 1, n / 3});
+      greedy({8, 7});
+      greedy(
+          {5, (5 + 1024) % n, (5 + 2048) % n});  // one thread's stride apart (argmax.cu: 1024 threads) where n allows
+      greedy({0, n - 1});
+      rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{}});  // all tied: 0
+      rows.push_back({std::vector<float>(static_cast<size_t>(n), 0.25f), SampleSpec{1.0f, 42, 7}});
+      {
+        Row r{rnd(static_cast<size_t>(n), -4, 1), SampleSpec{0.7f, 9, 3}};
+        for (int64_t i : {int64_t{3}, n / 2, n - 2}) r.l[static_cast<size_t>(i)] = 9.0f;
+        rows.push_back(std::move(r));
       }
+      rows.push_back({rnd(static_cast<size_t>(n)), std::nullopt});
+      const int R = static_cast<int>(rows.size());
+      std::vector<float> x;
+      for (const Row& r : rows) x.insert(x.end(), r.l.begin(), r.l.end());
+      auto dx = up(x);
+      DeviceBuffer<int64_t> pos(e(), static_cast<size_t>(R));
+      pos.upload(std::vector<int64_t>(static_cast<size_t>(R), 10));
+      std::vector<cuda::RowSelect> jobs(static_cast<size_t>(R));
+      for (int r = 0; r < R; ++r) {
+        auto& j = jobs[static_cast<size_t>(r)];
+        j.pos = pos.data() + r;
+        if (const auto& sp = rows[static_cast<size_t>(r)].spec) {
+          j.has_spec = 1;
+          j.temperature = sp->temperature;
+          j.seed = sp->seed;
+          j.counter = sp->counter;
+        }
+      }
+      DeviceBuffer<cuda::RowSelect> djobs(e(), jobs.size());
+      djobs.upload(jobs);
+      DeviceBuffer<int32_t> out(e(), static_cast<size_t>(R));
+      out.fill_bytes(0xFF);
+      cuda::select_rows_run(dx.data(), n, djobs.data(), R, out.data(), s());
+      e().synchronize();
+      const auto got = out.download();
+      for (int r = 0; r < R; ++r) {
+        const Row& row = rows[static_cast<size_t>(r)];
+        const int32_t want = row.spec ? sample_token(row.l, *row.spec) : -1;
+        EXPECT_EQ(got[static_cast<size_t>(r)], want) << "row " << r;
+      }
+      // the constructed ties were ties: the lowest index won
+      EXPECT_EQ(got[0], n / 3);
+      EXPECT_EQ(got[1], 7);
+      EXPECT_EQ(got[2], 5);
+      EXPECT_EQ(got[3], 0);
+      EXPECT_EQ(got[4], 0);
+      EXPECT_THAT(pos.download(), ::testing::Each(11));
     }
-    DeviceBuffer<cuda::RowSelect> djobs(e(), jobs.size());
-    djobs.upload(jobs);
-    DeviceBuffer<int32_t> out(e(), static_cast<size_t>(R));
-    out.fill_bytes(0xFF);
-    cuda::select_rows_run(dx.data(), n, djobs.data(), R, out.data(), s());
-    e().synchronize();
-    const auto got = out.download();
-    for (int r = 0; r < R; ++r) {
-      const Row& row = rows[static_cast<size_t>(r)];
-      const int32_t want = row.spec ? sample_token(row.l, *row.spec) : -1;
-      EXPECT_EQ(got[static_cast<size_t>(r)], want) << "row " << r;
-    }
-    // the constructed ties were ties: the lowest index won
-    EXPECT_EQ(got[0], n / 3);
-    EXPECT_EQ(got[1], 7);
-    EXPECT_EQ(got[2], 5);
-    EXPECT_EQ(got[3], 0);
-    EXPECT_EQ(got[4], 0);
-    EXPECT_THAT(pos.download(), ::testing::Each(11));
-  }
   });
 }
 

@@ -151,129 +151,147 @@ using MatvecOp = OpTest<MatvecCase>;
 
 TEST_P(MatvecOp, MatchesContractBitwise) {
   for_each_seed([&](uint64_t seed) {
-  const MatvecCase& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-  const int64_t R = c.rows * c.slabs, rb = row_bytes(c.type, c.cols);
-  const int x_div = c.slabs > 1 ? 2 : 1;
-  const int64_t n_x = (c.n_out + x_div - 1) / x_div;
-  // weights from random values through the reference quantizers; NVFP4 with a tensor scale
-  std::vector<float> wf(static_cast<size_t>(R * c.cols));
-  for (float& v : wf) v = U(rng) * 0.1f;
-  std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));  // GGUF blocks, made planar on the device below
-  std::vector<float> scale(static_cast<size_t>(c.slabs), 1.0f);
-  if (c.type == DType::NVFP4) {
-    scale.assign(scale.size(), quantize_nvfp4_tensor(wf.data(), w.data(), R, c.cols));
-    // scale bytes a quantizer never writes but a file may hold: bit 7 set (ignored) and 0x7F
-    // (decodes to 0); the planar upload canonicalises them, the contract must still hold
-    for (int64_t i = 0; i < R * c.cols / 64; i += 7) {
-      w[static_cast<size_t>(36 * i)] |= 0x80;
-      if (i % 3 == 0) w[static_cast<size_t>(36 * i + 1)] = (i % 2) ? 0x7F : 0xFF;
-    }
-  } else {
-    for (int64_t r = 0; r < R; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
-    if (c.slabs > 1) for (int s = 0; s < c.slabs; ++s) scale[static_cast<size_t>(s)] = 0.5f + 0.25f * static_cast<float>(s);
-  }
-  std::vector<float> xf(static_cast<size_t>(n_x * c.cols));
-  for (float& v : xf) v = U(rng);
-  std::vector<BlockQ8_1> xq(static_cast<size_t>(n_x * c.cols / 32));
-  for (int64_t a = 0; a < n_x; ++a) quantize_row_q8_1(xf.data() + a * c.cols, xq.data() + a * c.cols / 32, c.cols);
-  // W4A4: quant.h's fp4 activation blocks, and the same numbers decoded as the device reads them
-  std::vector<BlockFp4Act> x4(c.w4a4 ? static_cast<size_t>(n_x * c.cols / 64) : 0);
-  std::vector<cuda::A4> a4(x4.size() * 2);
-  for (int64_t a = 0; a < n_x && c.w4a4; ++a) quantize_row_fp4act(xf.data() + a * c.cols, x4.data() + a * c.cols / 64, c.cols);
-  for (size_t b = 0; b < x4.size(); ++b)
-    for (int s = 0; s < 4; ++s) {
-      cuda::A4& d = a4[2 * b + s / 2];
-      d.d[s % 2] = ue4m3_to_f32_half(x4[b].d[s]);
-      for (int j = 0; j < 16; ++j) {
-        const uint8_t byte = x4[b].qs[8 * s + j % 8];
-        d.qs[16 * (s % 2) + j] = e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4));
+    const MatvecCase& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+    const int64_t R = c.rows * c.slabs, rb = row_bytes(c.type, c.cols);
+    const int x_div = c.slabs > 1 ? 2 : 1;
+    const int64_t n_x = (c.n_out + x_div - 1) / x_div;
+    // weights from random values through the reference quantizers; NVFP4 with a tensor scale
+    std::vector<float> wf(static_cast<size_t>(R * c.cols));
+    for (float& v : wf) v = U(rng) * 0.1f;
+    std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));  // GGUF blocks, made planar on the device below
+    std::vector<float> scale(static_cast<size_t>(c.slabs), 1.0f);
+    if (c.type == DType::NVFP4) {
+      scale.assign(scale.size(), quantize_nvfp4_tensor(wf.data(), w.data(), R, c.cols));
+      // scale bytes a quantizer never writes but a file may hold: bit 7 set (ignored) and 0x7F
+      // (decodes to 0); the planar upload canonicalises them, the contract must still hold
+      for (int64_t i = 0; i < R * c.cols / 64; i += 7) {
+        w[static_cast<size_t>(36 * i)] |= 0x80;
+        if (i % 3 == 0) w[static_cast<size_t>(36 * i + 1)] = (i % 2) ? 0x7F : 0xFF;
       }
+    } else {
+      for (int64_t r = 0; r < R; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+      if (c.slabs > 1)
+        for (int s = 0; s < c.slabs; ++s) scale[static_cast<size_t>(s)] = 0.5f + 0.25f * static_cast<float>(s);
     }
-  std::vector<int32_t> slab(static_cast<size_t>(c.n_out));
-  for (int64_t a = 0; a < c.n_out; ++a) slab[static_cast<size_t>(a)] = static_cast<int32_t>((a * 7 + 1) % c.slabs);
-
-  DeviceBuffer<uint8_t> dw(e, w.size());
-  dw.upload(w);
-  // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
-  const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
-  DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
-  cuda::to_planar(c.type, dw.data(), dplanar.data(), R, c.cols, stride, reinterpret_cast<cudaStream_t>(e.stream()));
-  DeviceBuffer<float> ds(e, scale.size()), dxf(e, xf.size()), dy(e, static_cast<size_t>(c.n_out * c.rows));
-  ds.upload(scale);
-  dxf.upload(xf);
-  DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
-  dxq.upload(xq);
-  DeviceBuffer<int32_t> dslab(e, slab.size());
-  dslab.upload(slab);
-  DeviceBuffer<cuda::A4> da4(e, std::max<size_t>(a4.size(), 1));
-  if (c.w4a4) da4.upload(a4);
-  // y before the launch: NaN bits, or with add_to_y finite values the result is added to
-  std::vector<float> y0(static_cast<size_t>(c.n_out * c.rows));
-  for (float& v : y0) v = 4.0f * U(rng);
-  if (c.add) dy.upload(y0);
-  else dy.fill_bytes(0xFF);
-
-  cuda::MatvecParams p;
-  p.w.type = c.type; p.w.rows = R; p.w.cols = c.cols; p.w.row_bytes = stride; p.w.slab_rows = c.rows;
-  p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
-  p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
-  p.xf = dxf.data(); p.ld_xf = c.cols;
-  p.n_out = c.n_out; p.x_div = x_div; p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
-  if (c.w4a4) {
-    p.x4 = da4.data();
-    p.xq = nullptr;
-  }
-  p.y = dy.data(); p.ld_y = c.rows; p.add_to_y = c.add;
-  if (c.parts == 1) {
-    cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
-  } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
-    std::vector<cuda::MatvecParams> ps;
-    for (int64_t j = 0, r0 = 0; j < c.parts; ++j) {
-      const int64_t h = j + 1 == c.parts ? c.rows - r0 : c.rows / (j + 2);
-      cuda::MatvecParams q = p;
-      q.w.rows = q.w.slab_rows = h;
-      q.w.data = dplanar.data() + r0 * stride;
-      q.y = dy.data() + r0;
-      ps.push_back(q);
-      r0 += h;
-    }
-    cuda::matvec_run_multi(ps.data(), static_cast<int>(ps.size()), c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
-  }
-  e.synchronize();
-  const std::vector<float> got = dy.download();
-
-  std::vector<float> ref(got.size());
-  for (int64_t a = 0; a < c.n_out; ++a) {
-    const int64_t xr = a / x_div;
-    const int s = c.slabs > 1 ? slab[static_cast<size_t>(a)] : 0;
-    for (int64_t r = 0; r < c.rows; ++r) {
-      const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
-      const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
-      const float v = reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa), c.arm);
-      const size_t i = static_cast<size_t>(a * c.rows + r);
-      const volatile float scaled = v * scale[static_cast<size_t>(s)];  // rounded before the add (no fma)
-      ref[i] = c.add ? y0[i] + scaled : scaled;
-      if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
-        const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
-        if (c.type == DType::Q8_0) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
-        }
-        if (c.type == DType::NVFP4 && !c.w4a4) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
-        }
-        if (c.w4a4) {
-          ASSERT_EQ(std::bit_cast<uint32_t>(v), std::bit_cast<uint32_t>(dot_nvfp4_fp4act(reinterpret_cast<const BlockNvfp4*>(wr), xa, c.cols)));
+    std::vector<float> xf(static_cast<size_t>(n_x * c.cols));
+    for (float& v : xf) v = U(rng);
+    std::vector<BlockQ8_1> xq(static_cast<size_t>(n_x * c.cols / 32));
+    for (int64_t a = 0; a < n_x; ++a) quantize_row_q8_1(xf.data() + a * c.cols, xq.data() + a * c.cols / 32, c.cols);
+    // W4A4: quant.h's fp4 activation blocks, and the same numbers decoded as the device reads them
+    std::vector<BlockFp4Act> x4(c.w4a4 ? static_cast<size_t>(n_x * c.cols / 64) : 0);
+    std::vector<cuda::A4> a4(x4.size() * 2);
+    for (int64_t a = 0; a < n_x && c.w4a4; ++a)
+      quantize_row_fp4act(xf.data() + a * c.cols, x4.data() + a * c.cols / 64, c.cols);
+    for (size_t b = 0; b < x4.size(); ++b)
+      for (int s = 0; s < 4; ++s) {
+        cuda::A4& d = a4[2 * b + s / 2];
+        d.d[s % 2] = ue4m3_to_f32_half(x4[b].d[s]);
+        for (int j = 0; j < 16; ++j) {
+          const uint8_t byte = x4[b].qs[8 * s + j % 8];
+          d.qs[16 * (s % 2) + j] = e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4));
         }
       }
+    std::vector<int32_t> slab(static_cast<size_t>(c.n_out));
+    for (int64_t a = 0; a < c.n_out; ++a) slab[static_cast<size_t>(a)] = static_cast<int32_t>((a * 7 + 1) % c.slabs);
+
+    DeviceBuffer<uint8_t> dw(e, w.size());
+    dw.upload(w);
+    // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
+    const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
+    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
+    cuda::to_planar(c.type, dw.data(), dplanar.data(), R, c.cols, stride, reinterpret_cast<cudaStream_t>(e.stream()));
+    DeviceBuffer<float> ds(e, scale.size()), dxf(e, xf.size()), dy(e, static_cast<size_t>(c.n_out * c.rows));
+    ds.upload(scale);
+    dxf.upload(xf);
+    DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
+    dxq.upload(xq);
+    DeviceBuffer<int32_t> dslab(e, slab.size());
+    dslab.upload(slab);
+    DeviceBuffer<cuda::A4> da4(e, std::max<size_t>(a4.size(), 1));
+    if (c.w4a4) da4.upload(a4);
+    // y before the launch: NaN bits, or with add_to_y finite values the result is added to
+    std::vector<float> y0(static_cast<size_t>(c.n_out * c.rows));
+    for (float& v : y0) v = 4.0f * U(rng);
+    if (c.add)
+      dy.upload(y0);
+    else
+      dy.fill_bytes(0xFF);
+
+    cuda::MatvecParams p;
+    p.w.type = c.type;
+    p.w.rows = R;
+    p.w.cols = c.cols;
+    p.w.row_bytes = stride;
+    p.w.slab_rows = c.rows;
+    p.w.data = dplanar.data();
+    p.w.slab_scale = ds.data();
+    p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
+    p.xf = dxf.data();
+    p.ld_xf = c.cols;
+    p.n_out = c.n_out;
+    p.x_div = x_div;
+    p.slab_of = c.slabs > 1 ? dslab.data() : nullptr;
+    if (c.w4a4) {
+      p.x4 = da4.data();
+      p.xq = nullptr;
     }
-  }
-  double norm = 0;
-  for (float v : ref) norm += std::abs(v);
-  ASSERT_GT(norm, 0.0) << "vacuous case: reference all zero";
-  EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+    p.y = dy.data();
+    p.ld_y = c.rows;
+    p.add_to_y = c.add;
+    if (c.parts == 1) {
+      cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+    } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
+      std::vector<cuda::MatvecParams> ps;
+      for (int64_t j = 0, r0 = 0; j < c.parts; ++j) {
+        const int64_t h = j + 1 == c.parts ? c.rows - r0 : c.rows / (j + 2);
+        cuda::MatvecParams q = p;
+        q.w.rows = q.w.slab_rows = h;
+        q.w.data = dplanar.data() + r0 * stride;
+        q.y = dy.data() + r0;
+        ps.push_back(q);
+        r0 += h;
+      }
+      cuda::matvec_run_multi(ps.data(), static_cast<int>(ps.size()), c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+    }
+    e.synchronize();
+    const std::vector<float> got = dy.download();
+
+    std::vector<float> ref(got.size());
+    for (int64_t a = 0; a < c.n_out; ++a) {
+      const int64_t xr = a / x_div;
+      const int s = c.slabs > 1 ? slab[static_cast<size_t>(a)] : 0;
+      for (int64_t r = 0; r < c.rows; ++r) {
+        const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
+        const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
+        const float v =
+            reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa), c.arm);
+        const size_t i = static_cast<size_t>(a * c.rows + r);
+        const volatile float scaled = v * scale[static_cast<size_t>(s)];  // rounded before the add (no fma)
+        ref[i] = c.add ? y0[i] + scaled : scaled;
+        if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
+          const BlockQ8_1* x = xq.data() + xr * c.cols / 32;
+          if (c.type == DType::Q8_0) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(v),
+                      std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
+          }
+          if (c.type == DType::NVFP4 && !c.w4a4) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(v),
+                      std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
+          }
+          if (c.w4a4) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(v),
+                      std::bit_cast<uint32_t>(dot_nvfp4_fp4act(reinterpret_cast<const BlockNvfp4*>(wr), xa, c.cols)));
+          }
+        }
+      }
+    }
+    double norm = 0;
+    for (float v : ref) norm += std::abs(v);
+    ASSERT_GT(norm, 0.0) << "vacuous case: reference all zero";
+    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
   });
 }
 
@@ -290,90 +308,105 @@ TEST(MatvecBest, GreedyStepEqualsHostArgmaxWithTiesAcrossWarps) {
   const cudaStream_t st = reinterpret_cast<cudaStream_t>(e.stream());
   struct Shape { DType t; int64_t rows, cols; };
   for_each_seed("", [&](uint64_t seed) {
-  // the last two: a real vocabulary over a tiny width (the tool fixtures' tied lm_head), dozens
-  // of rows per warp
-  for (const Shape sh : {Shape{DType::Q8_0, 20011, 256}, Shape{DType::NVFP4, 20011, 256}, Shape{DType::Q8_0, 9001, 4096},
-                         Shape{DType::NVFP4, 9001, 4096}, Shape{DType::NVFP4, 3001, 12288}, Shape{DType::Q8_0, 151936, 64},
-                         Shape{DType::NVFP4, 151936, 64}}) {
-    SCOPED_TRACE(std::string(dtype_name(sh.t)) + " rows=" + std::to_string(sh.rows) + " cols=" + std::to_string(sh.cols));
-    std::mt19937_64 rng(seed + static_cast<uint64_t>(sh.rows));
-    std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-    const int64_t R = sh.rows, C = sh.cols, rb = row_bytes(sh.t, C);
-    std::vector<float> xf(static_cast<size_t>(C)), wf(static_cast<size_t>(R * C));
-    for (float& v : xf) v = U(rng);
-    for (float& v : wf) v = 0.1f * U(rng);
-    // the winner: row 3 follows the activation's signs at full scale; copied to two rows far
-    // apart below (after quantization, so the three dot products are the same bits)
-    for (int64_t c = 0; c < C; ++c) wf[static_cast<size_t>(3 * C + c)] = xf[static_cast<size_t>(c)] > 0 ? 1.0f : -1.0f;
-    std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));
-    std::vector<float> scale(1, 1.0f);
-    if (sh.t == DType::NVFP4) scale[0] = quantize_nvfp4_tensor(wf.data(), w.data(), R, C);
-    else for (int64_t r = 0; r < R; ++r) quantize_row(sh.t, wf.data() + r * C, w.data() + r * rb, C);
-    const int64_t tie_a = 3, tie_b = R / 2 + 1, tie_c = R - 2;
-    for (int64_t r : {tie_b, tie_c}) std::memcpy(w.data() + r * rb, w.data() + tie_a * rb, static_cast<size_t>(rb));
-    std::vector<BlockQ8_1> xq(static_cast<size_t>(C / 32));
-    quantize_row_q8_1(xf.data(), xq.data(), C);
+    // the last two: a real vocabulary over a tiny width (the tool fixtures' tied lm_head), dozens
+    // of rows per warp
+    for (const Shape sh :
+         {Shape{DType::Q8_0, 20011, 256}, Shape{DType::NVFP4, 20011, 256}, Shape{DType::Q8_0, 9001, 4096},
+          Shape{DType::NVFP4, 9001, 4096}, Shape{DType::NVFP4, 3001, 12288}, Shape{DType::Q8_0, 151936, 64},
+          Shape{DType::NVFP4, 151936, 64}}) {
+      SCOPED_TRACE(std::string(dtype_name(sh.t)) + " rows=" + std::to_string(sh.rows) +
+                   " cols=" + std::to_string(sh.cols));
+      std::mt19937_64 rng(seed + static_cast<uint64_t>(sh.rows));
+      std::uniform_real_distribution<float> U(-1.0f, 1.0f);
+      const int64_t R = sh.rows, C = sh.cols, rb = row_bytes(sh.t, C);
+      std::vector<float> xf(static_cast<size_t>(C)), wf(static_cast<size_t>(R * C));
+      for (float& v : xf) v = U(rng);
+      for (float& v : wf) v = 0.1f * U(rng);
+      // the winner: row 3 follows the activation's signs at full scale; copied to two rows far
+      // apart below (after quantization, so the three dot products are the same bits)
+      for (int64_t c = 0; c < C; ++c)
+        wf[static_cast<size_t>(3 * C + c)] = xf[static_cast<size_t>(c)] > 0 ? 1.0f : -1.0f;
+      std::vector<uint8_t> w(static_cast<size_t>(rb * R + 16));
+      std::vector<float> scale(1, 1.0f);
+      if (sh.t == DType::NVFP4)
+        scale[0] = quantize_nvfp4_tensor(wf.data(), w.data(), R, C);
+      else
+        for (int64_t r = 0; r < R; ++r) quantize_row(sh.t, wf.data() + r * C, w.data() + r * rb, C);
+      const int64_t tie_a = 3, tie_b = R / 2 + 1, tie_c = R - 2;
+      for (int64_t r : {tie_b, tie_c}) std::memcpy(w.data() + r * rb, w.data() + tie_a * rb, static_cast<size_t>(rb));
+      std::vector<BlockQ8_1> xq(static_cast<size_t>(C / 32));
+      quantize_row_q8_1(xf.data(), xq.data(), C);
 
-    DeviceBuffer<uint8_t> dw(e, w.size());
-    dw.upload(w);
-    const int64_t stride = cuda::planar_row_stride(sh.t, C);
-    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
-    cuda::to_planar(sh.t, dw.data(), dplanar.data(), R, C, stride, st);
-    DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(R)), dy2(e, static_cast<size_t>(R));
-    ds.upload(scale);
-    DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
-    dxq.upload(xq);
-    dy.fill_bytes(0xFF);
-    dy2.fill_bytes(0xFF);
-    cuda::MatvecParams p;
-    p.w.type = sh.t; p.w.rows = R; p.w.cols = C; p.w.row_bytes = stride; p.w.slab_rows = R;
-    p.w.data = dplanar.data(); p.w.slab_scale = ds.data();
-    p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
-    p.n_out = 1; p.y = dy.data(); p.ld_y = R;
-    const int max_best = 64 * e.props().sm_count;
-    DeviceBuffer<cuda::RowBest> best(e, static_cast<size_t>(max_best));
-    const int nb = cuda::matvec_run_best(p, DecodeMatvec::mmvq, best.data(), max_best, st);
-    ASSERT_GT(nb, 0) << "the streamed form did not run: nothing here would test the bests";
-    cuda::MatvecParams p2 = p;
-    p2.y = dy2.data();
-    cuda::matvec_run(p2, DecodeMatvec::mmvq, st);
-    e.synchronize();
-    const std::vector<float> y = dy.download(), y2 = dy2.download();
-    ASSERT_THAT(y2, testing::BitIdentical(y)) << "matvec_run_best changed y";
-    int64_t want = 0;
-    for (int64_t r = 1; r < R; ++r)
-      if (y[static_cast<size_t>(r)] > y[static_cast<size_t>(want)]) want = r;
-    ASSERT_EQ(want, tie_a);
-    ASSERT_EQ(y[static_cast<size_t>(tie_b)], y[static_cast<size_t>(tie_a)]);
-    ASSERT_EQ(y[static_cast<size_t>(tie_c)], y[static_cast<size_t>(tie_a)]);
-    // the tie spans warps: at least two warps hold the winning value
-    const std::vector<cuda::RowBest> bests = best.download();
-    int holders = 0;
-    for (int k = 0; k < nb; ++k) holders += bests[static_cast<size_t>(k)].v == y[static_cast<size_t>(tie_a)];
-    EXPECT_GE(holders, 2);
+      DeviceBuffer<uint8_t> dw(e, w.size());
+      dw.upload(w);
+      const int64_t stride = cuda::planar_row_stride(sh.t, C);
+      DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * R + 16));
+      cuda::to_planar(sh.t, dw.data(), dplanar.data(), R, C, stride, st);
+      DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(R)), dy2(e, static_cast<size_t>(R));
+      ds.upload(scale);
+      DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
+      dxq.upload(xq);
+      dy.fill_bytes(0xFF);
+      dy2.fill_bytes(0xFF);
+      cuda::MatvecParams p;
+      p.w.type = sh.t;
+      p.w.rows = R;
+      p.w.cols = C;
+      p.w.row_bytes = stride;
+      p.w.slab_rows = R;
+      p.w.data = dplanar.data();
+      p.w.slab_scale = ds.data();
+      p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
+      p.n_out = 1;
+      p.y = dy.data();
+      p.ld_y = R;
+      const int max_best = 64 * e.props().sm_count;
+      DeviceBuffer<cuda::RowBest> best(e, static_cast<size_t>(max_best));
+      const int nb = cuda::matvec_run_best(p, DecodeMatvec::mmvq, best.data(), max_best, st);
+      ASSERT_GT(nb, 0) << "the streamed form did not run: nothing here would test the bests";
+      cuda::MatvecParams p2 = p;
+      p2.y = dy2.data();
+      cuda::matvec_run(p2, DecodeMatvec::mmvq, st);
+      e.synchronize();
+      const std::vector<float> y = dy.download(), y2 = dy2.download();
+      ASSERT_THAT(y2, testing::BitIdentical(y)) << "matvec_run_best changed y";
+      int64_t want = 0;
+      for (int64_t r = 1; r < R; ++r)
+        if (y[static_cast<size_t>(r)] > y[static_cast<size_t>(want)]) want = r;
+      ASSERT_EQ(want, tie_a);
+      ASSERT_EQ(y[static_cast<size_t>(tie_b)], y[static_cast<size_t>(tie_a)]);
+      ASSERT_EQ(y[static_cast<size_t>(tie_c)], y[static_cast<size_t>(tie_a)]);
+      // the tie spans warps: at least two warps hold the winning value
+      const std::vector<cuda::RowBest> bests = best.download();
+      int holders = 0;
+      for (int k = 0; k < nb; ++k) holders += bests[static_cast<size_t>(k)].v == y[static_cast<size_t>(tie_a)];
+      EXPECT_GE(holders, 2);
 
-    {  // the dp4a family is never streamed: no bests (y as its own order leaves it)
-      DeviceBuffer<float> dy3(e, static_cast<size_t>(R));
-      cuda::MatvecParams p3 = p;
-      p3.y = dy3.data();
-      EXPECT_EQ(cuda::matvec_run_best(p3, DecodeMatvec::dp4a, best.data(), max_best, st), 0);
-      e.synchronize();
+      {  // the dp4a family is never streamed: no bests (y as its own order leaves it)
+        DeviceBuffer<float> dy3(e, static_cast<size_t>(R));
+        cuda::MatvecParams p3 = p;
+        p3.y = dy3.data();
+        EXPECT_EQ(cuda::matvec_run_best(p3, DecodeMatvec::dp4a, best.data(), max_best, st), 0);
+        e.synchronize();
+      }
+      for (bool from_bests : {true, false}) {
+        DeviceBuffer<int32_t> out(e, 1), next(e, 1), hist(e, 8);
+        DeviceBuffer<int64_t> pos(e, 1);
+        hist.fill_bytes(0xFF);
+        pos.upload(std::vector<int64_t>{5});
+        cuda::GreedyStep o;
+        o.out = out.data();
+        o.next_tok = next.data();
+        o.hist = hist.data();
+        o.pos = pos.data();
+        cuda::argmax_step_run(dy.data(), R, from_bests ? best.data() : nullptr, from_bests ? nb : 0, o, st);
+        e.synchronize();
+        EXPECT_EQ(out.download()[0], tie_a) << (from_bests ? "bests" : "scan");
+        EXPECT_EQ(next.download()[0], tie_a);
+        EXPECT_EQ(hist.download()[5], tie_a);
+        EXPECT_EQ(pos.download()[0], 6);
+      }
     }
-    for (bool from_bests : {true, false}) {
-      DeviceBuffer<int32_t> out(e, 1), next(e, 1), hist(e, 8);
-      DeviceBuffer<int64_t> pos(e, 1);
-      hist.fill_bytes(0xFF);
-      pos.upload(std::vector<int64_t>{5});
-      cuda::GreedyStep o;
-      o.out = out.data(); o.next_tok = next.data(); o.hist = hist.data(); o.pos = pos.data();
-      cuda::argmax_step_run(dy.data(), R, from_bests ? best.data() : nullptr, from_bests ? nb : 0, o, st);
-      e.synchronize();
-      EXPECT_EQ(out.download()[0], tie_a) << (from_bests ? "bests" : "scan");
-      EXPECT_EQ(next.download()[0], tie_a);
-      EXPECT_EQ(hist.download()[5], tie_a);
-      EXPECT_EQ(pos.download()[0], 6);
-    }
-  }
   });
 }
 

@@ -50,50 +50,60 @@ using RowOpTest = OpTest<RowCase>;
 
 TEST_P(RowOpTest, QuantBitwiseAndValuesInNmse) {
   for_each_seed([&](uint64_t seed) {
-  const RowCase& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(c.rows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
-  for (float& v : x) v = U(rng);
-  for (float& v : z) v = U(rng);
-  for (float& v : w) v = 0.75f + 0.25f * U(rng);
-  DeviceBuffer<float> dx(e, x.size()), dz(e, z.size()), dw(e, w.size()), dy(e, x.size());
-  dx.upload(x);
-  dz.upload(z);
-  dw.upload(w);
-  dy.fill_bytes(0xFF);
-  DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
-  dq.fill_bytes(0xFF);
-  cuda::RowOpParams p;
-  p.op = c.op; p.x = dx.data(); p.ld_x = c.n; p.z = dz.data(); p.ld_z = c.n; p.w = dw.data(); p.eps = 1e-6f;
-  p.y = dy.data(); p.ld_y = c.n; p.q = reinterpret_cast<cuda::Q81*>(dq.data()); p.rows = c.rows; p.n = c.n;
-  cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
-  e.synchronize();
-  const std::vector<float> y = dy.download();
-  const std::vector<BlockQ8_1> q = dq.download();
+    const RowCase& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+    std::vector<float> x(static_cast<size_t>(c.rows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
+    for (float& v : x) v = U(rng);
+    for (float& v : z) v = U(rng);
+    for (float& v : w) v = 0.75f + 0.25f * U(rng);
+    DeviceBuffer<float> dx(e, x.size()), dz(e, z.size()), dw(e, w.size()), dy(e, x.size());
+    dx.upload(x);
+    dz.upload(z);
+    dw.upload(w);
+    dy.fill_bytes(0xFF);
+    DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
+    dq.fill_bytes(0xFF);
+    cuda::RowOpParams p;
+    p.op = c.op;
+    p.x = dx.data();
+    p.ld_x = c.n;
+    p.z = dz.data();
+    p.ld_z = c.n;
+    p.w = dw.data();
+    p.eps = 1e-6f;
+    p.y = dy.data();
+    p.ld_y = c.n;
+    p.q = reinterpret_cast<cuda::Q81*>(dq.data());
+    p.rows = c.rows;
+    p.n = c.n;
+    cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+    e.synchronize();
+    const std::vector<float> y = dy.download();
+    const std::vector<BlockQ8_1> q = dq.download();
 
-  std::vector<float> ref(y.size());
-  for (int64_t r = 0; r < c.rows; ++r) {
-    const float* xr = x.data() + r * c.n;
-    double ss = 0;
-    for (int64_t i = 0; i < c.n; ++i) ss += double(xr[i]) * xr[i];
-    const double inv = 1.0 / std::sqrt(ss / double(c.n) + 1e-6);
-    for (int64_t i = 0; i < c.n; ++i) {
-      const double zi = z[static_cast<size_t>(r * c.n + i)];
-      double v = xr[i];
-      if (c.op == cuda::RowOp::RmsNorm) v = v * inv * w[static_cast<size_t>(i)];
-      if (c.op == cuda::RowOp::RmsNormGated) v = v * inv * w[static_cast<size_t>(i)] * silu(zi);
-      if (c.op == cuda::RowOp::Swiglu) v = silu(v) * zi;
-      ref[static_cast<size_t>(r * c.n + i)] = static_cast<float>(v);
+    std::vector<float> ref(y.size());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const float* xr = x.data() + r * c.n;
+      double ss = 0;
+      for (int64_t i = 0; i < c.n; ++i) ss += double(xr[i]) * xr[i];
+      const double inv = 1.0 / std::sqrt(ss / double(c.n) + 1e-6);
+      for (int64_t i = 0; i < c.n; ++i) {
+        const double zi = z[static_cast<size_t>(r * c.n + i)];
+        double v = xr[i];
+        if (c.op == cuda::RowOp::RmsNorm) v = v * inv * w[static_cast<size_t>(i)];
+        if (c.op == cuda::RowOp::RmsNormGated) v = v * inv * w[static_cast<size_t>(i)] * silu(zi);
+        if (c.op == cuda::RowOp::Swiglu) v = silu(v) * zi;
+        ref[static_cast<size_t>(r * c.n + i)] = static_cast<float>(v);
+      }
     }
-  }
-  EXPECT_TRUE(compare_to_contract(y, ref, tolerance()));
-  std::vector<BlockQ8_1> want(q.size());
-  for (int64_t r = 0; r < c.rows; ++r) quantize_row_q8_1(y.data() + r * c.n, want.data() + r * c.n / 32, c.n);
-  ASSERT_EQ(q.size(), want.size());
-  for (size_t b = 0; b < q.size(); ++b)
-    ASSERT_EQ(std::memcmp(&q[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
+    EXPECT_TRUE(compare_to_contract(y, ref, tolerance()));
+    std::vector<BlockQ8_1> want(q.size());
+    for (int64_t r = 0; r < c.rows; ++r) quantize_row_q8_1(y.data() + r * c.n, want.data() + r * c.n / 32, c.n);
+    ASSERT_EQ(q.size(), want.size());
+    for (size_t b = 0; b < q.size(); ++b)
+      ASSERT_EQ(std::memcmp(&q[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
   });
 }
 
@@ -117,44 +127,53 @@ using RowOpBatchTest = OpTest<BatchCase>;
 
 TEST_P(RowOpBatchTest, RowBitsIndependentOfRowCount) {
   for_each_seed([&](uint64_t seed) {
-  const BatchCase& c = GetParam();
-  Engine e = Engine::open(testing::test_device());
-  constexpr int64_t kRows = 12;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
-  std::vector<float> x(static_cast<size_t>(kRows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
-  for (float& v : x) v = U(rng);
-  for (float& v : z) v = U(rng);
-  for (float& v : w) v = 0.75f + 0.25f * U(rng);
-  DeviceBuffer<float> dz(e, z.size()), dw(e, w.size());
-  dz.upload(z);
-  dw.upload(w);
-  auto run = [&](int64_t rows) {
-    DeviceBuffer<float> dx(e, x.size()), dy(e, x.size());
-    dx.upload(x);
-    dy.fill_bytes(0xFF);
-    DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
-    dq.fill_bytes(0xFF);
-    cuda::RowOpParams p;
-    p.op = c.op; p.x = dx.data(); p.ld_x = c.n; p.z = dz.data(); p.ld_z = c.n; p.w = dw.data(); p.eps = 1e-6f;
-    p.y = c.in_place ? dx.data() : dy.data(); p.ld_y = c.n; p.q = reinterpret_cast<cuda::Q81*>(dq.data());
-    p.rows = rows; p.n = c.n;
-    cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
-    e.synchronize();
-    std::vector<float> y = (c.in_place ? dx : dy).download();
-    y.resize(static_cast<size_t>(c.n));
-    std::vector<BlockQ8_1> q = dq.download();
-    q.resize(static_cast<size_t>(c.n / 32));
-    return std::make_pair(y, q);
-  };
-  const auto one = run(1);
-  for (int64_t rows : {int64_t{3}, kRows}) {
-    const auto many = run(rows);
-    EXPECT_THAT(many.first, memra::testing::BitIdentical(one.first)) << rows << " rows";
-    for (size_t b = 0; b < one.second.size(); ++b)
-      ASSERT_EQ(std::memcmp(&one.second[b], &many.second[b], sizeof(BlockQ8_1)), 0)
-          << "q8_1 block " << b << " of row 0 differs with " << rows << " rows";
-  }
+    const BatchCase& c = GetParam();
+    Engine e = Engine::open(testing::test_device());
+    constexpr int64_t kRows = 12;
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+    std::vector<float> x(static_cast<size_t>(kRows * c.n)), z(x.size()), w(static_cast<size_t>(c.n));
+    for (float& v : x) v = U(rng);
+    for (float& v : z) v = U(rng);
+    for (float& v : w) v = 0.75f + 0.25f * U(rng);
+    DeviceBuffer<float> dz(e, z.size()), dw(e, w.size());
+    dz.upload(z);
+    dw.upload(w);
+    auto run = [&](int64_t rows) {
+      DeviceBuffer<float> dx(e, x.size()), dy(e, x.size());
+      dx.upload(x);
+      dy.fill_bytes(0xFF);
+      DeviceBuffer<BlockQ8_1> dq(e, x.size() / 32);
+      dq.fill_bytes(0xFF);
+      cuda::RowOpParams p;
+      p.op = c.op;
+      p.x = dx.data();
+      p.ld_x = c.n;
+      p.z = dz.data();
+      p.ld_z = c.n;
+      p.w = dw.data();
+      p.eps = 1e-6f;
+      p.y = c.in_place ? dx.data() : dy.data();
+      p.ld_y = c.n;
+      p.q = reinterpret_cast<cuda::Q81*>(dq.data());
+      p.rows = rows;
+      p.n = c.n;
+      cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+      e.synchronize();
+      std::vector<float> y = (c.in_place ? dx : dy).download();
+      y.resize(static_cast<size_t>(c.n));
+      std::vector<BlockQ8_1> q = dq.download();
+      q.resize(static_cast<size_t>(c.n / 32));
+      return std::make_pair(y, q);
+    };
+    const auto one = run(1);
+    for (int64_t rows : {int64_t{3}, kRows}) {
+      const auto many = run(rows);
+      EXPECT_THAT(many.first, memra::testing::BitIdentical(one.first)) << rows << " rows";
+      for (size_t b = 0; b < one.second.size(); ++b)
+        ASSERT_EQ(std::memcmp(&one.second[b], &many.second[b], sizeof(BlockQ8_1)), 0)
+            << "q8_1 block " << b << " of row 0 differs with " << rows << " rows";
+    }
   });
 }
 

@@ -90,19 +90,19 @@ class Dequantize : public mo::OpTest<DequantCase> {
 
 TEST_P(Dequantize, MatchesDequantizeRowBitwise) {
   for_each_seed([&](uint64_t seed) {
-  const DequantCase& c = GetParam();
-  const std::vector<uint8_t> in = make_input(c, seed);
-  std::vector<float> ref(size_t(c.n));
-  memra::dequantize_row(c.type, in.data(), ref.data(), c.n);
+    const DequantCase& c = GetParam();
+    const std::vector<uint8_t> in = make_input(c, seed);
+    std::vector<float> ref(size_t(c.n));
+    memra::dequantize_row(c.type, in.data(), ref.data(), c.n);
 
-  memra::Engine& e = engine();
-  memra::DeviceBuffer<uint8_t> d_in(e, in.size());
-  memra::DeviceBuffer<float> d_out(e, size_t(c.n));
-  d_in.upload(in);
-  d_out.fill_bytes(0xff);  // poison: an unwritten element stays NaN
-  memra::cuda::dequantize_row_cuda(c.type, d_in.data(), d_out.data(), c.n, e.stream());
-  const std::vector<float> got = d_out.download();
-  EXPECT_TRUE(mo::compare_to_contract(got, ref, tolerance()));
+    memra::Engine& e = engine();
+    memra::DeviceBuffer<uint8_t> d_in(e, in.size());
+    memra::DeviceBuffer<float> d_out(e, size_t(c.n));
+    d_in.upload(in);
+    d_out.fill_bytes(0xff);  // poison: an unwritten element stays NaN
+    memra::cuda::dequantize_row_cuda(c.type, d_in.data(), d_out.data(), c.n, e.stream());
+    const std::vector<float> got = d_out.download();
+    EXPECT_TRUE(mo::compare_to_contract(got, ref, tolerance()));
   });
 }
 
@@ -143,37 +143,42 @@ class QuantizeQ81 : public mo::OpTest<Q81Case> {
 
 TEST_P(QuantizeQ81, MatchesQuantizeRowQ81Bitwise) {
   for_each_seed([&](uint64_t seed) {
-  const Q81Case& c = GetParam();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, c.scale);
-  std::vector<float> x(size_t(c.n));
-  for (auto& v : x) v = dist(rng);
-  if (std::string_view(c.pattern) == "zero_block") std::fill(x.begin(), x.begin() + 32, 0.0f);
-  if (std::string_view(c.pattern) == "outlier")
-    for (size_t b = 0; b < x.size() / 32; ++b) x[b * 32 + (b % 32)] = 100.0f * c.scale;
-  const size_t nb = size_t(c.n / 32);
-  std::vector<memra::BlockQ8_1> ref(nb);
-  memra::quantize_row_q8_1(x.data(), ref.data(), c.n);
+    const Q81Case& c = GetParam();
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, c.scale);
+    std::vector<float> x(size_t(c.n));
+    for (auto& v : x) v = dist(rng);
+    if (std::string_view(c.pattern) == "zero_block") std::fill(x.begin(), x.begin() + 32, 0.0f);
+    if (std::string_view(c.pattern) == "outlier")
+      for (size_t b = 0; b < x.size() / 32; ++b) x[b * 32 + (b % 32)] = 100.0f * c.scale;
+    const size_t nb = size_t(c.n / 32);
+    std::vector<memra::BlockQ8_1> ref(nb);
+    memra::quantize_row_q8_1(x.data(), ref.data(), c.n);
 
-  memra::Engine& e = engine();
-  memra::DeviceBuffer<float> d_x(e, x.size());
-  memra::DeviceBuffer<memra::BlockQ8_1> d_y(e, nb);
-  d_x.upload(x);
-  d_y.fill_bytes(0xff);  // poison: d = s = NaN, q = -1
-  memra::cuda::quantize_row_q8_1_cuda(d_x.data(), d_y.data(), c.n, e.stream());
-  const std::vector<memra::BlockQ8_1> got = d_y.download();
+    memra::Engine& e = engine();
+    memra::DeviceBuffer<float> d_x(e, x.size());
+    memra::DeviceBuffer<memra::BlockQ8_1> d_y(e, nb);
+    d_x.upload(x);
+    d_y.fill_bytes(0xff);  // poison: d = s = NaN, q = -1
+    memra::cuda::quantize_row_q8_1_cuda(d_x.data(), d_y.data(), c.n, e.stream());
+    const std::vector<memra::BlockQ8_1> got = d_y.download();
 
-  // Compare field by field so a failure names the block (d, s) or the flat value index (qs).
-  std::vector<uint16_t> rd, gd, rs, gs;
-  std::vector<int32_t> rq, gq;
-  for (size_t b = 0; b < nb; ++b) {
-    rd.push_back(ref[b].d); gd.push_back(got[b].d);
-    rs.push_back(ref[b].s); gs.push_back(got[b].s);
-    for (int j = 0; j < 32; ++j) { rq.push_back(ref[b].qs[j]); gq.push_back(got[b].qs[j]); }
-  }
-  EXPECT_THAT(gd, BitIdentical(rd, Half16::f16)) << "block scales d";
-  EXPECT_THAT(gs, BitIdentical(rs, Half16::f16)) << "block sums s";
-  EXPECT_THAT(gq, BitIdentical(rq)) << "quants qs (index = 32*block + j)";
+    // Compare field by field so a failure names the block (d, s) or the flat value index (qs).
+    std::vector<uint16_t> rd, gd, rs, gs;
+    std::vector<int32_t> rq, gq;
+    for (size_t b = 0; b < nb; ++b) {
+      rd.push_back(ref[b].d);
+      gd.push_back(got[b].d);
+      rs.push_back(ref[b].s);
+      gs.push_back(got[b].s);
+      for (int j = 0; j < 32; ++j) {
+        rq.push_back(ref[b].qs[j]);
+        gq.push_back(got[b].qs[j]);
+      }
+    }
+    EXPECT_THAT(gd, BitIdentical(rd, Half16::f16)) << "block scales d";
+    EXPECT_THAT(gs, BitIdentical(rs, Half16::f16)) << "block sums s";
+    EXPECT_THAT(gq, BitIdentical(rq)) << "quants qs (index = 32*block + j)";
   });
 }
 
@@ -232,41 +237,41 @@ class QuantizeFp4 : public mo::OpTest<Fp4Case> {};
 
 TEST_P(QuantizeFp4, MatchesQuantizeRowFp4actBitwise) {
   for_each_seed([&](uint64_t seed) {
-  const Fp4Case& c = GetParam();
-  const std::vector<float> x = fp4_input(c, seed);
-  // the reference: quant.h's blocks, decoded to what an A4 block holds
-  std::vector<float> rd, gd;
-  std::vector<int32_t> rq, gq;
-  std::vector<memra::BlockFp4Act> blk(size_t(c.n / 64));
-  for (int64_t r = 0; r < c.rows; ++r) {
-    memra::quantize_row_fp4act(x.data() + r * c.ld, blk.data(), c.n);
-    for (const auto& b : blk)
-      for (int s = 0; s < 4; ++s) {
-        rd.push_back(memra::ue4m3_to_f32_half(b.d[s]));
-        for (int j = 0; j < 16; ++j) {
-          const uint8_t byte = b.qs[8 * s + j % 8];
-          rq.push_back(memra::e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4)));
+    const Fp4Case& c = GetParam();
+    const std::vector<float> x = fp4_input(c, seed);
+    // the reference: quant.h's blocks, decoded to what an A4 block holds
+    std::vector<float> rd, gd;
+    std::vector<int32_t> rq, gq;
+    std::vector<memra::BlockFp4Act> blk(size_t(c.n / 64));
+    for (int64_t r = 0; r < c.rows; ++r) {
+      memra::quantize_row_fp4act(x.data() + r * c.ld, blk.data(), c.n);
+      for (const auto& b : blk)
+        for (int s = 0; s < 4; ++s) {
+          rd.push_back(memra::ue4m3_to_f32_half(b.d[s]));
+          for (int j = 0; j < 16; ++j) {
+            const uint8_t byte = b.qs[8 * s + j % 8];
+            rq.push_back(memra::e2m1_doubled(j < 8 ? (byte & 0xf) : (byte >> 4)));
+          }
         }
-      }
-  }
-  memra::Engine e = memra::Engine::open(memra::testing::test_device());
-  memra::DeviceBuffer<float> d_x(e, x.size());
-  const size_t nb = size_t(c.rows * c.n / 32);
-  memra::DeviceBuffer<memra::cuda::A4> d_y(e, nb);
-  d_x.upload(x);
-  d_y.fill_bytes(0xff);
-  memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), c.ld, c.rows, c.n, d_y.data(), e.stream());
-  for (const memra::cuda::A4& b : d_y.download()) {
-    gd.push_back(b.d[0]);
-    for (int j = 0; j < 16; ++j) gq.push_back(b.qs[j]);
-    gd.push_back(b.d[1]);
-    for (int j = 16; j < 32; ++j) gq.push_back(b.qs[j]);
-  }
-  int nonzero = 0;
-  for (int32_t q : rq) nonzero += q != 0;
-  ASSERT_GT(nonzero, 0) << "vacuous case: every code 0";
-  EXPECT_THAT(gd, BitIdentical(rd)) << "sub-block scales (index = row * n/16 + sub-block)";
-  EXPECT_THAT(gq, BitIdentical(rq)) << "doubled e2m1 codes (index = row * n + value)";
+    }
+    memra::Engine e = memra::Engine::open(memra::testing::test_device());
+    memra::DeviceBuffer<float> d_x(e, x.size());
+    const size_t nb = size_t(c.rows * c.n / 32);
+    memra::DeviceBuffer<memra::cuda::A4> d_y(e, nb);
+    d_x.upload(x);
+    d_y.fill_bytes(0xff);
+    memra::cuda::quantize_rows_fp4act_cuda(d_x.data(), c.ld, c.rows, c.n, d_y.data(), e.stream());
+    for (const memra::cuda::A4& b : d_y.download()) {
+      gd.push_back(b.d[0]);
+      for (int j = 0; j < 16; ++j) gq.push_back(b.qs[j]);
+      gd.push_back(b.d[1]);
+      for (int j = 16; j < 32; ++j) gq.push_back(b.qs[j]);
+    }
+    int nonzero = 0;
+    for (int32_t q : rq) nonzero += q != 0;
+    ASSERT_GT(nonzero, 0) << "vacuous case: every code 0";
+    EXPECT_THAT(gd, BitIdentical(rd)) << "sub-block scales (index = row * n/16 + sub-block)";
+    EXPECT_THAT(gq, BitIdentical(rq)) << "doubled e2m1 codes (index = row * n + value)";
   });
 }
 

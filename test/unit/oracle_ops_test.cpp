@@ -212,6 +212,13 @@ TEST(OracleMoe, RoutingSoftmaxTopkRenormaliseTiesToLowestIndex) {
   const double tot = (2 * std::exp(3.0) + std::exp(2.0)) / z;
   EXPECT_NEAR(n[2].second, std::exp(2.0) / z / tot, 1e-15);
   EXPECT_NEAR(n[0].second + n[1].second + n[2].second, 1.0, 1e-15);
+  // a tie straddling the last place: the lowest of the tied experts takes it; +0 and -0 tie
+  const float straddle[5] = {2.0f, 5.0f, -0.0f, 2.0f, 2.0f};
+  auto s2 = ops::route(straddle, 2, true);
+  EXPECT_EQ(s2[0].first, 1);
+  EXPECT_EQ(s2[1].first, 0);
+  const float zeros[3] = {-0.0f, 0.0f, -1.0f};
+  EXPECT_EQ(ops::route(zeros, 1, false)[0].first, 0);
 }
 
 TEST(OracleMoe, TinyLayerByHand) {
