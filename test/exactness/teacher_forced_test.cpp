@@ -72,12 +72,11 @@ constexpr int kCalibrationSteps = 160;
 [[maybe_unused]] int calibration_steps(const FileFixture& m) {
   return m.id.starts_with("real-") ? 64 : kCalibrationSteps;
 }
-// The realistic fixtures the gate runs on: those with a committed C_gpu whose gate has been seen
-// to run on the H200. The Qwen3.5-9B-layer fixtures join when theirs is (Q8_0 is calibrated,
-// its gate not yet run; NVFP4 not yet calibrated: tools/tf-calibrate.py). Their banks are made
-// by the ctest fixtures bank_gen_real_* (test/fixtures/CMakeLists.txt: the same list).
+// The realistic fixtures the gate runs on: Qwen3-0.6B at full depth and Qwen3.5-9B's layers at
+// 4 layers (the GDN hybrid at real widths), Q8_0 and NVFP4. Their banks are made by the ctest
+// fixtures bank_gen_real_* (test/fixtures/CMakeLists.txt: the same list).
 [[maybe_unused]] std::vector<std::string> real_tf_fixtures() {
-  return {"real-qwen3-0.6b-q8_0", "real-qwen3-0.6b-nvfp4"};
+  return {"real-qwen3-0.6b-q8_0", "real-qwen3-0.6b-nvfp4", "real-qwen35-9b-q8_0", "real-qwen35-9b-nvfp4"};
 }
 
 // The CPU oracle on the same file, with the GPU's activation contract when it matters.
