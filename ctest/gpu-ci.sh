@@ -14,7 +14,7 @@
 #      (a cached arch or GPU count from another box or another CUDA_VISIBLE_DEVICES must not
 #      survive; configuring is cheap and idempotent), build.
 #   3. ctest -L '^<label>$' --no-tests=error with MEMRA_REQUIRE_GPU=1 (a skipped GPU test is a
-#      failure), the resource spec of this machine's GPUs, -j <number of GPUs>, JUnit output.
+#      failure), the resource spec of this machine's GPUs, -j <GPUs x tests per GPU>, JUnit output.
 #   4. collect: <results>/junit.xml, <results>/gtest/*.xml (per case, RecordProperty figures),
 #      <results>/reports/*.json (gate reports), <results>/summary.txt; print the summary. The
 #      previous run's files are removed before the tests start, so only this run's are collected.
@@ -28,6 +28,9 @@
 #   MEMRA_CI_JOBS      build parallelism          (default: nproc)
 #   MEMRA_CI_KEEP_GOING=1  build what builds, run the tests anyway, exit non-zero if the build failed
 #   MEMRA_CI_CTEST_ARGS extra ctest arguments     (e.g. "-LE slow")
+#   MEMRA_CI_TESTS_PER_GPU  tests sharing one card at once (default 1). The gates' verdicts are
+#                      bitwise or noise bounds, not timings, so a big card (an H200 running the
+#                      tiny fixtures) can hold several; `bench` tests still run alone (RUN_SERIAL)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -98,7 +101,8 @@ rm -rf "$build/test-results/gtest" "$results/gtest" "$results/reports"
 rm -f "$results/junit.xml" "$results/summary.txt" "$results/gpu-resources.json"
 mkdir -p "$results/reports"
 spec=$results/gpu-resources.json
-"$root/ctest/resource-spec.sh" "$spec" >/dev/null
+per_gpu=${MEMRA_CI_TESTS_PER_GPU:-1}
+"$root/ctest/resource-spec.sh" "$spec" "$per_gpu" >/dev/null
 commit=${MEMRA_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 # "+dirty" only where git can tell: a copy without .git (MEMRA_COMMIT given) is not dirty.
 if git -C "$root" rev-parse --git-dir >/dev/null 2>&1 && ! git -C "$root" diff --quiet; then
@@ -117,7 +121,7 @@ rc=0
 # shellcheck disable=SC2086
 MEMRA_REQUIRE_GPU=1 MEMRA_TEST_RESULTS="$results/reports" MEMRA_COMMIT="$commit" \
   ctest --test-dir "$build" -L "^${label}\$" "${exclude[@]}" --no-tests=error \
-        --resource-spec-file "$spec" -j "$n_gpus" --output-on-failure \
+        --resource-spec-file "$spec" -j "$((n_gpus * per_gpu))" --output-on-failure \
         --output-junit "$results/junit.xml" ${MEMRA_CI_CTEST_ARGS:-} || rc=$?
 
 # --- 4. collect and summarise -------------------------------------------------------------------
