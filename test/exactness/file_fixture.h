@@ -6,8 +6,8 @@
 //                      tokenizer, weights scaled to trained-like margins; docs/fixtures.md), and
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
 //   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
-//                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B layers at 4
-//                      layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
+//                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B and
+//                      Qwen3.5-35B-A3B layers at 4 layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
 //                      by the test run (bank_gen_real_*: memra-bank, 64 steps; not committed: the
 //                      CPU oracle at these widths takes minutes on a CI box without a GPU);
 //   "user"             the checkpoint MEMRA_GATE_MODEL names (a GGUF file or an HF directory;
@@ -108,7 +108,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
 // The realistic fixtures of `types` ("real-qwen3-0.6b-nvfp4", ...); presets: both.
 inline std::vector<std::string> real_fixture_ids(std::initializer_list<const char*> types,
                                                  std::vector<std::string> presets = {}) {
-  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b"};
+  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b"};
   std::vector<std::string> v;
   for (const std::string& p : presets)
     for (const char* t : types) v.push_back("real-" + p + "-" + t);

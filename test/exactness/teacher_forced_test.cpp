@@ -72,11 +72,12 @@ constexpr int kCalibrationSteps = 160;
 [[maybe_unused]] int calibration_steps(const FileFixture& m) {
   return m.id.starts_with("real-") ? 64 : kCalibrationSteps;
 }
-// The realistic fixtures the gate runs on: Qwen3-0.6B at full depth and Qwen3.5-9B's layers at
-// 4 layers (the GDN hybrid at real widths), Q8_0 and NVFP4. Their banks are made by the ctest
+// The realistic fixtures the gate runs on: Qwen3-0.6B at full depth, Qwen3.5-9B's and
+// Qwen3.5-35B-A3B's layers at 4 layers (the GDN hybrid and its MoE at real widths), Q8_0 and
+// NVFP4. Their banks are made by the ctest
 // fixtures bank_gen_real_* (test/fixtures/CMakeLists.txt: the same list).
 [[maybe_unused]] std::vector<std::string> real_tf_fixtures() {
-  return {"real-qwen3-0.6b-q8_0", "real-qwen3-0.6b-nvfp4", "real-qwen35-9b-q8_0", "real-qwen35-9b-nvfp4"};
+  return gpu_test::real_fixture_ids({"q8_0", "nvfp4"});
 }
 
 // The CPU oracle on the same file, with the GPU's activation contract when it matters.
