@@ -108,7 +108,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
 // The realistic fixtures of `types` ("real-qwen3-0.6b-nvfp4", ...); presets: both.
 inline std::vector<std::string> real_fixture_ids(std::initializer_list<const char*> types,
                                                  std::vector<std::string> presets = {}) {
-  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b"};
+  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b"};
   std::vector<std::string> v;
   for (const std::string& p : presets)
     for (const char* t : types) v.push_back("real-" + p + "-" + t);

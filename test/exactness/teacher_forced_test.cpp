@@ -77,7 +77,7 @@ constexpr int kCalibrationSteps = 160;
 // NVFP4. Their banks are made by the ctest
 // fixtures bank_gen_real_* (test/fixtures/CMakeLists.txt: the same list).
 [[maybe_unused]] std::vector<std::string> real_tf_fixtures() {
-  return gpu_test::real_fixture_ids({"q8_0", "nvfp4"});
+  return gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b"});
 }
 
 // The CPU oracle on the same file, with the GPU's activation contract when it matters.
@@ -369,7 +369,13 @@ double c_gpu_for(const FileFixture& m, const std::string& arm, testing::Report& 
 // GPU's f32 noise), swaps experts too and moves by 0.44 of |top1|
 // (OracleQ81Activations.QuantisedFixturesAmplifyLastBitNoise). Quantised Qwen3-Next, the same
 // layer kinds with other shapes, routes all 543 decisions as the oracle does and passes.
-const std::map<std::string, size_t> kKnownUnresolved = {{"qwen35moe-q8_0", 4}, {"qwen35moe-nvfp4", 2}};
+// The realistic Qwen3.5-35B-A3B-layer fixtures (256 experts, top-8, D 2048, 4 layers) show the
+// same at real widths: C_gpu 0.30 (NVFP4) / 0.44 (Q8_0), where the dense realistic fixtures
+// measure 0.03-0.09, set by two positions of the calibration prompt each (one logit moved by
+// 12-18 against |top1| ~42); NVFP4 leaves one row unresolved (step 28), eager and graph alike;
+// Q8_0 passes.
+const std::map<std::string, size_t> kKnownUnresolved = {
+    {"qwen35moe-q8_0", 4}, {"qwen35moe-nvfp4", 2}, {"real-qwen35-35b-a3b-nvfp4", 1}};
 
 TEST_P(TfGate, BankedTrajectoryInBand) {
   FileFixture& m = model();
