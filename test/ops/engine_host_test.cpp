@@ -8,6 +8,7 @@
 #include "cuda/device_weights.h"
 #include "cuda/quantize.cuh"
 #include "cuda/timeline.h"
+#include "memra/cache.h"
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/fixture.h"
@@ -43,6 +44,17 @@ TEST(EngineHost, KernelArgumentErrorsComeBeforeAnyLaunch) {
               HasSubstr("type q4_K has no kernel"));
   EXPECT_THAT(error_message([] { memra::cuda::quantize_row_q8_1_cuda(nullptr, nullptr, 31, nullptr); }),
               HasSubstr("n = 31 is not a multiple of the block size 32"));
+}
+
+// A Cache not made by Model::new_cache holds nothing to move: re-seating, growing or resetting
+// it is an error naming the operation, not a null dereference.
+TEST(EngineHost, EmptyCacheOperationsAreErrors) {
+  memra::Cache c;
+  EXPECT_THAT(error_message([&] { c.reseat(0); }), HasSubstr("Cache::reseat: empty cache"));
+  EXPECT_THAT(error_message([&] { c.grow(64); }), HasSubstr("Cache::grow: empty cache"));
+  EXPECT_THAT(error_message([&] { c.reset(); }), HasSubstr("Cache::reset: empty cache"));
+  EXPECT_EQ(c.max_ctx(), 0);
+  EXPECT_EQ(c.pos(), 0);
 }
 
 // The in-graph timeline (cuda/timeline.h) is a diagnostic build option: without it, asking for
