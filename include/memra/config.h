@@ -1,9 +1,11 @@
-// memra/config.h — ModelConfig: the architecture of one Qwen3 / Qwen3-Next / Qwen3.5 model.
+// memra/config.h — ModelConfig: the architecture of one Qwen3 / Qwen3-Next / Qwen3.5 / GLM-5 model.
 //
-// One struct for the four families, filled from llama.cpp GGUF metadata (arch strings qwen3,
+// One struct for the five families, filled from llama.cpp GGUF metadata (arch strings qwen3,
 // qwen3next, qwen35, qwen35moe) or from an HF config.json (Qwen3ForCausalLM,
 // Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM and their
-// ForConditionalGeneration / model_type spellings). HF semantics rule, so shapes that
+// ForConditionalGeneration / model_type spellings; GlmMoeDsaForCausalLM, model_type
+// glm_moe_dsa, as transformers 5.17 defines it). GLM-5 GGUF (llama.cpp arch "glm-dsa") is not
+// read yet: from_gguf_keys says so. HF semantics rule, so shapes that
 // llama.cpp itself rejects are representable: a linear-attention key head dim different from
 // the value head dim (GGUF: ssm.state_size vs ssm.inner_size / ssm.time_step_rank), and dense
 // layers among MoE layers (HF mlp_only_layers / decoder_sparse_step; in GGUF a layer whose
@@ -32,13 +34,22 @@ class HfConfig;
 class WeightSource;
 class MemorySource;
 
-enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe };
-enum class LayerKind : uint8_t { Attention, Linear };  // full (softmax) attention | Gated DeltaNet
+enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe, GlmDsa };
+// full (softmax) attention | Gated DeltaNet | multi-head latent attention with the DSA indexer
+enum class LayerKind : uint8_t { Attention, Linear, Mla };
 enum class FfnKind : uint8_t { Dense, Moe };
+// How the router picks and weights experts:
+//   Softmax         p = softmax(logits); top-k of p; weights p (renormalised when norm_topk)
+//                   (Qwen3-Next / Qwen3.5-MoE);
+//   SigmoidGrouped  s = sigmoid(logits); choice score s + router_bias; the n_expert_group_used
+//                   groups with the largest sum of their two best choice scores; top-k of the
+//                   choice scores inside them; weights s (renormalised when norm_topk) times
+//                   expert_weights_scale (DeepSeek-V3 / GLM-5 "noaux_tc").
+enum class MoeGating : uint8_t { Softmax, SigmoidGrouped };
 
-// llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe".
+// llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe", "glm-dsa".
 std::string_view family_arch(Family f);
-// Parses an arch string; fails naming it when it is not one of the four.
+// Parses an arch string; fails naming it when it is not one of the five.
 Family family_from_arch(std::string_view arch);
 
 // Read-only key lookup. Keys are the source's own (GGUF "qwen3next.block_count", HF
@@ -93,11 +104,41 @@ struct ModelConfig {
   int64_t n_ff_shexp = 0;     // shared_expert_intermediate_size (0: no shared expert)
   bool norm_topk = true;      // renormalise the top-k weights (Qwen3.5-MoE: always)
 
+  MoeGating moe_gating = MoeGating::Softmax;
+  int64_t n_expert_group = 1;         // n_group: experts split into this many equal groups
+  int64_t n_expert_group_used = 1;    // topk_group: groups the top-k may come from
+  double expert_weights_scale = 1.0;  // routed_scaling_factor (GLM-5: 2.5)
+
+  // Multi-head latent attention (LayerKind::Mla; DeepSeek-V3 MLA as GLM-5 uses it). Per head the
+  // query/key is [d_nope | n_rot] (head_dim = mla_d_nope + n_rot), the value mla_d_v wide; the
+  // rotated part is one key shared by all heads. n_head_kv == n_head (no grouping).
+  int64_t mla_q_rank = 0;   // q_lora_rank
+  int64_t mla_kv_rank = 0;  // kv_lora_rank
+  int64_t mla_d_nope = 0;   // qk_nope_head_dim
+  int64_t mla_d_v = 0;      // v_head_dim
+  // DSA lightning indexer: each query attends to the dsa_topk earlier tokens the indexer scores
+  // highest. A "shared" layer (dsa_shared[i] = 1) has no indexer of its own and reuses the
+  // selection of the layer before it (GLM-5.2 indexer_types / index_topk_pattern).
+  int64_t dsa_n_head = 0;           // index_n_heads
+  int64_t dsa_head_dim = 0;         // index_head_dim (its first n_rot dims are rotated)
+  int64_t dsa_topk = 0;             // index_topk
+  std::vector<uint8_t> dsa_shared;  // [n_layer] for MLA models, else empty
+
   int64_t n_mtp = 0;  // MTP (next-token prediction) layers present in the weights: 0 or 1
 
-  bool attn_gated() const { return family != Family::Qwen3; }
+  bool is_qwen_hybrid() const {
+    return family == Family::Qwen3Next || family == Family::Qwen35 || family == Family::Qwen35Moe;
+  }
+  bool attn_gated() const { return is_qwen_hybrid(); }
   // HF stores zero-centred norms (multiplier 1+w) for Next/3.5 except linear_attn.norm.
-  bool zero_centred_norms() const { return family != Family::Qwen3; }
+  bool zero_centred_norms() const { return is_qwen_hybrid(); }
+  // Qwen's shared expert is scaled by sigmoid(shared_gate . x); GLM-5's is added as is.
+  bool shared_expert_gated() const { return family != Family::GlmDsa; }
+  bool has_mla() const;
+  // Widths of one position's cached key and value over all heads: GQA n_head_kv·head_dim for
+  // both; MLA n_head·head_dim and n_head·mla_d_v (the expanded per-head keys and values).
+  int64_t kv_k_width() const { return family == Family::GlmDsa ? n_head * head_dim : n_head_kv * head_dim; }
+  int64_t kv_v_width() const { return family == Family::GlmDsa ? n_head * mla_d_v : n_head_kv * head_dim; }
   // llama.cpp reorders GDN value heads from grouped to tiled order for qwen35/qwen35moe.
   bool gguf_tiled_v_heads() const { return family == Family::Qwen35 || family == Family::Qwen35Moe; }
   bool has_linear() const;

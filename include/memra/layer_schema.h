@@ -20,7 +20,7 @@
 // Adding a layer kind (docs/architecture.md "Adding a layer kind"): a part struct with its
 // fields and a `visit` listing them, an optional of it in LayerT, one line in for_each_tensor.
 //
-// provides: AttnT, GdnT, FfnT, MoeT, LayerT, for_each_tensor
+// provides: AttnT, GdnT, MlaT, DsaIndexerT, FfnT, MoeT, LayerT, for_each_tensor
 #pragma once
 
 #include <optional>
@@ -79,6 +79,52 @@ struct GdnT {
   }
 };
 
+// Multi-head latent attention (DeepSeek-V3 MLA, as GLM-5 uses it). Queries through a low-rank
+// bottleneck: q = wq_b(rmsnorm(wq_a x)), per head [nope | rope]. Keys and values through the
+// latent: wkv_a x = [c | k_rope]; k_nope, v = wkv_b(rmsnorm(c)) per head [k_nope | v]; k_rope (one
+// head) is shared by all heads. The two latent norms use eps 1e-6 whatever rms_eps is.
+template <class M, class V>
+struct MlaT {
+  M wq_a;       // [q_rank, D]
+  V q_a_norm;   // [q_rank]
+  M wq_b;       // [H*(d_nope+n_rot), q_rank]
+  M wkv_a;      // [kv_rank+n_rot, D]  rows [latent c | shared rope key]
+  V kv_a_norm;  // [kv_rank]
+  M wkv_b;      // [H*(d_nope+d_v), kv_rank]
+  M wo;         // [D, H*d_v]
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wq_a", s.wq_a...);
+    f("q_a_norm", s.q_a_norm...);
+    f("wq_b", s.wq_b...);
+    f("wkv_a", s.wkv_a...);
+    f("kv_a_norm", s.kv_a_norm...);
+    f("wkv_b", s.wkv_b...);
+    f("wo", s.wo...);
+  }
+};
+
+// DSA lightning indexer (DeepSeek sparse attention): scores every earlier token for a query,
+//   score(t) = sum_h w_h * relu(q_h . k_t / sqrt(hd)),  w = weights x / sqrt(n_heads),
+// q_h from the MLA query latent (wq_b), k_t = layernorm(wk x_t) (weight and bias), the first
+// n_rot dims of each rotated; the query attends only to its dsa_topk best tokens.
+template <class M, class V>
+struct DsaIndexerT {
+  M wq_b;         // [n_heads*hd, q_rank]
+  M wk;           // [hd, D]
+  V k_norm;       // [hd] LayerNorm weight
+  V k_norm_bias;  // [hd] LayerNorm bias
+  M weights;      // [n_heads, D] per-head weights (weights_proj)
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wq_b", s.wq_b...);
+    f("wk", s.wk...);
+    f("k_norm", s.k_norm...);
+    f("k_norm_bias", s.k_norm_bias...);
+    f("weights", s.weights...);
+  }
+};
+
 // SwiGLU: down(silu(gate x) * up x). As routed experts (stacked): E slabs of each.
 template <class M>
 struct FfnT {
@@ -94,14 +140,15 @@ struct FfnT {
   }
 };
 
-// Routed experts (top-k of the router's logits) plus an optional shared expert whose output is
-// scaled by sigmoid(shared_gate . x).
+// Routed experts (top-k of the router's logits, ModelConfig::moe_gating) plus an optional
+// shared expert, scaled by sigmoid(shared_gate . x) in Qwen and added as is in GLM-5.
 template <class M, class V, class E>
 struct MoeT {
   M router;        // [E, D]
+  V router_bias;   // [E] sigmoid-grouped gating's selection bias (e_score_correction_bias); else empty
   E experts;       // FfnT<M> of E slabs, or std::vector<FfnT<M>> of E experts
   FfnT<M> shared;  // empty when n_ff_shexp == 0
-  V shared_gate;   // [D]
+  V shared_gate;   // [D]; empty without a shared expert or in GLM-5
 };
 
 template <class M, class V, class C, class E>
@@ -110,10 +157,14 @@ struct LayerT {
   using Gdn = GdnT<M, V, C>;
   using Ffn = FfnT<M>;
   using Moe = MoeT<M, V, E>;
+  using Mla = MlaT<M, V>;
+  using Dsa = DsaIndexerT<M, V>;
   V attn_norm;               // [D] pre-mixer norm
   V ffn_norm;                // [D] pre-FFN norm
-  std::optional<Attn> attn;  // mixer: one of attn / gdn
+  std::optional<Attn> attn;  // mixer: one of attn / gdn / mla
   std::optional<Gdn> gdn;
+  std::optional<Mla> mla;
+  std::optional<Dsa> dsa;  // with mla, unless the layer reuses the previous layer's selection
   std::optional<Ffn> ffn;  // feed-forward: one of ffn / moe
   std::optional<Moe> moe;
 };
@@ -170,7 +221,8 @@ void visit_experts(F&& f, First& first, Rest&... rest) {
 
 // Visits every tensor of `layers` (one or more LayerT, possibly of different holder types) in
 // lock step: f(name, field_of_layer0, field_of_layer1, ...). Names: attn_norm, ffn_norm,
-// attn.wq, ..., gdn.conv, ..., ffn.gate, ..., moe.router, moe.experts.gate (stacked) or
+// attn.wq, ..., gdn.conv, ..., mla.wq_a, ..., dsa.wk, ..., ffn.gate, ..., moe.router,
+// moe.router_bias, moe.experts.gate (stacked) or
 // moe.experts.<e>.gate (per expert), moe.shared.gate, ..., moe.shared_gate.
 template <class F, class... L>
 void for_each_tensor(F&& f, L&... layers) {
@@ -179,10 +231,13 @@ void for_each_tensor(F&& f, L&... layers) {
   f("ffn_norm", layers.ffn_norm...);
   with_part([&](auto&... p) { visit_part(f, "attn.", p...); }, layers.attn...);
   with_part([&](auto&... p) { visit_part(f, "gdn.", p...); }, layers.gdn...);
+  with_part([&](auto&... p) { visit_part(f, "mla.", p...); }, layers.mla...);
+  with_part([&](auto&... p) { visit_part(f, "dsa.", p...); }, layers.dsa...);
   with_part([&](auto&... p) { visit_part(f, "ffn.", p...); }, layers.ffn...);
   with_part(
       [&](auto&... p) {
         f("moe.router", p.router...);
+        f("moe.router_bias", p.router_bias...);
         auto moe = prefixed(f, "moe.");
         visit_experts(moe, p.experts...);
         visit_part(f, "moe.shared.", p.shared...);

@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "memra/arms.h"
@@ -138,6 +139,10 @@ class Model {
   // the device with valid random blocks derived from `seed` (no host copy of the weights); norms
   // 1, small GDN gates. Numerically meaningless, shape- and byte-exact.
   static Model synthetic(Engine& e, const ModelConfig& c, DType matrix_type, uint64_t seed);
+  // Why the GPU model cannot run a model of this configuration (a shape past a kernel's limits,
+  // a layer kind without kernels: GLM-5's MLA/DSA so far), or nullopt when it can. Host-only: no
+  // device needed. Backend selection "auto" uses it to fall back to the CPU oracle.
+  static std::optional<std::string> unsupported(const ModelConfig& c);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

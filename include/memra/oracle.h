@@ -46,7 +46,10 @@ struct Options {
 };
 
 struct AttnCacheLayer {
-  std::vector<float> k, v;  // [max_ctx, n_head_kv * head_dim], post-norm, post-RoPE keys
+  // [max_ctx, kv_k_width] post-norm, post-RoPE keys; [max_ctx, kv_v_width] values (GQA: per KV
+  // head; MLA: every head's expanded key and value)
+  std::vector<float> k, v;
+  std::vector<float> index_k;  // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
 };
 struct GdnCacheLayer {
   std::vector<float> conv;    // [K-1, conv_dim]: the last K-1 conv inputs, oldest first
@@ -113,8 +116,10 @@ class Model {
   Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
   void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
   void check_cache(const Cache& cache) const;
+  // `selection`: the DSA selection of the T tokens, passed from an MLA layer to the next.
   void run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x, int64_t T, int64_t pos0,
-                 AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const;
+                 AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form,
+                 std::vector<std::vector<int32_t>>* selection = nullptr) const;
   std::vector<float> logits_of(const float* hidden_normed, int64_t pos) const;
 
   ModelConfig cfg_;

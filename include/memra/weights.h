@@ -20,7 +20,7 @@
 // Every tensor's shape is validated; a missing or misshaped tensor is an error naming the
 // tensor, the expected and the actual shape.
 //
-// provides: Matrix, AttnWeights, GdnWeights, FfnWeights, MoeWeights, LayerWeights, MtpWeights,
+// provides: Matrix, AttnWeights, GdnWeights, MlaWeights, DsaWeights, FfnWeights, MoeWeights, LayerWeights, MtpWeights,
 //           ModelWeights, load_weights, random_weights, to_gguf_source, to_hf_source
 #pragma once
 
@@ -60,6 +60,8 @@ struct Matrix {
 // matrices and conv taps, std::vector<float> vectors and one FFN per routed expert.
 using AttnWeights = AttnT<Matrix, std::vector<float>>;
 using GdnWeights = GdnT<Matrix, std::vector<float>, Matrix>;  // value heads grouped
+using MlaWeights = MlaT<Matrix, std::vector<float>>;
+using DsaWeights = DsaIndexerT<Matrix, std::vector<float>>;
 using FfnWeights = FfnT<Matrix>;
 using MoeWeights = MoeT<Matrix, std::vector<float>, std::vector<FfnWeights>>;  // experts [E]
 using LayerWeights = LayerT<Matrix, std::vector<float>, Matrix, std::vector<FfnWeights>>;

@@ -55,10 +55,11 @@ class CpuSequence final : public Sequence {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(oracle::Model m) : m_(std::move(m)) {}
+  // `note`: why the CPU serves a request that would have preferred the GPU (empty otherwise).
+  CpuBackend(oracle::Model m, std::string note) : m_(std::move(m)), note_(std::move(note)) {}
   bool is_gpu() const override { return false; }
   std::string name() const override { return "cpu"; }
-  std::string describe() const override { return "cpu oracle"; }
+  std::string describe() const override { return note_.empty() ? "cpu oracle" : "cpu oracle (" + note_ + ")"; }
   const ModelConfig& config() const override { return m_.config(); }
   std::vector<float> forward_last(std::span<const int32_t> tokens) override { return m_.forward_last(tokens); }
   std::vector<std::vector<float>> forward_all(std::span<const int32_t> tokens) override {
@@ -70,13 +71,15 @@ class CpuBackend final : public Backend {
 
  private:
   oracle::Model m_;
+  std::string note_;
 };
 
-std::unique_ptr<Backend> open_cpu(const WeightSource& src, const BackendOptions& opt) {
+std::unique_ptr<Backend> open_cpu(const WeightSource& src, const BackendOptions& opt, std::string note = "") {
   oracle::Options o;
   o.threads = opt.threads;
   o.gdn_prefill = opt.arms.gdn_prefill;  // the one arm the oracle has
-  return with_context("cpu backend", [&] { return std::make_unique<CpuBackend>(oracle::Model::load(src, o)); });
+  return with_context("cpu backend",
+                      [&] { return std::make_unique<CpuBackend>(oracle::Model::load(src, o), std::move(note)); });
 }
 
 // --- GPU: memra::Model ---------------------------------------------------------------------
@@ -152,6 +155,10 @@ std::unique_ptr<Backend> open_backend(BackendRequest req, const WeightSource& sr
     return open_cpu(src, opt);
   }
 #if MEMRA_HAVE_CUDA
+  if (req == BackendRequest::Auto) {
+    // A model the GPU kernels do not run (GLM-5's MLA so far) is served by the oracle.
+    if (auto no = Model::unsupported(ModelConfig::from_source(src))) return open_cpu(src, opt, "the GPU: " + *no);
+  }
   return open_gpu(src, opt);
 #else
   fail("unreachable: gpu_backend_unavailable() said yes in a build without CUDA");

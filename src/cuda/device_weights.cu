@@ -178,6 +178,7 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   if (c.ffn_kind[static_cast<size_t>(li)] == FfnKind::Moe) {
     const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
     L.moe = {.router = {E, D, 1, true},
+             .router_bias = {},
              .experts = {.gate = {E * I, D, E}, .up = {E * I, D, E}, .down = {E * D, I, E}},
              .shared = {.gate = {S, D}, .up = {S, D}, .down = {S > 0 ? D : 0, S}},
              .shared_gate = {S > 0 ? D : 0}};
@@ -193,6 +194,9 @@ void check_kernel_limits(const ModelConfig& c) {
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };
+  // GLM-5 runs on the CPU oracle only so far: its layer kinds have no kernels here.
+  need(!c.has_mla(), family_arch(c.family), ": multi-head latent attention (MLA/DSA) layers have no GPU kernels yet");
+  need(c.moe_gating == MoeGating::Softmax, family_arch(c.family), ": sigmoid-grouped MoE gating has no GPU kernel yet");
   const bool has_attn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Attention) > 0;
   const bool has_gdn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Linear) > 0;
   const bool has_moe = std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe) > 0;

@@ -70,6 +70,13 @@ Model Model::load(Engine& e, const WeightSource& src, const LoadOptions& opt) {
   return with_context(src.path(), [&] { return from_raw(e, c, w); });
 }
 
+std::optional<std::string> Model::unsupported(const ModelConfig& c) {
+  try {
+    cuda::check_kernel_limits(c);
+  } catch (const Error& err) { return std::string(err.what()); }
+  return std::nullopt;
+}
+
 Model Model::synthetic(Engine& e, const ModelConfig& c, DType t, uint64_t seed) {
   auto m = new_impl(e, c);
   m->weights = cuda::synthetic_weights(e, c, t, seed);

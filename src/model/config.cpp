@@ -3,6 +3,7 @@
 // shared/reference/qwen-models.md sections 1-2.
 #include "memra/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -18,6 +19,8 @@ std::string_view family_arch(Family f) {
     case Family::Qwen3Next: return "qwen3next";
     case Family::Qwen35: return "qwen35";
     case Family::Qwen35Moe: return "qwen35moe";
+    case Family::GlmDsa:
+      return "glm-dsa";
   }
   return "?";
 }
@@ -27,12 +30,19 @@ Family family_from_arch(std::string_view arch) {
   if (arch == "qwen3next") return Family::Qwen3Next;
   if (arch == "qwen35") return Family::Qwen35;
   if (arch == "qwen35moe") return Family::Qwen35Moe;
-  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe)");
+  if (arch == "glm-dsa") return Family::GlmDsa;
+  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa)");
 }
 
 bool ModelConfig::has_linear() const {
   for (LayerKind k : layer_kind)
     if (k == LayerKind::Linear) return true;
+  return false;
+}
+
+bool ModelConfig::has_mla() const {
+  for (LayerKind k : layer_kind)
+    if (k == LayerKind::Mla) return true;
   return false;
 }
 
@@ -72,6 +82,29 @@ void ModelConfig::validate() const {
     fail(ctx, "per-layer lists have ", layer_kind.size(), "/", ffn_kind.size(), " entries, n_layer ", n_layer);
   if (family == Family::Qwen3 && has_linear())
     fail(ctx, "qwen3 has no linear-attention layers");
+  if (family == Family::GlmDsa) {
+    for (int64_t i = 0; i < n_layer; ++i)
+      if (layer_kind[static_cast<size_t>(i)] != LayerKind::Mla)
+        fail(ctx, "layer ", i, " is not an MLA layer (every glm-dsa layer is)");
+    pos("mla_q_rank", mla_q_rank);
+    pos("mla_kv_rank", mla_kv_rank);
+    pos("mla_d_nope", mla_d_nope);
+    pos("mla_d_v", mla_d_v);
+    pos("dsa_n_head", dsa_n_head);
+    pos("dsa_head_dim", dsa_head_dim);
+    pos("dsa_topk", dsa_topk);
+    if (n_head_kv != n_head)
+      fail(ctx, "n_head_kv ", n_head_kv, " differs from n_head ", n_head, " (MLA has no grouping)");
+    if (head_dim != mla_d_nope + n_rot)
+      fail(ctx, "head_dim ", head_dim, " is not mla_d_nope ", mla_d_nope, " + n_rot ", n_rot);
+    if (dsa_head_dim < n_rot) fail(ctx, "dsa_head_dim ", dsa_head_dim, " < n_rot ", n_rot);
+    if (static_cast<int64_t>(dsa_shared.size()) != n_layer)
+      fail(ctx, "dsa_shared has ", dsa_shared.size(), " entries, n_layer ", n_layer);
+    if (dsa_shared[0]) fail(ctx, "layer 0's indexer is 'shared': there is no earlier selection to reuse");
+  } else {
+    if (has_mla()) fail(ctx, "family ", family_arch(family), " has no MLA layers");
+    if (!dsa_shared.empty()) fail(ctx, "dsa_shared set for a model without MLA layers");
+  }
   if (has_linear()) {
     pos("ssm_n_k_heads", ssm_n_k_heads);
     pos("ssm_n_v_heads", ssm_n_v_heads);
@@ -93,10 +126,37 @@ void ModelConfig::validate() const {
     if (n_expert_used > n_expert)
       fail(ctx, "n_expert_used ", n_expert_used, " > n_expert ", n_expert);
     if (n_ff_shexp < 0) fail(ctx, "n_ff_shexp ", n_ff_shexp, " < 0");
+    if ((moe_gating == MoeGating::SigmoidGrouped) != (family == Family::GlmDsa))
+      fail(ctx, "MoE gating ", moe_gating == MoeGating::SigmoidGrouped ? "sigmoid-grouped" : "softmax",
+           " is not the gating of ", family_arch(family));
+    pos("n_expert_group", n_expert_group);
+    pos("n_expert_group_used", n_expert_group_used);
+    if (n_expert % n_expert_group != 0)
+      fail(ctx, "n_expert ", n_expert, " is not a multiple of n_expert_group ", n_expert_group);
+    if (n_expert_group_used > n_expert_group)
+      fail(ctx, "n_expert_group_used ", n_expert_group_used, " > n_expert_group ", n_expert_group);
+    if (moe_gating == MoeGating::SigmoidGrouped) {
+      if (n_expert / n_expert_group < 2)
+        fail(ctx, "expert groups of ", n_expert / n_expert_group, " (a group is scored by its two best experts)");
+      if (n_expert_group_used * (n_expert / n_expert_group) < n_expert_used)
+        fail(ctx, "n_expert_used ", n_expert_used, " exceeds the ", n_expert_group_used, " selectable groups of ",
+             n_expert / n_expert_group);
+    } else if (n_expert_group != 1 || n_expert_group_used != 1) {
+      fail(ctx, "expert groups with softmax gating");
+    }
+    if (!(expert_weights_scale > 0)) fail(ctx, "expert_weights_scale ", expert_weights_scale, " must be > 0");
   }
   if (n_mtp < 0 || n_mtp > 1) fail(ctx, "n_mtp ", n_mtp, " (only 0 or 1 MTP layer supported)");
-  if (n_mtp > 0 && family == Family::Qwen3) fail(ctx, "qwen3 has no MTP head");
+  if (n_mtp > 0 && !is_qwen_hybrid()) fail(ctx, family_arch(family), ": no MTP head is loaded for this family");
 }
+
+namespace {
+std::string show_flags(const std::vector<uint8_t>& v) {
+  std::string s;
+  for (uint8_t e : v) s += static_cast<char>('0' + e);
+  return s;
+}
+}  // namespace
 
 std::string ModelConfig::summary() const {
   std::ostringstream os;
@@ -105,7 +165,12 @@ std::string ModelConfig::summary() const {
   if (has_linear())
     os << " gdn k " << ssm_n_k_heads << "x" << ssm_d_k << " v " << ssm_n_v_heads << "x" << ssm_d_v
        << " conv " << ssm_conv_kernel;
+  if (has_mla())
+    os << " mla q " << mla_q_rank << " kv " << mla_kv_rank << " nope " << mla_d_nope << " v " << mla_d_v << " dsa "
+       << dsa_n_head << "x" << dsa_head_dim << " top " << dsa_topk << " shared " << show_flags(dsa_shared);
   if (has_moe()) os << " moe " << n_expert_used << "/" << n_expert << "x" << n_ff_exp << " shexp " << n_ff_shexp;
+  if (moe_gating == MoeGating::SigmoidGrouped)
+    os << " sigmoid groups " << n_expert_group_used << "/" << n_expert_group << " scale " << expert_weights_scale;
   if (n_ff) os << " ff " << n_ff;
   if (tied_embeddings) os << " tied";
   if (n_mtp) os << " mtp " << n_mtp;
@@ -122,6 +187,7 @@ std::string show(double v) {
   return os.str();
 }
 std::string show(Family f) { return std::string(family_arch(f)); }
+std::string show(MoeGating g) { return g == MoeGating::Softmax ? "softmax" : "sigmoid-grouped"; }
 template <class E>
 std::string show(const std::vector<E>& v) {
   std::string s;
@@ -163,6 +229,18 @@ std::string config_difference(const ModelConfig& a, const ModelConfig& b) {
   field("n_ff_exp", a.n_ff_exp, b.n_ff_exp);
   field("n_ff_shexp", a.n_ff_shexp, b.n_ff_shexp);
   field("norm_topk", a.norm_topk, b.norm_topk);
+  field("moe_gating", a.moe_gating, b.moe_gating);
+  field("n_expert_group", a.n_expert_group, b.n_expert_group);
+  field("n_expert_group_used", a.n_expert_group_used, b.n_expert_group_used);
+  field("expert_weights_scale", a.expert_weights_scale, b.expert_weights_scale);
+  field("mla_q_rank", a.mla_q_rank, b.mla_q_rank);
+  field("mla_kv_rank", a.mla_kv_rank, b.mla_kv_rank);
+  field("mla_d_nope", a.mla_d_nope, b.mla_d_nope);
+  field("mla_d_v", a.mla_d_v, b.mla_d_v);
+  field("dsa_n_head", a.dsa_n_head, b.dsa_n_head);
+  field("dsa_head_dim", a.dsa_head_dim, b.dsa_head_dim);
+  field("dsa_topk", a.dsa_topk, b.dsa_topk);
+  field("dsa_shared", a.dsa_shared, b.dsa_shared);
   field("n_mtp", a.n_mtp, b.n_mtp);
   return out;
 }
@@ -179,6 +257,8 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
     const std::string arch = kv.get_string("general.architecture");
     ModelConfig c;
     c.family = family_from_arch(arch);
+    if (c.family == Family::GlmDsa)
+      fail("GGUF of architecture 'glm-dsa' (GLM-5) is not read yet: load the HF safetensors directory");
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -242,6 +322,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
 
 void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
+  if (c.family == Family::GlmDsa) fail("GGUF of architecture 'glm-dsa' (GLM-5) is not written yet");
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
@@ -299,8 +380,10 @@ Family family_from_hf(const MetaKeys& kv) {
       if (a == "Qwen3NextForCausalLM") return Family::Qwen3Next;
       if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5ForConditionalGeneration") return Family::Qwen35;
       if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return Family::Qwen35Moe;
-      fail("unsupported architecture '", a, "' (supported: Qwen3ForCausalLM, Qwen3NextForCausalLM, "
-           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM)");
+      if (a == "GlmMoeDsaForCausalLM") return Family::GlmDsa;
+      fail("unsupported architecture '", a,
+           "' (supported: Qwen3ForCausalLM, Qwen3NextForCausalLM, "
+           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, GlmMoeDsaForCausalLM)");
     }
   }
   if (!kv.has("model_type")) fail("neither architectures nor model_type present");
@@ -309,7 +392,101 @@ Family family_from_hf(const MetaKeys& kv) {
   if (t == "qwen3_next") return Family::Qwen3Next;
   if (t == "qwen3_5" || t == "qwen3_5_text") return Family::Qwen35;
   if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return Family::Qwen35Moe;
+  if (t == "glm_moe_dsa") return Family::GlmDsa;
   fail("unsupported model_type '", t, "'");
+}
+
+// GLM-5 (glm_moe_dsa) as transformers 5.17's GlmMoeDsaConfig reads it, defaults included: the
+// first first_k_dense_replace (3) layers dense unless mlp_layer_types lists them; indexer_types
+// from index_topk_pattern ("F"/"S" per layer) or from index_topk_freq / index_skip_topk_offset
+// (layer i runs its indexer iff max(i - offset + 1, 0) % freq == 0; default: every layer).
+// What memra does not implement fails naming the key: a query without LoRA (q_lora_rank null),
+// projection biases, a RoPE other than "default" (YaRN changes the softmax scale too).
+ModelConfig glm_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
+  auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
+  c.n_vocab = kv.get_int("vocab_size");
+  c.n_embd = kv.get_int("hidden_size");
+  c.n_layer = kv.get_int("num_hidden_layers");
+  if (c.n_layer <= 0) fail("num_hidden_layers = ", c.n_layer);
+  c.n_head = kv.get_int("num_attention_heads");
+  c.n_head_kv = get_or("num_key_value_heads", c.n_head);
+  c.n_ctx_train = get_or("max_position_embeddings", 0);
+  c.rms_eps = kv.has("rms_norm_eps") ? kv.get_float("rms_norm_eps") : 1e-5;
+  c.tied_embeddings = kv.has("tie_word_embeddings") ? kv.get_bool("tie_word_embeddings") : false;
+  if (kv.has("hidden_act") && kv.get_string("hidden_act") != "silu")
+    fail("hidden_act '", kv.get_string("hidden_act"), "' (only silu)");
+  if (kv.has("attention_bias") && kv.get_bool("attention_bias")) fail("attention_bias = true (not supported)");
+  if (kv.has("rope_parameters.rope_type") && kv.get_string("rope_parameters.rope_type") != "default")
+    fail("rope_parameters.rope_type '", kv.get_string("rope_parameters.rope_type"), "' (only default)");
+  c.rope_theta = kv.has("rope_parameters.rope_theta") ? kv.get_float("rope_parameters.rope_theta")
+                 : kv.has("rope_theta")               ? kv.get_float("rope_theta")
+                                                      : 10000.0;
+  c.mla_q_rank = kv.get_int("q_lora_rank");
+  c.mla_kv_rank = kv.get_int("kv_lora_rank");
+  c.mla_d_nope = kv.get_int("qk_nope_head_dim");
+  c.n_rot = kv.get_int("qk_rope_head_dim");
+  c.mla_d_v = kv.get_int("v_head_dim");
+  c.head_dim = c.mla_d_nope + c.n_rot;  // HF's "head_dim" key is overwritten with the rope width
+  c.dsa_n_head = get_or("index_n_heads", 32);
+  c.dsa_head_dim = get_or("index_head_dim", 128);
+  c.dsa_topk = get_or("index_topk", 2048);
+  c.layer_kind.assign(static_cast<size_t>(c.n_layer), LayerKind::Mla);
+  c.dsa_shared.assign(static_cast<size_t>(c.n_layer), 0);
+  auto set_shared = [&](int64_t i, const std::string& t, const char* key) {
+    if (t == "shared" || t == "S")
+      c.dsa_shared[static_cast<size_t>(i)] = 1;
+    else if (t != "full" && t != "F")
+      fail(key, "[", i, "] = '", t, "' (full or shared)");
+  };
+  if (kv.has("indexer_types") || kv.has("index_topk_pattern")) {
+    const char* key = kv.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
+    std::vector<std::string> types = kv.get_string_array(key);
+    if (types.size() == 1 && static_cast<int64_t>(types[0].size()) == c.n_layer && c.n_layer > 1) {  // "FSSF..."
+      const std::string p = types[0];
+      types.clear();
+      for (char ch : p) types.emplace_back(1, ch);
+    }
+    if (static_cast<int64_t>(types.size()) != c.n_layer)
+      fail(key, " has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
+    for (int64_t i = 0; i < c.n_layer; ++i) set_shared(i, types[static_cast<size_t>(i)], key);
+  } else {
+    const int64_t freq = std::max<int64_t>(get_or("index_topk_freq", 1), 1),
+                  offset = get_or("index_skip_topk_offset", 2);
+    for (int64_t i = 0; i < c.n_layer; ++i)
+      c.dsa_shared[static_cast<size_t>(i)] = std::max<int64_t>(i - offset + 1, 0) % freq != 0;
+  }
+  c.n_ff = get_or("intermediate_size", 12288);
+  c.ffn_kind.assign(static_cast<size_t>(c.n_layer), FfnKind::Moe);
+  if (kv.has("mlp_layer_types")) {
+    auto types = kv.get_string_array("mlp_layer_types");
+    if (static_cast<int64_t>(types.size()) != c.n_layer)
+      fail("mlp_layer_types has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
+    for (int64_t i = 0; i < c.n_layer; ++i) {
+      const std::string& t = types[static_cast<size_t>(i)];
+      if (t == "dense")
+        c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
+      else if (t != "sparse")
+        fail("mlp_layer_types[", i, "] = '", t, "' (dense or sparse)");
+    }
+  } else {
+    const int64_t n_dense = std::min(get_or("first_k_dense_replace", 3), c.n_layer);
+    for (int64_t i = 0; i < n_dense; ++i) c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
+  }
+  if (c.has_moe()) {
+    c.moe_gating = MoeGating::SigmoidGrouped;
+    c.n_expert = kv.has("n_routed_experts") ? kv.get_int("n_routed_experts") : get_or("num_experts", 256);
+    c.n_expert_used = get_or("num_experts_per_tok", 8);
+    c.n_ff_exp = get_or("moe_intermediate_size", 2048);
+    c.n_ff_shexp = c.n_ff_exp * get_or("n_shared_experts", 1);
+    c.norm_topk = kv.has("norm_topk_prob") ? kv.get_bool("norm_topk_prob") : true;
+    c.n_expert_group = get_or("n_group", 1);
+    c.n_expert_group_used = get_or("topk_group", 1);
+    c.expert_weights_scale = kv.has("routed_scaling_factor") ? kv.get_float("routed_scaling_factor") : 2.5;
+  }
+  bool any_dense = false;
+  for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
+  if (!any_dense) c.n_ff = 0;
+  return c;
 }
 
 }  // namespace
@@ -318,6 +495,7 @@ ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
   return with_context(kv.where(), [&] {
     ModelConfig c;
     c.family = family_from_hf(kv);
+    if (c.family == Family::GlmDsa) return glm_from_hf_keys(kv, c);
     auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
     c.n_vocab = kv.get_int("vocab_size");
     c.n_embd = kv.get_int("hidden_size");
@@ -395,8 +573,56 @@ ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
   });
 }
 
+namespace {
+// GLM-5's config.json keys, every field explicit (nothing left to transformers' defaults).
+void write_glm_hf_keys(const ModelConfig& c, MemorySource& dst) {
+  dst.set("architectures", std::vector<std::string>{"GlmMoeDsaForCausalLM"});
+  dst.set("model_type", std::string("glm_moe_dsa"));
+  dst.set("vocab_size", c.n_vocab);
+  dst.set("hidden_size", c.n_embd);
+  dst.set("num_hidden_layers", c.n_layer);
+  dst.set("num_attention_heads", c.n_head);
+  dst.set("num_key_value_heads", c.n_head_kv);
+  dst.set("max_position_embeddings", c.n_ctx_train);
+  dst.set("rms_norm_eps", c.rms_eps);
+  dst.set("tie_word_embeddings", c.tied_embeddings);
+  dst.set("hidden_act", std::string("silu"));
+  dst.set("attention_bias", false);
+  dst.set("rope_parameters.rope_type", std::string("default"));
+  dst.set("rope_parameters.rope_theta", c.rope_theta);
+  dst.set("q_lora_rank", c.mla_q_rank);
+  dst.set("kv_lora_rank", c.mla_kv_rank);
+  dst.set("qk_nope_head_dim", c.mla_d_nope);
+  dst.set("qk_rope_head_dim", c.n_rot);
+  dst.set("v_head_dim", c.mla_d_v);
+  dst.set("index_n_heads", c.dsa_n_head);
+  dst.set("index_head_dim", c.dsa_head_dim);
+  dst.set("index_topk", c.dsa_topk);
+  std::vector<std::string> idx, mlp;
+  for (uint8_t s : c.dsa_shared) idx.emplace_back(s ? "shared" : "full");
+  for (FfnKind k : c.ffn_kind) mlp.emplace_back(k == FfnKind::Moe ? "sparse" : "dense");
+  dst.set("indexer_types", idx);
+  dst.set("mlp_layer_types", mlp);
+  dst.set("intermediate_size", c.n_ff);
+  if (c.n_expert > 0) {
+    if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
+      fail("glm-dsa: the shared expert width ", c.n_ff_shexp, " is not a multiple of moe_intermediate_size ",
+           c.n_ff_exp, " (HF sizes it as n_shared_experts experts)");
+    dst.set("n_routed_experts", c.n_expert);
+    dst.set("num_experts_per_tok", c.n_expert_used);
+    dst.set("moe_intermediate_size", c.n_ff_exp);
+    dst.set("n_shared_experts", c.n_ff_shexp / c.n_ff_exp);
+    dst.set("norm_topk_prob", c.norm_topk);
+    dst.set("n_group", c.n_expert_group);
+    dst.set("topk_group", c.n_expert_group_used);
+    dst.set("routed_scaling_factor", c.expert_weights_scale);
+  }
+}
+}  // namespace
+
 void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Hf) fail(dst.path(), ": write_hf_keys needs an Hf-style source");
+  if (c.family == Family::GlmDsa) return write_glm_hf_keys(c, dst);
   static const char* kArch[] = {"Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
                                 "Qwen3_5MoeForCausalLM"};
   static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};

@@ -66,7 +66,8 @@ Family family_from_name(std::string_view name) {
   if (name == "qwen3next") return Family::Qwen3Next;
   if (name == "qwen35") return Family::Qwen35;
   if (name == "qwen35moe") return Family::Qwen35Moe;
-  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe)");
+  if (name == "glm-dsa") return Family::GlmDsa;
+  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe, glm-dsa)");
 }
 
 uint64_t fixture_seed(const FixtureSpec& s) {
@@ -87,7 +88,59 @@ void hybrid_layers(ModelConfig& c, int64_t n_layer) {
     c.layer_kind.push_back((i + 1) % 4 == 0 ? LayerKind::Attention : LayerKind::Linear);
 }
 
+// GLM-5's layers at n_layer: every layer MLA; indexers "full" at layers 0, 3, 6, ... and
+// "shared" between (so both the indexer and the reuse of its selection run); the first layer's
+// FFN dense, the rest MoE (GLM-5 has 3 dense layers of 78).
+void glm_layers(ModelConfig& c, int64_t n_layer) {
+  c.n_layer = n_layer;
+  c.layer_kind.assign(static_cast<size_t>(n_layer), LayerKind::Mla);
+  c.dsa_shared.clear();
+  for (int64_t i = 0; i < n_layer; ++i) c.dsa_shared.push_back(i % 3 != 0);
+  c.ffn_kind.assign(static_cast<size_t>(n_layer), FfnKind::Moe);
+  c.ffn_kind[0] = FfnKind::Dense;
+}
+
+// GLM-5 (glm_moe_dsa) at tiny width: D = 64, 4 heads of [16 nope | 8 rope] keys and 16-wide
+// values, query and key-value latents of 32; an indexer of 8 heads of 16 keeping 16 tokens (so
+// prompts past 16 tokens drop some); 8 experts in 4 groups of 2, top-2 from the best 2 groups,
+// one shared expert, routed_scaling_factor 2.5. rms_eps is GLM-5's 1e-5, unlike the latent
+// norms' fixed 1e-6: a reader that confused the two would be seen.
+ModelConfig tiny_glm_shapes() {
+  ModelConfig c;
+  c.family = Family::GlmDsa;
+  c.n_vocab = kQwen3Vocab;
+  c.n_embd = 64;
+  c.n_ctx_train = 4096;
+  c.rms_eps = 1e-5;
+  c.tied_embeddings = false;
+  c.n_head = 4;
+  c.n_head_kv = 4;
+  c.mla_d_nope = 16;
+  c.n_rot = 8;
+  c.head_dim = c.mla_d_nope + c.n_rot;
+  c.mla_d_v = 16;
+  c.mla_q_rank = 32;
+  c.mla_kv_rank = 32;
+  c.rope_theta = 1e6;
+  c.dsa_n_head = 8;
+  c.dsa_head_dim = 16;
+  c.dsa_topk = 16;
+  glm_layers(c, 4);
+  c.n_ff = 128;
+  c.moe_gating = MoeGating::SigmoidGrouped;
+  c.n_expert = 8;
+  c.n_expert_used = 2;
+  c.n_expert_group = 4;
+  c.n_expert_group_used = 2;
+  c.n_ff_exp = 32;
+  c.n_ff_shexp = 32;
+  c.norm_topk = true;
+  c.expert_weights_scale = 2.5;
+  return c;
+}
+
 ModelConfig tiny_shapes(Family f) {
+  if (f == Family::GlmDsa) return tiny_glm_shapes();
   // Every row length is a multiple of 64 so that the same model can be stored as NVFP4:
   // D = H*hd = nv*dv = n_ff_exp = 64, n_ff = 128. d_k != d_v and n_v = 2 n_k exercise every
   // GDN split; Qwen3-Next keeps one dense layer among MoE layers (mlp_only_layers = [2]).
@@ -138,6 +191,7 @@ ModelConfig tiny_shapes(Family f) {
 ModelConfig unit_shapes(Family f) {
   ModelConfig c = tiny_shapes(f);
   c.n_vocab = 512;
+  if (f == Family::GlmDsa) return c;  // tiny's GLM-5 shapes with the unit vocabulary
   c.rms_eps = 1e-6;
   c.tied_embeddings = false;
   if (f == Family::Qwen3) {
@@ -221,6 +275,7 @@ ModelConfig fixture_config(const FixtureSpec& s) {
     case Preset::Bank:
       c = tiny_shapes(s.family);
       c.n_vocab = kBankVocab;
+      if (s.family == Family::GlmDsa) break;  // tiny's GLM-5 shapes, untied as GLM-5 is
       c.rms_eps = 1e-6;  // as banked (test/fixtures/banks were computed with it)
       // Both lm_head forms meet transformers: tied (qwen3, qwen35) and untied (the MoE ones).
       c.tied_embeddings = s.family == Family::Qwen3 || s.family == Family::Qwen35;
@@ -231,14 +286,16 @@ ModelConfig fixture_config(const FixtureSpec& s) {
   if (s.n_vocab > 0) c.n_vocab = s.n_vocab;
   if (s.n_layer > 0) {
     const FfnKind fk = c.ffn_kind.empty() ? FfnKind::Dense : c.ffn_kind.back();
-    if (c.family == Family::Qwen3) {
+    if (c.family == Family::GlmDsa) {
+      glm_layers(c, s.n_layer);
+    } else if (c.family == Family::Qwen3) {
       c.n_layer = s.n_layer;
       c.layer_kind.assign(static_cast<size_t>(s.n_layer), LayerKind::Attention);
     } else {
       hybrid_layers(c, s.n_layer);
     }
     const bool dense_among_moe = c.family == Family::Qwen3Next && c.n_expert > 0 && s.n_layer > 2;
-    c.ffn_kind.assign(static_cast<size_t>(s.n_layer), fk);
+    if (c.family != Family::GlmDsa) c.ffn_kind.assign(static_cast<size_t>(s.n_layer), fk);
     if (c.family == Family::Qwen3Next && c.n_expert > 0) {
       c.ffn_kind.assign(static_cast<size_t>(s.n_layer), FfnKind::Moe);
       if (dense_among_moe) c.ffn_kind[2] = FfnKind::Dense;
@@ -287,6 +344,7 @@ void scale_layer(LayerWeights& L, const FixtureScales& s) {
     scale(L.attn->wo, s.mixer_out);
   }
   if (L.gdn) scale(L.gdn->wout, s.mixer_out);
+  if (L.mla) scale(L.mla->wo, s.mixer_out);
   if (L.ffn) scale_ffn(*L.ffn, s.ffn_out);
   if (L.moe) {
     for (FfnWeights& e : L.moe->experts) scale_ffn(e, s.ffn_out);

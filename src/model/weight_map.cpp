@@ -134,6 +134,20 @@ constexpr SlotNames kNames[] = {
     {Slot::Gate, "ffn_gate.weight", "mlp.gate_proj.weight"},
     {Slot::Up, "ffn_up.weight", "mlp.up_proj.weight"},
     {Slot::Down, "ffn_down.weight", "mlp.down_proj.weight"},
+    // GLM-5 (HF glm_moe_dsa; GGUF names as llama.cpp's glm-dsa, not read yet)
+    {Slot::MlaQA, "attn_q_a.weight", "self_attn.q_a_proj.weight"},
+    {Slot::MlaQANorm, "attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
+    {Slot::MlaQB, "attn_q_b.weight", "self_attn.q_b_proj.weight"},
+    {Slot::MlaKvA, "attn_kv_a_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+    {Slot::MlaKvANorm, "attn_kv_a_norm.weight", "self_attn.kv_a_layernorm.weight"},
+    {Slot::MlaKvB, "attn_kv_b.weight", "self_attn.kv_b_proj.weight"},
+    {Slot::MlaO, "attn_output.weight", "self_attn.o_proj.weight"},
+    {Slot::DsaQB, "indexer.attn_q_b.weight", "self_attn.indexer.wq_b.weight"},
+    {Slot::DsaK, "indexer.attn_k.weight", "self_attn.indexer.wk.weight"},
+    {Slot::DsaKNorm, "indexer.k_norm.weight", "self_attn.indexer.k_norm.weight"},
+    {Slot::DsaKNormBias, "indexer.k_norm.bias", "self_attn.indexer.k_norm.bias"},
+    {Slot::DsaWeights, "indexer.proj.weight", "self_attn.indexer.weights_proj.weight"},
+    {Slot::RouterBias, "exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -158,7 +172,17 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::MtpHnorm:
     case Slot::MtpFinalNorm: return gguf ? names::gguf_blk(at.mtp_block, t) : t;
     case Slot::FfnNorm:
-      return at.prefix + (gguf && at.family == Family::Qwen3 ? "ffn_norm.weight" : t);
+      return at.prefix + (gguf && (at.family == Family::Qwen3 || at.family == Family::GlmDsa) ? "ffn_norm.weight" : t);
+    case Slot::ShGate:
+    case Slot::ShUp:
+    case Slot::ShDown:
+      // GLM-5 names its shared expert module in the plural.
+      if (!gguf && at.family == Family::GlmDsa) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
+        std::string n(t);
+        n.insert(std::string_view("mlp.shared_expert").size(), "s");
+        return at.prefix + n;
+      }
+      return at.prefix + t;
     case Slot::ExpGate:
     case Slot::ExpUp:
     case Slot::ExpDown:
@@ -219,6 +243,31 @@ std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
     case Slot::Gate:
     case Slot::Up: return {D, F};
     case Slot::Down: return {F, D};
+    case Slot::MlaQA:
+      return {D, c.mla_q_rank};
+    case Slot::MlaQANorm:
+      return {c.mla_q_rank};
+    case Slot::MlaQB:
+      return {c.mla_q_rank, H * hd};
+    case Slot::MlaKvA:
+      return {D, c.mla_kv_rank + c.n_rot};
+    case Slot::MlaKvANorm:
+      return {c.mla_kv_rank};
+    case Slot::MlaKvB:
+      return {c.mla_kv_rank, H * (c.mla_d_nope + c.mla_d_v)};
+    case Slot::MlaO:
+      return {H * c.mla_d_v, D};
+    case Slot::DsaQB:
+      return {c.mla_q_rank, c.dsa_n_head * c.dsa_head_dim};
+    case Slot::DsaK:
+      return {D, c.dsa_head_dim};
+    case Slot::DsaKNorm:
+    case Slot::DsaKNormBias:
+      return {c.dsa_head_dim};
+    case Slot::DsaWeights:
+      return {D, c.dsa_n_head};
+    case Slot::RouterBias:
+      return {E};
   }
   fail("weight map: slot ", static_cast<int>(k), " has no shape");
 }
@@ -259,13 +308,18 @@ std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle styl
 }
 
 std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
-                                         LayerKind kind, FfnKind ffn, ExpertLayout experts) {
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer) {
   const bool gguf = style == NameStyle::Gguf, next = c.family == Family::Qwen3Next;
   Planner p{c, style, {style, c.family, prefix}, {}};
   p.add(Slot::AttnNorm);
   p.add(Slot::FfnNorm);
   if (kind == LayerKind::Attention) {
     for (Slot k : {Slot::Q, Slot::K, Slot::V, Slot::O, Slot::QNorm, Slot::KNorm}) p.add(k);
+  } else if (kind == LayerKind::Mla) {
+    for (Slot k : {Slot::MlaQA, Slot::MlaQANorm, Slot::MlaQB, Slot::MlaKvA, Slot::MlaKvANorm, Slot::MlaKvB, Slot::MlaO})
+      p.add(k);
+    if (dsa_indexer)
+      for (Slot k : {Slot::DsaQB, Slot::DsaK, Slot::DsaKNorm, Slot::DsaKNormBias, Slot::DsaWeights}) p.add(k);
   } else {
     if (!gguf && next) {
       p.add(Slot::Qkvz);
@@ -283,6 +337,7 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
   }
   if (ffn == FfnKind::Moe) {
     p.add(Slot::Router);
+    if (c.moe_gating == MoeGating::SigmoidGrouped) p.add(Slot::RouterBias);
     switch (experts) {
       case ExpertLayout::Stacked:
         for (Slot k : {Slot::GateExps, Slot::UpExps, Slot::DownExps}) p.add(k);
@@ -296,8 +351,10 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
           for (Slot k : {Slot::ExpGate, Slot::ExpUp, Slot::ExpDown}) p.add(k, e);
         break;
     }
-    if (c.n_ff_shexp > 0)
-      for (Slot k : {Slot::ShGate, Slot::ShUp, Slot::ShDown, Slot::ShGateInp}) p.add(k);
+    if (c.n_ff_shexp > 0) {
+      for (Slot k : {Slot::ShGate, Slot::ShUp, Slot::ShDown}) p.add(k);
+      if (c.shared_expert_gated()) p.add(Slot::ShGateInp);
+    }
   } else {
     for (Slot k : {Slot::Gate, Slot::Up, Slot::Down}) p.add(k);
   }

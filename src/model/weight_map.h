@@ -65,15 +65,60 @@ std::string shape_str(const std::vector<int64_t>& ne);
 // writers (to_gguf_source / to_hf_source, the fixture's streamed plans) take names and shapes
 // only from tensor_name / tensor_ne, so a name is spelled once.
 enum class Slot {
-  Embed, OutputNorm, Output,                                  // model level
-  MtpEhProj, MtpEnorm, MtpHnorm, MtpFinalNorm,                // MTP head (HF mtp.*, GGUF nextn.*)
-  AttnNorm, FfnNorm,                                          // every layer
-  Q, K, V, O, QNorm, KNorm,                                   // attention
-  Qkv, Z, Qkvz, B, A, Ba, Conv, SsmA, DtBias, SsmNorm, SsmOut,  // gated delta net
-  Router, GateExps, UpExps, GateUpExps, DownExps,             // stacked / fused experts
-  ExpGate, ExpUp, ExpDown,                                    // HF per-expert (needs the index)
-  ShGate, ShUp, ShDown, ShGateInp,                            // shared expert
-  Gate, Up, Down,                                             // dense FFN
+  Embed,
+  OutputNorm,
+  Output,  // model level
+  MtpEhProj,
+  MtpEnorm,
+  MtpHnorm,
+  MtpFinalNorm,  // MTP head (HF mtp.*, GGUF nextn.*)
+  AttnNorm,
+  FfnNorm,  // every layer
+  Q,
+  K,
+  V,
+  O,
+  QNorm,
+  KNorm,  // attention
+  Qkv,
+  Z,
+  Qkvz,
+  B,
+  A,
+  Ba,
+  Conv,
+  SsmA,
+  DtBias,
+  SsmNorm,
+  SsmOut,  // gated delta net
+  Router,
+  GateExps,
+  UpExps,
+  GateUpExps,
+  DownExps,  // stacked / fused experts
+  ExpGate,
+  ExpUp,
+  ExpDown,  // HF per-expert (needs the index)
+  ShGate,
+  ShUp,
+  ShDown,
+  ShGateInp,  // shared expert
+  Gate,
+  Up,
+  Down,  // dense FFN
+  MlaQA,
+  MlaQANorm,
+  MlaQB,
+  MlaKvA,
+  MlaKvANorm,
+  MlaKvB,
+  MlaO,  // multi-head latent attention
+  DsaQB,
+  DsaK,
+  DsaKNorm,
+  DsaKNormBias,
+  DsaWeights,  // DSA indexer
+  RouterBias,  // sigmoid-grouped gating's bias
 };
 
 // Where a name sits: `prefix` is the layer prefix (LayerSpec::prefix) for layer slots; model
@@ -110,7 +155,7 @@ struct PlannedTensor {
 // HF Qwen3-Next (in_proj_qkvz / in_proj_ba) and GGUF Qwen3-Next ssm_ba.
 std::vector<PlannedTensor> head_tensors(const ModelConfig& c, NameStyle style, bool lm);
 std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
-                                         LayerKind kind, FfnKind ffn, ExpertLayout experts);
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer = false);
 std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle style);
 
 // One decoder layer: names are "<prefix><gguf or hf name>", prefix "blk.N." (GGUF) or
@@ -120,6 +165,7 @@ struct LayerSpec {
   std::string prefix;
   LayerKind kind;
   FfnKind ffn;
+  bool dsa_indexer = false;  // an MLA layer with its own indexer (ModelConfig::dsa_shared)
 };
 
 template <class R>
@@ -161,6 +207,26 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
     a.q_norm = norm(N(Slot::QNorm), c.head_dim);
     a.k_norm = norm(N(Slot::KNorm), c.head_dim);
     L.attn = std::move(a);
+  } else if (s.kind == LayerKind::Mla) {
+    // GLM-5's norms are plain multipliers in both name sets (no zero-centring).
+    typename R::Layer::Mla a;
+    a.wq_a = mat(Slot::MlaQA);
+    a.q_a_norm = rd.vec(N(Slot::MlaQANorm), ne(Slot::MlaQANorm));
+    a.wq_b = mat(Slot::MlaQB);
+    a.wkv_a = mat(Slot::MlaKvA);
+    a.kv_a_norm = rd.vec(N(Slot::MlaKvANorm), ne(Slot::MlaKvANorm));
+    a.wkv_b = mat(Slot::MlaKvB);
+    a.wo = mat(Slot::MlaO);
+    L.mla = std::move(a);
+    if (s.dsa_indexer) {
+      typename R::Layer::Dsa x;
+      x.wq_b = mat(Slot::DsaQB);
+      x.wk = mat(Slot::DsaK);
+      x.k_norm = rd.vec(N(Slot::DsaKNorm), ne(Slot::DsaKNorm));
+      x.k_norm_bias = rd.vec(N(Slot::DsaKNormBias), ne(Slot::DsaKNormBias));
+      x.weights = mat(Slot::DsaWeights);
+      L.dsa = std::move(x);
+    }
   } else {
     typename R::Gdn g;
     const int64_t conv_dim = c.ssm_conv_dim();
@@ -200,6 +266,7 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
     typename R::Moe m;
     const int64_t E = c.n_expert, I = c.n_ff_exp;
     m.router = mat(Slot::Router);
+    if (c.moe_gating == MoeGating::SigmoidGrouped) m.router_bias = rd.vec(N(Slot::RouterBias), ne(Slot::RouterBias));
     std::vector<typename R::Mat> gate, up, down;
     // Fused gate_up: GGUF ffn_gate_up_exps {D, 2I, E}, HF experts.gate_up_proj [E, 2I, D];
     // slab e holds rows [gate_e ; up_e]. Down is stacked {I, D, E} alongside.
@@ -237,7 +304,8 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
       m.shared.gate = mat(Slot::ShGate);
       m.shared.up = mat(Slot::ShUp);
       m.shared.down = mat(Slot::ShDown);
-      m.shared_gate = rd.vec(N(Slot::ShGateInp), ne(Slot::ShGateInp));  // GGUF {D}, HF {D, 1}
+      if (c.shared_expert_gated())
+        m.shared_gate = rd.vec(N(Slot::ShGateInp), ne(Slot::ShGateInp));  // GGUF {D}, HF {D, 1}
     }
     L.moe = std::move(m);
   } else {
@@ -264,8 +332,8 @@ void map_model(const R& rd, const ModelConfig& c, NameStyle style, bool lm, W& w
   w.layers.reserve(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t k = static_cast<size_t>(i);
-    w.layers.push_back(map_layer(rd, c, {style, layer_prefix(style, lm, i),
-                                         c.layer_kind[k], c.ffn_kind[k]}));
+    const bool indexer = c.layer_kind[k] == LayerKind::Mla && !c.dsa_shared[k];
+    w.layers.push_back(map_layer(rd, c, {style, layer_prefix(style, lm, i), c.layer_kind[k], c.ffn_kind[k], indexer}));
   }
 }
 

@@ -52,7 +52,7 @@ FfnWeights rand_ffn(Rng& g, int64_t D, int64_t F) {
   return {rand_mat(g, F, D), rand_mat(g, F, D), rand_mat(g, D, F)};
 }
 
-LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ffn) {
+LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ffn, bool dsa_indexer = false) {
   const int64_t D = c.n_embd;
   LayerWeights L;
   L.attn_norm = rand_vec(g, D, 0.75f, 1.25f);
@@ -68,6 +68,26 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
     a.q_norm = rand_vec(g, hd, 0.75f, 1.25f);
     a.k_norm = rand_vec(g, hd, 0.75f, 1.25f);
     L.attn = std::move(a);
+  } else if (kind == LayerKind::Mla) {
+    MlaWeights a;
+    const int64_t H = c.n_head, qr = c.mla_q_rank, kvr = c.mla_kv_rank;
+    a.wq_a = rand_mat(g, qr, D);
+    a.q_a_norm = rand_vec(g, qr, 0.75f, 1.25f);
+    a.wq_b = rand_mat(g, H * c.head_dim, qr);
+    a.wkv_a = rand_mat(g, kvr + c.n_rot, D);
+    a.kv_a_norm = rand_vec(g, kvr, 0.75f, 1.25f);
+    a.wkv_b = rand_mat(g, H * (c.mla_d_nope + c.mla_d_v), kvr);
+    a.wo = rand_mat(g, D, H * c.mla_d_v);
+    L.mla = std::move(a);
+    if (dsa_indexer) {
+      DsaWeights x;
+      x.wq_b = rand_mat(g, c.dsa_n_head * c.dsa_head_dim, qr);
+      x.wk = rand_mat(g, c.dsa_head_dim, D);
+      x.k_norm = rand_vec(g, c.dsa_head_dim, 0.75f, 1.25f);
+      x.k_norm_bias = rand_vec(g, c.dsa_head_dim, -0.25f, 0.25f);
+      x.weights = rand_mat(g, c.dsa_n_head, D);
+      L.dsa = std::move(x);
+    }
   } else {
     GdnWeights w;
     const int64_t nv = c.ssm_n_v_heads;
@@ -85,10 +105,11 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
   if (ffn == FfnKind::Moe) {
     MoeWeights m;
     m.router = rand_mat(g, c.n_expert, D, 1.0f);  // spread logits so routing is not a near-tie
+    if (c.moe_gating == MoeGating::SigmoidGrouped) m.router_bias = rand_vec(g, c.n_expert, -0.1f, 0.1f);
     for (int64_t e = 0; e < c.n_expert; ++e) m.experts.push_back(rand_ffn(g, D, c.n_ff_exp));
     if (c.n_ff_shexp > 0) {
       m.shared = rand_ffn(g, D, c.n_ff_shexp);
-      m.shared_gate = rand_vec(g, D, -0.2f, 0.2f);
+      if (c.shared_expert_gated()) m.shared_gate = rand_vec(g, D, -0.2f, 0.2f);
     }
     L.moe = std::move(m);
   } else {
@@ -182,9 +203,9 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
     for (float& a : g->ssm_a) a = gguf ? detail::ssm_a_from_a_log(a_log_of(a)) : a_log_of(a);
     if (gguf && c.gguf_tiled_v_heads()) detail::permute_v_heads(*g, c, /*to_tiled=*/true);
   }
-  const LayerKind kind = L.attn ? LayerKind::Attention : LayerKind::Linear;
+  const LayerKind kind = L.attn ? LayerKind::Attention : L.mla ? LayerKind::Mla : LayerKind::Linear;
   const FfnKind ffn = L.moe ? FfnKind::Moe : FfnKind::Dense;
-  for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts)) {
+  for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value())) {
     auto need = [&](const auto& opt) -> const auto& {
       if (!opt) fail("export: tensor '", t.name, "': the layer's weights lack this part");
       return *opt;
@@ -229,6 +250,45 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::Gate: put_tensor(s, t, need(L.ffn).gate.data); break;
       case Slot::Up: put_tensor(s, t, need(L.ffn).up.data); break;
       case Slot::Down: put_tensor(s, t, need(L.ffn).down.data); break;
+      case Slot::MlaQA:
+        put_tensor(s, t, need(L.mla).wq_a.data);
+        break;
+      case Slot::MlaQANorm:
+        put_tensor(s, t, need(L.mla).q_a_norm);
+        break;
+      case Slot::MlaQB:
+        put_tensor(s, t, need(L.mla).wq_b.data);
+        break;
+      case Slot::MlaKvA:
+        put_tensor(s, t, need(L.mla).wkv_a.data);
+        break;
+      case Slot::MlaKvANorm:
+        put_tensor(s, t, need(L.mla).kv_a_norm);
+        break;
+      case Slot::MlaKvB:
+        put_tensor(s, t, need(L.mla).wkv_b.data);
+        break;
+      case Slot::MlaO:
+        put_tensor(s, t, need(L.mla).wo.data);
+        break;
+      case Slot::DsaQB:
+        put_tensor(s, t, need(L.dsa).wq_b.data);
+        break;
+      case Slot::DsaK:
+        put_tensor(s, t, need(L.dsa).wk.data);
+        break;
+      case Slot::DsaKNorm:
+        put_tensor(s, t, need(L.dsa).k_norm);
+        break;
+      case Slot::DsaKNormBias:
+        put_tensor(s, t, need(L.dsa).k_norm_bias);
+        break;
+      case Slot::DsaWeights:
+        put_tensor(s, t, need(L.dsa).weights.data);
+        break;
+      case Slot::RouterBias:
+        put_tensor(s, t, need(L.moe).router_bias);
+        break;
       default: fail("export: tensor '", t.name, "' is not a layer tensor");
     }
   }
@@ -273,8 +333,11 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
   w.embed = rand_mat(g, c.n_vocab, c.n_embd, 1.0f);
   w.output_norm = rand_vec(g, c.n_embd, 0.75f, 1.25f);
   if (!c.tied_embeddings) w.output = rand_mat(g, c.n_vocab, c.n_embd);
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    w.layers.push_back(rand_layer(g, c, c.layer_kind[static_cast<size_t>(i)], c.ffn_kind[static_cast<size_t>(i)]));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    const bool indexer = c.layer_kind[k] == LayerKind::Mla && !c.dsa_shared[k];
+    w.layers.push_back(rand_layer(g, c, c.layer_kind[k], c.ffn_kind[k], indexer));
+  }
   if (c.n_mtp > 0) {
     MtpWeights m;
     m.eh_proj = rand_mat(g, c.n_embd, 2 * c.n_embd);

@@ -43,7 +43,26 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
   const int64_t D = c.n_embd;
   check_vec(L.attn_norm, D, p + ".attn_norm");
   check_vec(L.ffn_norm, D, p + ".ffn_norm");
-  if (kind == LayerKind::Attention) {
+  if (kind == LayerKind::Mla) {
+    need(L.mla.has_value() && !L.attn && !L.gdn, p + ": MLA layer without MLA weights");
+    const MlaWeights& a = *L.mla;
+    const int64_t H = c.n_head;
+    check_mat(a.wq_a, c.mla_q_rank, D, p + ".mla.wq_a");
+    check_vec(a.q_a_norm, c.mla_q_rank, p + ".mla.q_a_norm");
+    check_mat(a.wq_b, H * c.head_dim, c.mla_q_rank, p + ".mla.wq_b");
+    check_mat(a.wkv_a, c.mla_kv_rank + c.n_rot, D, p + ".mla.wkv_a");
+    check_vec(a.kv_a_norm, c.mla_kv_rank, p + ".mla.kv_a_norm");
+    check_mat(a.wkv_b, H * (c.mla_d_nope + c.mla_d_v), c.mla_kv_rank, p + ".mla.wkv_b");
+    check_mat(a.wo, D, H * c.mla_d_v, p + ".mla.wo");
+    if (L.dsa) {
+      const DsaWeights& x = *L.dsa;
+      check_mat(x.wq_b, c.dsa_n_head * c.dsa_head_dim, c.mla_q_rank, p + ".dsa.wq_b");
+      check_mat(x.wk, c.dsa_head_dim, D, p + ".dsa.wk");
+      check_vec(x.k_norm, c.dsa_head_dim, p + ".dsa.k_norm");
+      check_vec(x.k_norm_bias, c.dsa_head_dim, p + ".dsa.k_norm_bias");
+      check_mat(x.weights, c.dsa_n_head, D, p + ".dsa.weights");
+    }
+  } else if (kind == LayerKind::Attention) {
     need(L.attn.has_value() && !L.gdn, p + ": attention layer without attention weights");
     const AttnWeights& a = *L.attn;
     const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
@@ -74,12 +93,19 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
   if (L.moe) {
     const MoeWeights& m = *L.moe;
     check_mat(m.router, c.n_expert, D, p + ".router");
+    if (c.moe_gating == MoeGating::SigmoidGrouped)
+      check_vec(m.router_bias, c.n_expert, p + ".router_bias");
+    else
+      need(m.router_bias.empty(), p + ".router_bias: present with softmax gating");
     need(static_cast<int64_t>(m.experts.size()) == c.n_expert, p + ": expert count");
     for (size_t e = 0; e < m.experts.size(); ++e)
       check_ffn(m.experts[e], D, c.n_ff_exp, p + ".experts." + std::to_string(e));
     if (c.n_ff_shexp > 0) {
       check_ffn(m.shared, D, c.n_ff_shexp, p + ".shared");
-      check_vec(m.shared_gate, D, p + ".shared_gate");
+      if (c.shared_expert_gated())
+        check_vec(m.shared_gate, D, p + ".shared_gate");
+      else
+        need(m.shared_gate.empty(), p + ".shared_gate: present in a family whose shared expert is ungated");
     }
   }
 }
@@ -95,6 +121,10 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const LayerWeights& L = w.layers[static_cast<size_t>(i)];
     check_layer(c, L, c.layer_kind[static_cast<size_t>(i)], "layer " + std::to_string(i));
+    if (c.has_mla())
+      need(L.dsa.has_value() == !c.dsa_shared[static_cast<size_t>(i)],
+           "layer " + std::to_string(i) + ": DSA indexer " + (L.dsa ? "present" : "absent") + " but the config says " +
+               (c.dsa_shared[static_cast<size_t>(i)] ? "shared" : "full"));
     need((c.ffn_kind[static_cast<size_t>(i)] == FfnKind::Moe) == L.moe.has_value(),
          "layer " + std::to_string(i) + ": FFN kind differs from the config");
   }
@@ -108,7 +138,9 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
   }
 }
 
-const char* kind_name(LayerKind k) { return k == LayerKind::Attention ? "attention" : "linear attention"; }
+const char* kind_name(LayerKind k) {
+  return k == LayerKind::Attention ? "attention" : k == LayerKind::Mla ? "MLA" : "linear attention";
+}
 
 std::string layer_name(int64_t layer) {
   return layer < 0 ? std::string("MTP layer") : "layer " + std::to_string(layer);
@@ -158,9 +190,13 @@ Cache Model::new_cache(int64_t max_ctx) const {
   k.gdn.resize(static_cast<size_t>(c.n_layer));
   const size_t kv = static_cast<size_t>(max_ctx * c.n_head_kv * c.head_dim);
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    if (c.layer_kind[static_cast<size_t>(i)] == LayerKind::Attention) {
-      k.attn[static_cast<size_t>(i)].k.assign(kv, 0.0f);
-      k.attn[static_cast<size_t>(i)].v.assign(kv, 0.0f);
+    const LayerKind kind = c.layer_kind[static_cast<size_t>(i)];
+    if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
+      AttnCacheLayer& a = k.attn[static_cast<size_t>(i)];
+      a.k.assign(static_cast<size_t>(max_ctx * c.kv_k_width()), 0.0f);
+      a.v.assign(static_cast<size_t>(max_ctx * c.kv_v_width()), 0.0f);
+      if (kind == LayerKind::Mla && !c.dsa_shared[static_cast<size_t>(i)])
+        a.index_k.assign(static_cast<size_t>(max_ctx * c.dsa_head_dim), 0.0f);
     } else {
       k.gdn[static_cast<size_t>(i)].conv.assign(static_cast<size_t>((c.ssm_conv_kernel - 1) * c.ssm_conv_dim()), 0.0f);
       k.gdn[static_cast<size_t>(i)].state.assign(static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v), 0.0);
@@ -176,9 +212,9 @@ Cache Model::new_cache(int64_t max_ctx) const {
 void Model::check_cache(const Cache& k) const {
   if (static_cast<int64_t>(k.attn.size()) != cfg_.n_layer || static_cast<int64_t>(k.gdn.size()) != cfg_.n_layer)
     fail("cache has ", k.attn.size(), " layers, model has ", cfg_.n_layer, " (cache from another model?)");
-  const size_t kv = static_cast<size_t>(k.max_ctx * cfg_.n_head_kv * cfg_.head_dim);
+  const size_t kv = static_cast<size_t>(k.max_ctx * cfg_.kv_k_width());
   for (int64_t i = 0; i < cfg_.n_layer; ++i)
-    if (cfg_.layer_kind[static_cast<size_t>(i)] == LayerKind::Attention && k.attn[static_cast<size_t>(i)].k.size() != kv)
+    if (cfg_.layer_kind[static_cast<size_t>(i)] != LayerKind::Linear && k.attn[static_cast<size_t>(i)].k.size() != kv)
       fail("cache layer ", i, " K/V size does not match max_ctx ", k.max_ctx, " (cache from another model?)");
 }
 
@@ -187,13 +223,18 @@ void Model::check_tokens(std::span<const int32_t> tokens, const Cache& k) const 
 }
 
 void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std::vector<float>& x, int64_t T,
-                      int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form) const {
+                      int64_t pos0, AttnCacheLayer* ac, GdnCacheLayer* gc, GdnPrefill form,
+                      std::vector<std::vector<int32_t>>* selection) const {
   const int64_t D = cfg_.n_embd;
   const int th = opt_.threads;
   std::vector<float> h(static_cast<size_t>(T * D)), o(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.attn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
   if (kind == LayerKind::Attention) ops::attention(cfg_, *L.attn, h.data(), T, pos0, *ac, o.data(), th);
-  else ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
+  else if (kind == LayerKind::Mla) {
+    if (!selection) fail("oracle: MLA layer ", layer, " run without a selection buffer");
+    ops::mla(cfg_, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, *ac, *selection, o.data(), th);
+  } else
+    ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];
   check_finite(x, D, {.call = "oracle", .layer = layer_name(layer) + " (" + kind_name(kind) + ")", .pos0 = pos0});
   for (int64_t t = 0; t < T; ++t) ops::rmsnorm(x.data() + t * D, L.ffn_norm.data(), D, cfg_.rms_eps, h.data() + t * D);
@@ -219,9 +260,10 @@ Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_lo
   std::vector<float> x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);
   check_finite(x, D, {.call = "oracle", .layer = "the token embedding", .pos0 = pos0});
+  std::vector<std::vector<int32_t>> selection;  // DSA: from an MLA layer with an indexer to the next
   for (int64_t i = 0; i < cfg_.n_layer; ++i) {
     const size_t li = static_cast<size_t>(i);
-    run_layer(w_.layers[li], cfg_.layer_kind[li], i, x, T, pos0, &cache.attn[li], &cache.gdn[li], form);
+    run_layer(w_.layers[li], cfg_.layer_kind[li], i, x, T, pos0, &cache.attn[li], &cache.gdn[li], form, &selection);
   }
   cache.pos += T;
   Run r;

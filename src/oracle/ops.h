@@ -49,10 +49,26 @@ void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, do
 // NEOX (half-split) rotation of the first n_rot dims of one head at position pos:
 // pair (x_i, x_{i+n_rot/2}) rotated by pos * theta^(-2i/n_rot); dims >= n_rot unchanged.
 void rope_neox(float* x, int64_t n_rot, int64_t pos, double theta);
+// Interleaved (GPT-J / DeepSeek) rotation of the first n_rot dims: pair (x_2i, x_2i+1) rotated by
+// pos * theta^(-2i/n_rot). transformers 5.17's glm_moe_dsa writes the rotated pairs de-interleaved
+// ([evens | odds]) into q and k alike, which leaves every q . k the same as this in-place form.
+void rope_pairs(float* x, int64_t n_rot, int64_t pos, double theta);
+// y = f32((x - mean) / sqrt(var + eps) * w + b), all in f64 (torch LayerNorm, biased variance).
+void layernorm(const float* x, const float* w, const float* b, int64_t n, double eps, float* y);
+// The positions of the k largest scores in increasing position order (all of them when there are
+// at most k); ties at the cut go to the lowest position.
+std::vector<int32_t> select_top(std::span<const double> scores, int64_t k);
 
 // Softmax in f64 of the router logits, the top-k by probability (ties: lowest expert index),
 // renormalised to sum 1 when `renorm`. Returns (expert, weight) in selection order.
 std::vector<std::pair<int64_t, double>> route(std::span<const float> router_logits, int64_t k, bool renorm);
+// Sigmoid-grouped gating (ModelConfig::MoeGating::SigmoidGrouped) in f64: choice = sigmoid(l) +
+// bias; groups ranked by the sum of their two best choices; top-k choices inside the best
+// n_group_used groups (ties: lowest group, lowest expert); weights sigmoid(l), renormalised when
+// `renorm` (sum + 1e-20, as transformers), times `scale`. Returns (expert, weight), best first.
+std::vector<std::pair<int64_t, double>> route_grouped(std::span<const float> router_logits, std::span<const float> bias,
+                                                      int64_t k, int64_t n_group, int64_t n_group_used, bool renorm,
+                                                      double scale);
 
 // --- layer mixers and FFNs over T consecutive tokens; x [T, D] normed input, out [T, D] ----------
 
@@ -73,6 +89,13 @@ void delta_rule_recurrent(const double* q, const double* k, const double* v, con
 void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
                         const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                         double* state, double* o);
+
+// Multi-head latent attention with the DSA indexer (src/oracle/mla.cpp) at positions
+// pos0..pos0+T-1: writes these positions' expanded keys/values (and, with `dsa`, indexer keys)
+// into `cache`. With `dsa` it computes each token's selection into `selection`; without, it
+// reuses `selection` as the layer before it left it (a "shared" layer), which must hold T rows.
+void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const float* x, int64_t T, int64_t pos0,
+         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads);
 
 void ffn(const FfnWeights& w, const float* x, int64_t T, float* out, int threads);
 // record (when set): one Selection per token, at position pos0 + t, in `layer`.

@@ -12,6 +12,7 @@
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/fixture.h"
+#include "memra/model.h"
 #include "memra/testing/errors.h"
 
 namespace {
@@ -105,6 +106,14 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
   EXPECT_THAT(limit_error([](auto& c) { c.ssm_d_v = 256; }), HasSubstr("ssm_d_v = 256 (the GDN kernels take 1..128)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert = 2048; }), HasSubstr("n_expert = 2048 (the router takes 1..1024)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert_used = 17; }), HasSubstr("n_expert_used = 17"));
+
+  // GLM-5 runs on the CPU oracle only: Model::load refuses it before reading a weight, and
+  // Model::unsupported (what backend "auto" asks) says why.
+  const memra::ModelConfig glm = fx::fixture_config({.family = Family::GlmDsa, .preset = Preset::Bank});
+  EXPECT_THAT(error_message([&] { memra::cuda::check_kernel_limits(glm); }),
+              HasSubstr("glm-dsa: multi-head latent attention (MLA/DSA) layers have no GPU kernels yet"));
+  EXPECT_THAT(memra::Model::unsupported(glm).value_or("supported"), HasSubstr("MLA/DSA"));
+  EXPECT_FALSE(memra::Model::unsupported(moe).has_value());
 }
 
 }  // namespace

@@ -1,0 +1,163 @@
+// Multi-head latent attention with the DSA indexer (GLM-5, transformers 5.17 glm_moe_dsa).
+//
+//   q_lat = rmsnorm(wq_a x; eps 1e-6)            q = wq_b q_lat       per head [nope | rope]
+//   [c | kr] = wkv_a x;  c = rmsnorm(c; 1e-6)     [k_nope | v] = wkv_b c per head
+//   rope (interleaved pairs) on q's rope part and on kr, the one rope key all heads share
+//   key_h = [k_nope_h | kr],  o_h = softmax(q_h . key_h / sqrt(head_dim)) v_h   over the selected tokens
+//   out = wo [o_1 .. o_H]
+// The cache holds every position's expanded key and value (the form transformers caches; the GPU
+// may keep the latent instead, which is the same numbers up to rounding).
+//
+// Selection. A layer with an indexer scores every token s <= p for the query at position p:
+//   score(s) = sum_h w_h relu(qi_h . ki_s / sqrt(hd_i)),  w = weights x / sqrt(n_i)
+// with qi = dsa.wq_b q_lat and ki_s = layernorm(dsa.wk x_s) (weight, bias, eps 1e-6), the first
+// n_rot dims of each rotated like the attention's. The query attends to its dsa_topk best tokens
+// (all of them while p + 1 <= dsa_topk); ties at the cut go to the lowest position (transformers'
+// topk leaves their order unspecified; random-weight fixtures do not produce exact ties). A
+// "shared" layer reuses the selection of the layer before it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "memra/error.h"
+#include "oracle/ops.h"
+
+namespace memra::oracle::ops {
+
+namespace {
+// The latent and indexer-key norms of glm_moe_dsa: fixed, not rms_norm_eps.
+constexpr double kLatentNormEps = 1e-6;
+}  // namespace
+
+void rope_pairs(float* x, int64_t n_rot, int64_t pos, double theta) {
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const double inv_freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+    const double ang = static_cast<double>(pos) * inv_freq;
+    const double cs = std::cos(ang), sn = std::sin(ang);
+    const double a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = static_cast<float>(a * cs - b * sn);
+    x[2 * i + 1] = static_cast<float>(b * cs + a * sn);
+  }
+}
+
+void layernorm(const float* x, const float* w, const float* b, int64_t n, double eps, float* y) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += static_cast<double>(x[i]);
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (static_cast<double>(x[i]) - mean) * (static_cast<double>(x[i]) - mean);
+  const double r = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * r * static_cast<double>(w[i]) +
+                              static_cast<double>(b[i]));
+}
+
+std::vector<int32_t> select_top(std::span<const double> scores, int64_t k) {
+  std::vector<int32_t> idx(scores.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  if (static_cast<int64_t>(idx.size()) <= k) return idx;
+  // stable: equal scores keep position order, so ties go to the lowest position
+  std::stable_sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  idx.resize(static_cast<size_t>(k));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const float* x, int64_t T, int64_t pos0,
+         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads) {
+  const int64_t H = c.n_head, hd = c.head_dim, dn = c.mla_d_nope, dr = c.n_rot, dv = c.mla_d_v;
+  const int64_t qr = c.mla_q_rank, kvr = c.mla_kv_rank, kw = c.kv_k_width(), vw = c.kv_v_width();
+  std::vector<float> qlat(static_cast<size_t>(T * qr)), q(static_cast<size_t>(T * H * hd));
+  std::vector<float> kva(static_cast<size_t>(T * (kvr + dr))), lat(static_cast<size_t>(T * kvr));
+  std::vector<float> kvb(static_cast<size_t>(T * H * (dn + dv)));
+  matmul(w.wq_a, x, T, qlat.data(), threads);
+  for (int64_t t = 0; t < T; ++t)
+    rmsnorm(qlat.data() + t * qr, w.q_a_norm.data(), qr, kLatentNormEps, qlat.data() + t * qr);
+  matmul(w.wq_b, qlat.data(), T, q.data(), threads);
+  matmul(w.wkv_a, x, T, kva.data(), threads);
+  for (int64_t t = 0; t < T; ++t)
+    rmsnorm(kva.data() + t * (kvr + dr), w.kv_a_norm.data(), kvr, kLatentNormEps, lat.data() + t * kvr);
+  matmul(w.wkv_b, lat.data(), T, kvb.data(), threads);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t pos = pos0 + t;
+    for (int64_t h = 0; h < H; ++h) rope_pairs(q.data() + (t * H + h) * hd + dn, dr, pos, c.rope_theta);
+    float* kr = kva.data() + t * (kvr + dr) + kvr;
+    rope_pairs(kr, dr, pos, c.rope_theta);
+    float* kp = cache.k.data() + pos * kw;
+    float* vp = cache.v.data() + pos * vw;
+    for (int64_t h = 0; h < H; ++h) {
+      const float* src = kvb.data() + (t * H + h) * (dn + dv);
+      std::memcpy(kp + h * hd, src, sizeof(float) * dn);
+      std::memcpy(kp + h * hd + dn, kr, sizeof(float) * dr);
+      std::memcpy(vp + h * dv, src + dn, sizeof(float) * dv);
+    }
+  }
+
+  if (dsa) {
+    const int64_t ni = c.dsa_n_head, hi = c.dsa_head_dim;
+    std::vector<float> qi(static_cast<size_t>(T * ni * hi)), ki(static_cast<size_t>(T * hi)),
+        wi(static_cast<size_t>(T * ni));
+    matmul(dsa->wq_b, qlat.data(), T, qi.data(), threads);
+    matmul(dsa->wk, x, T, ki.data(), threads);
+    matmul(dsa->weights, x, T, wi.data(), threads);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = pos0 + t;
+      for (int64_t h = 0; h < ni; ++h) rope_pairs(qi.data() + (t * ni + h) * hi, dr, pos, c.rope_theta);
+      float* kt = cache.index_k.data() + pos * hi;
+      layernorm(ki.data() + t * hi, dsa->k_norm.data(), dsa->k_norm_bias.data(), hi, kLatentNormEps, kt);
+      rope_pairs(kt, dr, pos, c.rope_theta);
+    }
+    const double qk_scale = 1.0 / std::sqrt(static_cast<double>(hi)),
+                 w_scale = 1.0 / std::sqrt(static_cast<double>(ni));
+    selection.assign(static_cast<size_t>(T), {});
+    parallel_rows(T, T * (pos0 + T) * ni * hi, threads, [&](int64_t t0, int64_t t1) {
+      std::vector<double> score;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = pos0 + t + 1;
+        score.assign(static_cast<size_t>(n), 0.0);
+        for (int64_t s = 0; s < n; ++s) {
+          double acc = 0;
+          for (int64_t h = 0; h < ni; ++h) {
+            const double qk = dot(qi.data() + (t * ni + h) * hi, cache.index_k.data() + s * hi, hi) * qk_scale;
+            acc += static_cast<double>(wi[t * ni + h]) * w_scale * std::max(qk, 0.0);
+          }
+          score[s] = acc;
+        }
+        selection[static_cast<size_t>(t)] = select_top(score, c.dsa_topk);
+      }
+    });
+  }
+  if (static_cast<int64_t>(selection.size()) != T)
+    fail("oracle: MLA layer without an indexer and no selection from the layer before it");
+
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<float> o(static_cast<size_t>(T * H * dv));
+  parallel_rows(T * H, T * H * (pos0 + T) * (hd + dv), threads, [&](int64_t r0, int64_t r1) {
+    std::vector<double> p, acc(static_cast<size_t>(dv));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r / H, h = r % H;
+      const std::vector<int32_t>& sel = selection[static_cast<size_t>(t)];
+      const float* qh = q.data() + (t * H + h) * hd;
+      p.assign(sel.size(), 0.0);
+      double mx = -INFINITY;
+      for (size_t j = 0; j < sel.size(); ++j) {
+        p[j] = dot(qh, cache.k.data() + sel[j] * kw + h * hd, hd) * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (double& v : p) sum += (v = std::exp(v - mx));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t j = 0; j < sel.size(); ++j) {
+        const float* vs = cache.v.data() + sel[j] * vw + h * dv;
+        const double ps = p[j] / sum;
+        for (int64_t d = 0; d < dv; ++d) acc[d] += ps * static_cast<double>(vs[d]);
+      }
+      for (int64_t d = 0; d < dv; ++d) o[(t * H + h) * dv + d] = static_cast<float>(acc[d]);
+    }
+  });
+  matmul(w.wo, o.data(), T, out, threads);
+}
+
+}  // namespace memra::oracle::ops
