@@ -28,4 +28,10 @@ inline std::string scale_of(const std::string& tensor) {
   return (w ? tensor.substr(0, tensor.size() - 7) : tensor) + ".scale";
 }
 
+// Block-scaled FP8 multipliers of a matrix (DeepSeek-V3 / GLM-5 / DeepSeek-V4 releases):
+// "<base>.weight_scale_inv" for "<base>.weight"; empty for a name without ".weight".
+inline std::string block_scale_of(const std::string& tensor) {
+  return tensor.ends_with(".weight") ? tensor + "_scale_inv" : std::string();
+}
+
 }  // namespace memra::names

@@ -7,6 +7,7 @@
 #include "memra/error.h"
 #include "memra/quant.h"
 #include "memra/weights.h"
+#include "model/names.h"
 #include "model/weight_map.h"
 #include "model/weights_internal.h"
 
@@ -16,7 +17,8 @@ namespace {
 
 // The f32 reader of the name mapping (weight_map.h): reads tensors by name, validates their
 // shapes (ggml order, trailing 1s ignored) and converts them to f32, applying an NVFP4-style
-// per-tensor "<base>.scale" when the source has one.
+// per-tensor "<base>.scale" or a block-scaled FP8 "<base>.weight_scale_inv" when the source has
+// one.
 class F32Reader {
  public:
   using Mat = Matrix;
@@ -95,7 +97,30 @@ class F32Reader {
       const int64_t per = n / static_cast<int64_t>(sv.size());
       for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] *= sv[static_cast<size_t>(i / per)];
     }
+    if (const TensorView* s = src_.find(names::block_scale_of(t.name))) apply_block_scale(t, *s, out);
     return out;
+  }
+
+  // Block-scaled FP8 as DeepSeek-V3, GLM-5 and DeepSeek-V4 release it (config.json
+  // quantization_config {"quant_method": "fp8", "weight_block_size": [128, 128]}): the matrix
+  // [rows, cols] is F8_E4M3 and "<base>.weight_scale_inv" [ceil(rows/128), ceil(cols/128)] holds
+  // one multiplier per 128 x 128 block (partial blocks at the edges): w = e4m3 * scale_inv.
+  static constexpr int64_t kFp8Block = 128;
+  void apply_block_scale(const TensorView& t, const TensorView& s, std::vector<float>& out) const {
+    if (t.type != DType::F8_E4M3)
+      fail("block scale '", s.name, "' beside a ", dtype_name(t.type), " tensor (block scales go with F8_E4M3)");
+    if (t.ne.size() != 2) fail("block-scaled FP8 tensor of ", t.ne.size(), " dimensions (2 expected)");
+    const int64_t cols = t.ne[0], rows = t.ne[1];
+    const int64_t bc = (cols + kFp8Block - 1) / kFp8Block, br = (rows + kFp8Block - 1) / kFp8Block;
+    if (s.ne.size() != 2 || s.ne[0] != bc || s.ne[1] != br)
+      fail("block scale '", s.name, "' has shape ", detail::shape_str(s.ne), ", expected ", detail::shape_str({bc, br}),
+           " (128 x 128 blocks of a [", rows, ", ", cols, "] matrix)");
+    std::vector<float> sv(static_cast<size_t>(bc * br));
+    for (int64_t r = 0; r < br; ++r)
+      dequantize_row(s.type, s.data.data() + row_bytes(s.type, bc) * r, sv.data() + r * bc, bc);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        out[static_cast<size_t>(r * cols + c)] *= sv[static_cast<size_t>((r / kFp8Block) * bc + c / kFp8Block)];
   }
   const WeightSource& src_;
 };

@@ -4,12 +4,14 @@
 // and misshaped tensors are errors naming the tensor and both shapes.
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "memra/error.h"
 #include "memra/memory_source.h"
+#include "memra/oracle.h"
 #include "memra/quant.h"
 #include "memra/testing/fixtures.h"
 #include "memra/weights.h"
@@ -278,6 +280,68 @@ TEST(MemorySourceTest, ValidatesBytesAndKeepsViewsStable) {
   EXPECT_EQ(s.tensor_names().front(), "a");
   MemorySource moved = std::move(s);
   EXPECT_EQ(moved.find("a"), va);  // moving keeps the views valid
+}
+
+}  // namespace
+}  // namespace memra
+
+namespace memra {
+namespace {
+
+// Block-scaled FP8 as DeepSeek-V3 / GLM-5 / DeepSeek-V4 release it: every matrix rewritten as
+// F8_E4M3 plus "<base>.weight_scale_inv", one f32 per 128 x 128 block. The loaded value of each
+// element must be its e4m3 code times ITS block's scale, written out here: shapes with several
+// blocks and partial edge blocks on both axes (embedding 512 rows; FFN 200 wide).
+TEST(WeightsFp8, BlockScaledE4M3IsDequantisedPerBlock) {
+  ModelConfig c = unit_config(Family::GlmDsa);
+  c.n_ff = 200;
+  MemorySource h = to_hf_source(c, random_weights(c, 5));
+  std::map<std::string, std::vector<float>> want;  // name -> expected f32 values, row-major
+  for (const std::string& name : h.tensor_names()) {
+    const TensorView& t = h.tensor(name);
+    if (t.type != DType::F32 || t.ne.size() != 2 || t.ne[1] == 1 || !name.ends_with(".weight")) continue;
+    const int64_t cols = t.ne[0], rows = t.ne[1], bc = (cols + 127) / 128, br = (rows + 127) / 128;
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    std::memcpy(w.data(), t.data.data(), w.size() * 4);
+    std::vector<float> scale(static_cast<size_t>(bc * br), 0.0f), deq(w.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) {
+        float& s = scale[static_cast<size_t>((r / 128) * bc + k / 128)];
+        s = std::max(s, std::abs(w[static_cast<size_t>(r * cols + k)]) / 448.0f);
+      }
+    std::vector<std::byte> codes(w.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) {
+        const size_t i = static_cast<size_t>(r * cols + k);
+        const float s = scale[static_cast<size_t>((r / 128) * bc + k / 128)];
+        const uint8_t q = f32_to_e4m3(w[i] / s);
+        codes[i] = static_cast<std::byte>(q);
+        deq[i] = e4m3_to_f32(q) * s;
+      }
+    want[name] = std::move(deq);
+    h.add(name, DType::F8_E4M3, {cols, rows}, std::move(codes));
+    h.add_f32(name + "_scale_inv", {bc, br}, scale);
+  }
+  const ModelWeights w = load_weights(h, c);
+  auto expect = [&](const Matrix& m, const std::string& name) {
+    ASSERT_TRUE(want.count(name)) << name;
+    EXPECT_TRUE(testing_fixtures::bit_equal(m.data, want.at(name))) << name;
+    EXPECT_EQ(m.stored, DType::F8_E4M3) << name;
+  };
+  expect(w.embed, "model.embed_tokens.weight");  // 4 row blocks
+  expect(w.output, "lm_head.weight");
+  expect(w.layers[0].ffn->gate, "model.layers.0.mlp.gate_proj.weight");  // a full and a partial row block
+  expect(w.layers[0].ffn->down, "model.layers.0.mlp.down_proj.weight");  // a full and a partial column block
+  expect(w.layers[1].moe->experts[3].up, "model.layers.1.mlp.experts.3.up_proj.weight");
+  expect(w.layers[2].mla->wkv_b, "model.layers.2.self_attn.kv_b_proj.weight");
+  // and the oracle runs on it
+  EXPECT_NO_THROW(oracle::Model::from_weights(c, w).forward_last(testing_fixtures::prompt(20, c.n_vocab)));
+
+  // a scale tensor of another block grid is an error naming both shapes
+  h.add_f32("model.layers.0.mlp.down_proj.weight_scale_inv", {1, 1}, std::vector<float>{1.0f});
+  EXPECT_THAT([&] { load_weights(h, c); },
+              ::testing::ThrowsMessage<Error>(AllOf(HasSubstr("model.layers.0.mlp.down_proj.weight_scale_inv"),
+                                                    HasSubstr("shape {1, 1}, expected {2, 1}"))));
 }
 
 }  // namespace
