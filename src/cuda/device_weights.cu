@@ -196,7 +196,8 @@ void check_kernel_limits(const ModelConfig& c) {
   };
   // GLM-5 runs on the CPU oracle only so far: its layer kinds have no kernels here.
   need(!c.has_mla(), family_arch(c.family), ": multi-head latent attention (MLA/DSA) layers have no GPU kernels yet");
-  need(c.moe_gating == MoeGating::Softmax, family_arch(c.family), ": sigmoid-grouped MoE gating has no GPU kernel yet");
+  need(c.moe_gating == MoeGating::Softmax, family_arch(c.family),
+       ": sigmoid-grouped MoE gating is not in the GPU layer walk yet (moe_route_run has it)");
   const bool has_attn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Attention) > 0;
   const bool has_gdn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Linear) > 0;
   const bool has_moe = std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe) > 0;

@@ -9,12 +9,105 @@ namespace {
 
 // --- kernels
 
+__device__ float sigmoid_rn(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))); }
+
+// The warp's best (value, index) pair: largest value, then lowest index (an empty lane holds
+// (-inf, INT_MAX)).
+__device__ void warp_argmax_lowest(float& bv, int& bi) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+    if (ov > bv || (ov == bv && oi < bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+}
+
+// Sigmoid-grouped gating for token t (one warp; see moe.cuh). choice(e) = sigmoid(l_e) + bias_e
+// is recomputed where needed rather than kept, so E up to kMoeMaxExperts needs no storage.
+__device__ void route_grouped(const MoeRouteParams& p, int64_t t, int lane) {
+  const float* l = p.logits + t * p.E;
+  const int per = p.E / p.n_group;
+  auto choice = [&](int e) { return __fadd_rn(sigmoid_rn(l[e]), p.bias[e]); };
+  // group score: the sum of the group's two best choices (the second best may tie the first)
+  uint64_t chosen = 0;  // bit g: group g selectable
+  {
+    float gscore = -INFINITY;  // lane g < n_group holds group g's score (groups > 32: second pass)
+    float gscore2 = -INFINITY;
+    for (int g = 0; g < p.n_group; ++g) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+      int i1 = 0x7fffffff;
+      for (int e = g * per + lane; e < (g + 1) * per; e += 32) {
+        const float c = choice(e);
+        if (c > b1) {
+          b2 = b1;
+          b1 = c;
+          i1 = e;
+        } else if (c > b2) {
+          b2 = c;
+        }
+      }
+      // the best across lanes, then the second best: the best of every lane's other candidates
+      float v1 = b1;
+      int w1 = i1;
+      warp_argmax_lowest(v1, w1);
+      float v2 = (w1 == i1 && i1 != 0x7fffffff) ? b2 : b1;
+      for (int off = 16; off > 0; off >>= 1) v2 = fmaxf(v2, __shfl_xor_sync(0xffffffffu, v2, off));
+      const float sc = __fadd_rn(v1, v2);
+      if ((g & 31) == lane) (g < 32 ? gscore : gscore2) = sc;
+    }
+    for (int j = 0; j < p.topk_group; ++j) {  // best remaining group, ties to the lowest
+      float bv = (lane < p.n_group && !(chosen >> lane & 1u)) ? gscore : -INFINITY;
+      int bi = lane < p.n_group && !(chosen >> lane & 1u) ? lane : 0x7fffffff;
+      const int hi = lane + 32;
+      if (hi < p.n_group && !(chosen >> hi & 1u) && (gscore2 > bv || bi == 0x7fffffff)) {
+        bv = gscore2;
+        bi = hi;
+      }
+      warp_argmax_lowest(bv, bi);
+      chosen |= 1ull << bi;
+    }
+  }
+  // top-k choices among the chosen groups' experts
+  uint32_t taken = 0;  // bit m: expert lane + 32m already selected
+  float sel_s[kMoeMaxUsed];
+  float tot = 0.0f;
+  for (int j = 0; j < p.k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int m = 0, e = lane; e < p.E; ++m, e += 32) {
+      if ((taken >> m & 1u) || !(chosen >> (e / per) & 1u)) continue;
+      const float c = choice(e);
+      if (c > bv || bi == 0x7fffffff) {
+        bv = c;
+        bi = e;
+      }
+    }
+    warp_argmax_lowest(bv, bi);
+    if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+    const float sj = sigmoid_rn(l[bi]);
+    sel_s[j] = sj;
+    tot = __fadd_rn(tot, sj);
+    if (lane == 0) p.ids[t * p.k + j] = bi;
+  }
+  if (lane == 0) {
+    const float den = __fadd_rn(tot, 1e-20f);
+    for (int j = 0; j < p.k; ++j)
+      p.weights[t * p.k + j] = __fmul_rn(p.renorm ? __fdiv_rn(sel_s[j], den) : sel_s[j], p.scale);
+  }
+}
+
 __global__ void moe_route_kernel(MoeRouteParams p) {
   pdl_wait();
   pdl_release();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (t >= p.T) return;
+  if (p.bias) {
+    route_grouped(p, t, lane);
+    return;
+  }
   const float* l = p.logits + t * p.E;
   float mx = -INFINITY;
   for (int e = lane; e < p.E; e += 32) mx = fmaxf(mx, l[e]);
@@ -30,11 +123,7 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
     int bi = 0x7fffffff;
     for (int m = 0, e = lane; e < p.E; ++m, e += 32)
       if (!(taken >> m & 1u) && (l[e] > bv || bi == 0x7fffffff)) { bv = l[e]; bi = e; }
-    for (int off = 16; off > 0; off >>= 1) {  // max value, then lowest index
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
-      if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-    }
+    warp_argmax_lowest(bv, bi);  // max value, then lowest index
     if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
     const float pj = __fdiv_rn(expf(bv - mx), sum);
     sel_p[j] = pj;
@@ -153,6 +242,10 @@ void moe_route_run(const MoeRouteParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.E > kMoeMaxExperts || p.k > kMoeMaxUsed || p.k > p.E)
     fail("moe route: E = ", p.E, " (<= ", kMoeMaxExperts, "), k = ", p.k, " (<= ", kMoeMaxUsed, ") unsupported");
+  if (p.bias && (p.n_group < 1 || p.n_group > kMoeMaxGroups || p.E % p.n_group != 0 || p.E / p.n_group < 2 ||
+                 p.topk_group < 1 || p.topk_group > p.n_group || p.k > p.topk_group * (p.E / p.n_group)))
+    fail("moe route: sigmoid-grouped gating with E = ", p.E, ", n_group = ", p.n_group, " (1..", kMoeMaxGroups,
+         ", groups of >= 2), topk_group = ", p.topk_group, ", k = ", p.k, " unsupported");
   launch_kernel("moe_route_kernel", moe_route_kernel, static_cast<unsigned>(ceil_div(p.T, 4)), 128, 0, s, p);
 }
 

@@ -1,7 +1,12 @@
 // src/cuda/moe.cuh — MoE routing and combination on the device (no host round trip):
-//   route:   p = softmax(router logits) over E experts; top-k by logit (ties: lowest expert
-//            index, as the oracle's stable sort of p); weights p_sel, renormalised to sum 1 when
-//            norm_topk. Writes slab ids [T*k] for the expert mat-vecs and weights [T*k].
+//   route:   softmax gating (Qwen): p = softmax(router logits) over E experts; top-k by logit
+//            (ties: lowest expert index, as the oracle's stable sort of p); weights p_sel,
+//            renormalised to sum 1 when norm_topk. Sigmoid-grouped gating (GLM-5, DeepSeek-V3;
+//            ModelConfig::MoeGating): s = sigmoid(logit), choice = s + bias; the topk_group
+//            groups with the largest sum of their two best choices, then top-k choices inside
+//            them (ties: lowest group, lowest expert, as the oracle's route_grouped); weights
+//            s_sel / (Σ s_sel + 1e-20) when norm_topk, times scale. Writes slab ids [T*k] for the
+//            expert mat-vecs and weights [T*k].
 //   group:   the T*k (token, expert) vectors grouped by expert for routed GEMM launches
 //            (gemm.cuh): group_start [E+1], order [T*k] (vector indices, grouped by slab) and
 //            the list of the groups' tiles (slab, first index), slab after slab.
@@ -22,9 +27,11 @@
 namespace memra::cuda {
 
 // Router bounds (moe_route_run; checked by Model::load): experts per layer (32 lanes x 32 logits
-// each in registers) and experts per token.
+// each in registers), experts per token, and expert groups of sigmoid-grouped gating (a 64-bit
+// mask of the chosen groups).
 inline constexpr int kMoeMaxExperts = 1024;
 inline constexpr int kMoeMaxUsed = 16;
+inline constexpr int kMoeMaxGroups = 64;
 
 struct MoeRouteParams {
   const float* logits = nullptr;  // [T, E]
@@ -33,6 +40,11 @@ struct MoeRouteParams {
   int64_t T = 0;
   int E = 0, k = 0;
   bool renorm = true;
+  // Sigmoid-grouped gating when `bias` is set (else softmax): bias [E] (e_score_correction_bias),
+  // E split into n_group equal groups of >= 2, the top-k drawn from the best topk_group of them.
+  const float* bias = nullptr;
+  int n_group = 1, topk_group = 1;
+  float scale = 1.0f;  // routed_scaling_factor
 };
 void moe_route_run(const MoeRouteParams& p, cudaStream_t s);
 

@@ -424,6 +424,24 @@ TEST_F(GpuModel, BadInputIsAnError) {
                                                                ::testing::HasSubstr("q4_0"))));
 }
 
+// Re-seating a layer that is not one, and "growing" a cache to fewer positions than it holds,
+// are errors naming the call and the value; neither touches the cache (it decodes on after).
+TEST_F(GpuModel, CacheReseatAndGrowRejectBadArguments) {
+  Loaded& m = loaded(Family::Qwen35, DType::Q8_0, false);
+  const int64_t L = m.fx.config.n_layer;
+  Cache c = m.gpu->new_cache(16);
+  m.gpu->prime_cache(std::vector<int32_t>{1, 2, 3}, c);
+  EXPECT_THAT([&] { c.reseat(L); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr(
+                                        "Cache::reseat: layer " + std::to_string(L) + " is not a layer")));
+  EXPECT_THAT([&] { c.reseat(-1); }, ::testing::ThrowsMessage<Error>(::testing::HasSubstr("layer -1 is not a layer")));
+  EXPECT_THAT([&] { c.grow(8); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("Cache::grow: max_ctx 8 is below the cache's 16")));
+  EXPECT_EQ(c.pos(), 3);
+  Cache ref = m.gpu->new_cache(16);
+  m.gpu->prime_cache(std::vector<int32_t>{1, 2, 3}, ref);
+  EXPECT_THAT(m.gpu->decode_step(4, c).logits, testing::BitIdentical(m.gpu->decode_step(4, ref).logits));
+}
+
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 class GpuModelCanary : public GpuModel {};

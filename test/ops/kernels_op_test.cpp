@@ -902,6 +902,79 @@ TEST_F(Kernels, MoeRouteTiesToLowestExpert) {
   });
 }
 
+// Sigmoid-grouped gating (GLM-5 / DeepSeek-V3 "noaux_tc"): the ids are exactly the oracle's
+// route_grouped (distinct values), weights within the MoE contract; exact ties go to the lowest
+// group and the lowest expert like the oracle's, and tied selected experts get bit-equal weights.
+// Shapes: GLM-5's (256 experts in 1 group, top-8), DeepSeek-V3's (256 in 8 groups, 4 chosen),
+// the tiny fixture's (8 in 4 groups of 2, 2 chosen) and 64 groups of 2 (group masks past 32 lanes).
+TEST_F(Kernels, MoeRouteGroupedMatchesOracleAndTiesToLowest) {
+  struct Shape {
+    int E, k, n_group, topk_group;
+  };
+  seeded([&] {
+    for (auto [E, k, G, TG] : {Shape{256, 8, 1, 1}, Shape{256, 8, 8, 4}, Shape{8, 2, 4, 2}, Shape{128, 8, 64, 10}})
+      for (bool renorm : {true, false}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "E=" << E << " k=" << k << " groups " << TG << "/" << G << " renorm=" << renorm);
+        constexpr int T = 5;
+        const int per = E / G;
+        // Rows 0 and 4 random. Under the random bias, rows 1-3 are distinct values too; under the
+        // flat bias they are ties: row 1 every choice (so every group) tied, row 2 a tie
+        // straddling the last place (within and across groups), row 3 +0 against -0.
+        std::vector<float> logits = rnd(static_cast<size_t>(T) * E, -4, 4), bias = rnd(E, -0.2f, 0.2f);
+        const std::vector<float> flat_bias(E, 0.05f);
+        for (int x = 0; x < E; ++x) logits[E + x] = 0.25f;
+        // row 2: k-1 clear winners in group 0, then expert 1, per-1 (group 0) and per (group 1)
+        for (int x = 0; x < E; ++x) logits[2 * E + x] = -3.0f;
+        for (int j = 0; j < k - 1 && j + 2 < per; ++j) logits[2 * E + 2 + j] = 3.0f - 0.1f * j;
+        logits[2 * E + 1] = 1.0f;
+        logits[2 * E + per - 1] = 1.0f;
+        if (G > 1) logits[2 * E + per] = 1.0f;
+        logits[3 * E + 1] = -0.0f;
+        logits[3 * E + 0] = 0.0f;
+        for (const auto& b : {bias, flat_bias}) {
+          auto dl = up(logits), db = up(b);
+          DeviceBuffer<int32_t> ids(e(), T * k);
+          DeviceBuffer<float> w(e(), T * k);
+          ids.fill_bytes(0xFF);
+          w.fill_bytes(0xFF);
+          cuda::MoeRouteParams rp;
+          rp.logits = dl.data();
+          rp.ids = ids.data();
+          rp.weights = w.data();
+          rp.T = T;
+          rp.E = E;
+          rp.k = k;
+          rp.renorm = renorm;
+          rp.bias = db.data();
+          rp.n_group = G;
+          rp.topk_group = TG;
+          rp.scale = 2.5f;
+          cuda::moe_route_run(rp, s());
+          e().synchronize();
+          const auto gid = ids.download();
+          const auto gw = w.download();
+          std::vector<float> rw(T * k);
+          for (int t = 0; t < T; ++t) {
+            const auto sel = oo::route_grouped({logits.data() + t * E, size_t(E)}, b, k, G, TG, renorm, 2.5);
+            for (int j = 0; j < k; ++j) {
+              EXPECT_EQ(gid[t * k + j], sel[j].first) << "row " << t << " slot " << j;
+              rw[t * k + j] = static_cast<float>(sel[j].second);
+            }
+          }
+          if (b == flat_bias) {
+            // non-vacuity: row 1 takes the lowest experts of the lowest groups, in index order,
+            // and its tied experts carry bit-equal weights
+            for (int j = 0; j < k; ++j) EXPECT_EQ(gid[k + j], j) << "flat row slot " << j;
+            for (int j = 1; j < k; ++j)
+              EXPECT_THAT(std::vector<float>{gw[k + j]}, testing::BitIdentical(std::vector<float>{gw[k]}));
+          }
+          EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
+        }
+      }
+  });
+}
+
 // The batched step's sampler (select_rows_run) at exact ties in the logits: greedy rows take the
 // lowest tied index wherever the tie sits (neighbours, one thread's stride apart, first and last);
 // Gumbel rows over all-equal or top-tied logits draw the host contract's token (sample_token); a
