@@ -17,6 +17,7 @@
 
 #include "cuda/argmax.cuh"
 #include "cuda/attention.cuh"
+#include "cuda/dsa.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
@@ -38,13 +39,14 @@ namespace oo = memra::oracle::ops;
 // The comparisons of this file against an f64 reference, each with its NMSE bound per arch (the
 // harness's OpCase::tolerance hook), as measured so far: on sm_90 (h100) only. Another family
 // fails the comparison by name until its bound is measured there (measured_nmse).
-enum class NmseOp { qk_prep, split_attention, gdn_conv, gdn_recurrent, gdn_chunked, moe };
+enum class NmseOp { qk_prep, split_attention, gdn_conv, gdn_recurrent, gdn_chunked, moe, dsa_score };
 
 struct NmseCase : OpCase {
   NmseOp op;
   explicit NmseCase(NmseOp o) : op(o) {}
   std::string vars() const override {
-    const char* names[] = {"qk_prep", "split_attention", "gdn_conv", "gdn_recurrent", "gdn_chunked", "moe"};
+    const char* names[] = {"qk_prep", "split_attention", "gdn_conv", "gdn_recurrent", "gdn_chunked",
+                           "moe",     "dsa_score"};
     return Vars()("op", names[static_cast<int>(op)]).str();
   }
   Tolerance tolerance(std::string_view arch) const override {
@@ -55,6 +57,8 @@ struct NmseCase : OpCase {
       case NmseOp::gdn_recurrent: return measured_nmse(vars(), arch, {{"h100", 1e-9}});     // f32 state over 70 steps vs f64: relative error ~1e-6
       case NmseOp::gdn_chunked: return measured_nmse(vars(), arch, {{"h100", 1e-8}});       // f32 WY solve vs f64: relative rms error ~1e-5 at most
       case NmseOp::moe: return measured_nmse(vars(), arch, {{"h100", 1e-12}});              // f32 routing weights and k=8 weighted sums vs f64
+      case NmseOp::dsa_score:
+        return measured_nmse(vars(), arch, {{"h100", 1e-11}});  // f32 dots of <= 128 terms over <= 32 heads vs f64
     }
     return Tolerance::exact();
   }
@@ -83,6 +87,30 @@ class Kernels : public ::testing::Test {
     DeviceBuffer<T> b(e(), v.size());
     b.upload(v);
     return b;
+  }
+  // moe_route_run over T rows of E logits with `rp`'s gating (ids, weights and the row count set
+  // here); the outputs are poisoned first, so a slot the kernel leaves unwritten shows.
+  struct Routed {
+    std::vector<int32_t> ids;
+    std::vector<float> weights;
+  };
+  Routed route_on_device(const std::vector<float>& logits, int64_t T, cuda::MoeRouteParams rp,
+                         const std::vector<float>& bias = {}) {
+    auto dl = up(logits);
+    DeviceBuffer<float> db(e(), bias.empty() ? 1 : bias.size());
+    if (!bias.empty()) db.upload(bias);
+    DeviceBuffer<int32_t> ids(e(), static_cast<size_t>(T * rp.k));
+    DeviceBuffer<float> w(e(), static_cast<size_t>(T * rp.k));
+    ids.fill_bytes(0xFF);
+    w.fill_bytes(0xFF);
+    rp.logits = dl.data();
+    rp.ids = ids.data();
+    rp.weights = w.data();
+    rp.T = T;
+    rp.bias = bias.empty() ? nullptr : db.data();
+    cuda::moe_route_run(rp, s());
+    e().synchronize();
+    return {ids.download(), w.download()};
   }
   std::mt19937_64 rng;
   std::vector<float> rnd(size_t n, float lo = -1, float hi = 1) {
@@ -859,23 +887,11 @@ TEST_F(Kernels, MoeRouteTiesToLowestExpert) {
         logits[3 * E + 2] = 0.0f;
         tied[3] = {2, 5};
         // 4: no constructed tie (the random draw)
-        auto dl = up(logits);
-        DeviceBuffer<int32_t> ids(e(), T * k);
-        DeviceBuffer<float> w(e(), T * k);
-        ids.fill_bytes(0xFF);
-        w.fill_bytes(0xFF);
         cuda::MoeRouteParams rp;
-        rp.logits = dl.data();
-        rp.ids = ids.data();
-        rp.weights = w.data();
-        rp.T = T;
         rp.E = E;
         rp.k = k;
         rp.renorm = renorm;
-        cuda::moe_route_run(rp, s());
-        e().synchronize();
-        const auto gid = ids.download();
-        const auto gw = w.download();
+        const auto [gid, gw] = route_on_device(logits, T, rp);
         std::vector<float> rw(T * k);
         for (int t = 0; t < T; ++t) {
           const auto sel = oo::route({logits.data() + t * E, size_t(E)}, k, renorm);
@@ -933,27 +949,14 @@ TEST_F(Kernels, MoeRouteGroupedMatchesOracleAndTiesToLowest) {
         logits[3 * E + 1] = -0.0f;
         logits[3 * E + 0] = 0.0f;
         for (const auto& b : {bias, flat_bias}) {
-          auto dl = up(logits), db = up(b);
-          DeviceBuffer<int32_t> ids(e(), T * k);
-          DeviceBuffer<float> w(e(), T * k);
-          ids.fill_bytes(0xFF);
-          w.fill_bytes(0xFF);
           cuda::MoeRouteParams rp;
-          rp.logits = dl.data();
-          rp.ids = ids.data();
-          rp.weights = w.data();
-          rp.T = T;
           rp.E = E;
           rp.k = k;
           rp.renorm = renorm;
-          rp.bias = db.data();
           rp.n_group = G;
           rp.topk_group = TG;
           rp.scale = 2.5f;
-          cuda::moe_route_run(rp, s());
-          e().synchronize();
-          const auto gid = ids.download();
-          const auto gw = w.download();
+          const auto [gid, gw] = route_on_device(logits, T, rp, b);
           std::vector<float> rw(T * k);
           for (int t = 0; t < T; ++t) {
             const auto sel = oo::route_grouped({logits.data() + t * E, size_t(E)}, b, k, G, TG, renorm, 2.5);
@@ -972,6 +975,104 @@ TEST_F(Kernels, MoeRouteGroupedMatchesOracleAndTiesToLowest) {
           EXPECT_TRUE(compare_to_contract(gw, rw, nmse_bound(NmseOp::moe)));
         }
       }
+  });
+}
+
+// The DSA indexer (GLM-5): scores against the oracle's f64 formula, and the selection exactly
+// the oracle's select_top on the device's OWN scores (the float contract and the discrete choice
+// checked apart). Shapes: the tiny fixture's (8 heads of 16, top 16), GLM-5's (32 of 128, top
+// 2048) at a 3000-token context and at 70000 (radix select over many digits), a query window
+// starting at 0 (positions with fewer candidates than topk keep them all). Ties: duplicated key
+// rows give bit-equal scores, zero keys give exact zeros; a constructed row puts the cut inside
+// a run of zeros, which must go to the lowest positions.
+TEST_F(Kernels, DsaIndexerSelectsTheOraclesTopk) {
+  struct Selected {
+    std::vector<float> scores;  // [T, pos0 + T]
+    std::vector<int32_t> sel, n_sel;
+  };
+  // dsa_score_run then dsa_select_run; outputs poisoned first.
+  auto select_on_device = [&](const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& w,
+                              int64_t T, int64_t pos0, int nh, int hd, float qk_scale, int topk) {
+    const int64_t n = pos0 + T;
+    auto dq = up(q), dk = up(k), dw = up(w);
+    DeviceBuffer<float> scores(e(), static_cast<size_t>(T * n));
+    DeviceBuffer<int32_t> sel(e(), static_cast<size_t>(T * topk)), nsel(e(), static_cast<size_t>(T));
+    scores.fill_bytes(0xFF);
+    sel.fill_bytes(0xFF);
+    nsel.fill_bytes(0xFF);
+    cuda::DsaScoreParams sp;
+    sp.q = dq.data();
+    sp.w = dw.data();
+    sp.k = dk.data();
+    sp.scores = scores.data();
+    sp.T = T;
+    sp.pos0 = pos0;
+    sp.ld = n;
+    sp.n_head = nh;
+    sp.head_dim = hd;
+    sp.qk_scale = qk_scale;
+    cuda::dsa_score_run(sp, s());
+    cuda::DsaSelectParams lp;
+    lp.scores = scores.data();
+    lp.sel = sel.data();
+    lp.n_sel = nsel.data();
+    lp.T = T;
+    lp.pos0 = pos0;
+    lp.ld = n;
+    lp.topk = topk;
+    cuda::dsa_select_run(lp, s());
+    e().synchronize();
+    return Selected{scores.download(), sel.download(), nsel.download()};
+  };
+  struct Shape {
+    int nh, hd, topk;
+    int64_t pos0, T;
+  };
+  seeded([&] {
+    for (auto [nh, hd, topk, pos0, T] : {Shape{8, 16, 16, 0, 40}, Shape{32, 128, 2048, 3000, 3},
+                                         Shape{32, 128, 64, 70000, 1}, Shape{4, 16, 5, 20, 6}}) {
+      SCOPED_TRACE(::testing::Message() << nh << " heads of " << hd << ", top " << topk << ", positions " << pos0 << "+"
+                                        << T);
+      const int64_t n = pos0 + T;
+      auto q = rnd(static_cast<size_t>(T * nh * hd)), k = rnd(static_cast<size_t>(n * hd)),
+           w = rnd(static_cast<size_t>(T * nh));
+      for (int64_t r = 1; r < n; r += 3)  // every third key row repeats the one before it
+        std::copy(k.begin() + (r - 1) * hd, k.begin() + r * hd, k.begin() + r * hd);
+      for (int64_t r = 5; r < n; r += 11) std::fill(k.begin() + r * hd, k.begin() + (r + 1) * hd, 0.0f);
+      const float qk_scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      const Selected g = select_on_device(q, k, w, T, pos0, nh, hd, qk_scale, topk);
+      std::vector<float> got, want;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t m = pos0 + t + 1;
+        std::vector<double> own(static_cast<size_t>(m));
+        for (int64_t x = 0; x < m; ++x) {
+          double ref = 0;
+          for (int h = 0; h < nh; ++h) {
+            const double d = oo::dot(q.data() + (t * nh + h) * hd, k.data() + x * hd, hd) * qk_scale;
+            ref += w[t * nh + h] * std::max(d, 0.0);
+          }
+          got.push_back(g.scores[t * n + x]);
+          want.push_back(static_cast<float>(ref));
+          own[x] = g.scores[t * n + x];
+        }
+        const auto expect = oo::select_top(own, topk);
+        ASSERT_EQ(g.n_sel[t], static_cast<int32_t>(expect.size())) << "query " << t;
+        for (size_t j = 0; j < expect.size(); ++j)
+          ASSERT_EQ(g.sel[t * topk + j], expect[j]) << "query " << t << " slot " << j;
+        for (int64_t j = static_cast<int64_t>(expect.size()); j < topk; ++j) EXPECT_EQ(g.sel[t * topk + j], -1);
+      }
+      EXPECT_TRUE(compare_to_contract(got, want, nmse_bound(NmseOp::dsa_score)));
+    }
+    // The cut inside a run of exact zeros: 5 keys along head 0's query score > 0, 95 zero keys
+    // score 0; the top 10 are the 5 and the 5 lowest zero positions.
+    const int nh = 4, hd = 16;
+    const int64_t n = 100;
+    auto q = rnd(static_cast<size_t>(nh * hd));
+    std::vector<float> k(static_cast<size_t>(n * hd), 0.0f);
+    for (int64_t r : {7, 30, 31, 64, 99})
+      for (int i = 0; i < hd; ++i) k[r * hd + i] = q[i];  // q_0 . k = |q_0|^2 > 0
+    const Selected g = select_on_device(q, k, std::vector<float>(nh, 1.0f), 1, n - 1, nh, hd, 0.25f, 10);
+    EXPECT_THAT(g.sel, ::testing::ElementsAre(0, 1, 2, 3, 4, 7, 30, 31, 64, 99));
   });
 }
 

@@ -1,0 +1,154 @@
+// src/cuda/dsa.cu — DSA indexer scores and the per-query top-k selection (see dsa.cuh).
+#include "cuda/common.cuh"
+#include "cuda/dsa.cuh"
+#include "cuda/launch.cuh"
+
+namespace memra::cuda {
+
+namespace {
+
+constexpr int kScoreThreads = 128;
+constexpr int kSelectThreads = 1024;
+// q of one query in shared memory: n_head * head_dim floats.
+constexpr int kDsaMaxQFloats = 12288;
+
+__global__ void dsa_score_kernel(DsaScoreParams p) {
+  extern __shared__ float qs[];  // [n_head * head_dim] this query's heads
+  pdl_wait();
+  pdl_release();
+  const int64_t t = blockIdx.y;
+  const int nq = p.n_head * p.head_dim;
+  for (int i = threadIdx.x; i < nq; i += blockDim.x) qs[i] = p.q[t * nq + i];
+  __syncthreads();
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s > p.pos0 + t) return;
+  const float* ks = p.k + s * p.head_dim;
+  const float* wt = p.w + t * p.n_head;
+  float acc = 0.0f;
+  for (int h = 0; h < p.n_head; ++h) {
+    const float* qh = qs + h * p.head_dim;
+    float d = 0.0f;
+    for (int i = 0; i < p.head_dim; ++i) d = fmaf(qh[i], ks[i], d);
+    acc = fmaf(wt[h], fmaxf(__fmul_rn(d, p.qk_scale), 0.0f), acc);
+  }
+  p.scores[t * p.ld + s] = __fadd_rn(acc, 0.0f);  // -0 -> +0: equal scores, equal bits
+}
+
+// Order-preserving key of a score: a larger float, a larger key (+0 and -0 the same).
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t u = x == 0.0f ? 0u : __float_as_uint(x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the kSelectThreads threads; *total gets the sum. `warps` is
+// shared scratch of 32 ints. Ends with the block synchronised.
+__device__ int block_exclusive_scan(int v, int* warps, int* total) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  int inc = v;
+  for (int off = 1; off < 32; off <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, inc, off);
+    if (lane >= off) inc += o;
+  }
+  if (lane == 31) warps[wid] = inc;
+  __syncthreads();
+  if (wid == 0) {
+    int w = warps[lane];
+    for (int off = 1; off < 32; off <<= 1) {
+      const int o = __shfl_up_sync(0xffffffffu, w, off);
+      if (lane >= off) w += o;
+    }
+    warps[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const int before = (wid > 0 ? warps[wid - 1] : 0) + inc - v;
+  const int all = warps[31];
+  __syncthreads();
+  *total = all;
+  return before;
+}
+
+__global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectParams p) {
+  __shared__ int hist[256];
+  __shared__ int warps[32];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_remaining;
+  pdl_wait();
+  pdl_release();
+  const int64_t t = blockIdx.x;
+  const int tid = threadIdx.x;
+  const int64_t n = p.pos0 + t + 1;
+  const float* sc = p.scores + t * p.ld;
+  int32_t* out = p.sel + t * p.topk;
+  if (n <= p.topk) {  // every position: the selection keeps them all
+    for (int j = tid; j < p.topk; j += blockDim.x) out[j] = j < n ? j : -1;
+    if (tid == 0) p.n_sel[t] = static_cast<int32_t>(n);
+    return;
+  }
+  // the topk-th largest key, digit by digit from the top; `remaining` = how many of the keys
+  // matching the prefix so far are still to be taken
+  if (tid == 0) {
+    s_prefix = 0;
+    s_remaining = p.topk;
+  }
+  uint32_t mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = tid; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    const uint32_t prefix = s_prefix;
+    for (int64_t s = tid; s < n; s += blockDim.x) {
+      const uint32_t key = order_key(sc[s]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int above = 0, d = 255;
+      for (; d > 0 && above + hist[d] < s_remaining; --d) above += hist[d];
+      s_remaining -= above;
+      s_prefix = prefix | (static_cast<uint32_t>(d) << shift);
+    }
+    mask |= 255u << shift;
+    __syncthreads();
+  }
+  const uint32_t kth = s_prefix;
+  const int need_equal = s_remaining;  // keys equal to kth to take, lowest positions first
+  int taken = 0, equal_seen = 0;
+  for (int64_t base = 0; base < n; base += blockDim.x) {
+    const int64_t s = base + tid;
+    const uint32_t key = s < n ? order_key(sc[s]) : 0u;
+    const bool eq = s < n && key == kth;
+    int eq_total = 0;
+    const int eq_rank = block_exclusive_scan(eq ? 1 : 0, warps, &eq_total);
+    const bool take = (s < n && key > kth) || (eq && equal_seen + eq_rank < need_equal);
+    int take_total = 0;
+    const int slot = block_exclusive_scan(take ? 1 : 0, warps, &take_total);
+    if (take) out[taken + slot] = static_cast<int32_t>(s);
+    taken += take_total;
+    equal_seen += eq_total;
+  }
+  if (tid == 0) p.n_sel[t] = taken;  // == topk by construction
+}
+
+}  // namespace
+
+void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.n_head < 1 || p.n_head > kDsaMaxHeads || p.head_dim < 1 || p.head_dim > kDsaMaxHeadDim ||
+      p.n_head * p.head_dim > kDsaMaxQFloats)
+    fail("dsa score: ", p.n_head, " heads of ", p.head_dim, " unsupported (1..", kDsaMaxHeads, " heads of 1..",
+         kDsaMaxHeadDim, ", at most ", kDsaMaxQFloats, " query floats)");
+  if (p.ld < p.pos0 + p.T) fail("dsa score: row stride ", p.ld, " below the ", p.pos0 + p.T, " positions");
+  if (p.T > 65535) fail("dsa score: ", p.T, " queries exceed the grid (65535)");
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.pos0 + p.T, kScoreThreads)), static_cast<unsigned>(p.T));
+  launch_kernel("dsa_score_kernel", dsa_score_kernel, grid, kScoreThreads,
+                sizeof(float) * static_cast<size_t>(p.n_head * p.head_dim), s, p);
+}
+
+void dsa_select_run(const DsaSelectParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.topk < 1) fail("dsa select: topk = ", p.topk);
+  if (p.ld < p.pos0 + p.T) fail("dsa select: row stride ", p.ld, " below the ", p.pos0 + p.T, " positions");
+  if (p.pos0 + p.T > 2147483647) fail("dsa select: ", p.pos0 + p.T, " positions exceed int32 ids");
+  launch_kernel("dsa_select_kernel", dsa_select_kernel, static_cast<unsigned>(p.T), kSelectThreads, 0, s, p);
+}
+
+}  // namespace memra::cuda

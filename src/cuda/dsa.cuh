@@ -1,0 +1,48 @@
+// src/cuda/dsa.cuh — the DSA lightning indexer's token selection on the device (GLM-5; the
+// oracle's contract in src/oracle/mla.cpp):
+//   scores:  score[t][s] = Σ_h w[t][h] · relu(q[t][h] · k[s] · qk_scale)   for s <= pos0 + t,
+//            h in order, each dot a sequential f32 chain, -0 written as +0 (so equal scores are
+//            equal bits); w holds weights_proj x / sqrt(n_head).
+//   select:  per query, the `topk` best positions by score, in increasing position order; all
+//            positions 0..pos0+t while there are at most `topk`; ties at the cut go to the lowest
+//            positions (the oracle's select_top). One block per query: an exact radix select of
+//            the topk-th largest score (4 passes of 8-bit digits over order-preserving keys),
+//            then one pass in position order that keeps every score above it and the first of
+//            the ones equal to it. Any context length; no sort.
+//
+// provides: kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
+//           dsa_select_run
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace memra::cuda {
+
+// Shape bounds of the score kernel (a query's head weights and one key row stay in registers
+// and shared memory): GLM-5 has 32 heads of 128.
+inline constexpr int kDsaMaxHeads = 64;
+inline constexpr int kDsaMaxHeadDim = 256;
+
+struct DsaScoreParams {
+  const float* q = nullptr;  // [T, n_head, head_dim] rotated indexer queries
+  const float* w = nullptr;  // [T, n_head] per-head weights (already / sqrt(n_head))
+  const float* k = nullptr;  // [>= pos0 + T, head_dim] indexer keys (normed, rotated)
+  float* scores = nullptr;   // [T, ld] out: row t holds positions 0..pos0+t
+  int64_t T = 0, pos0 = 0, ld = 0;
+  int n_head = 0, head_dim = 0;
+  float qk_scale = 1.0f;  // 1 / sqrt(head_dim)
+};
+void dsa_score_run(const DsaScoreParams& p, cudaStream_t s);
+
+struct DsaSelectParams {
+  const float* scores = nullptr;  // [T, ld] (dsa_score_run's)
+  int32_t* sel = nullptr;         // [T, topk] out: selected positions, ascending; -1 past n_sel
+  int32_t* n_sel = nullptr;       // [T] out: min(pos0 + t + 1, topk)
+  int64_t T = 0, pos0 = 0, ld = 0;
+  int topk = 0;
+};
+void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);
+
+}  // namespace memra::cuda
