@@ -128,7 +128,83 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
   if (tid == 0) p.n_sel[t] = taken;  // == topk by construction
 }
 
+constexpr int kAttnThreads = 128;
+
+// The block's maximum / sum of one value per thread: warp trees, then the warps' results in warp
+// order (a fixed order: the same bits every run). `red` is 32 floats of shared scratch.
+__device__ float block_max(float v, float* red) {
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) m = fmaxf(m, red[w]);
+  __syncthreads();
+  return m;
+}
+__device__ float block_sum(float v, float* red) {
+  v = warp_sum_xor(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) t = __fadd_rn(t, red[w]);
+  __syncthreads();
+  return t;
+}
+
+// One block per (head, query).
+__global__ void sparse_attention_kernel(SparseAttnParams p) {
+  extern __shared__ float sh[];  // [dk] query, then [topk] scores / weights
+  __shared__ float red[32];
+  pdl_wait();
+  pdl_release();
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int kvh = h / (p.H / p.KVH);
+  float* qs = sh;
+  float* ps = sh + p.dk;
+  const float* qh = p.q + (t * p.H + h) * p.dk;
+  for (int i = threadIdx.x; i < p.dk; i += blockDim.x) qs[i] = qh[i];
+  __syncthreads();
+  const int n = p.n_sel[t];
+  const int32_t* sel = p.sel + t * p.topk;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float* kr = p.k_cache + static_cast<int64_t>(sel[j]) * p.KVH * p.dk + kvh * p.dk;
+    float d = 0.0f;
+    for (int i = 0; i < p.dk; ++i) d = fmaf(qs[i], kr[i], d);
+    d = __fmul_rn(d, p.scale);
+    ps[j] = d;
+    mx = fmaxf(mx, d);
+  }
+  mx = block_max(mx, red);
+  float part = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = expf(ps[j] - mx);
+    ps[j] = e;
+    part = __fadd_rn(part, e);
+  }
+  const float l = block_sum(part, red);  // also orders the ps writes before the reads below
+  for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; ++j)
+      acc = fmaf(ps[j], p.v_cache[static_cast<int64_t>(sel[j]) * p.KVH * p.dv + kvh * p.dv + d], acc);
+    p.out[(t * p.H + h) * p.dv + d] = __fdiv_rn(acc, l);
+  }
+}
+
 }  // namespace
+
+void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.topk < 1 || p.topk > kSparseAttnMaxTopk || p.dk < 1 || p.dk > kSparseAttnMaxDim || p.dv < 1 ||
+      p.dv > kSparseAttnMaxDim || p.KVH < 1 || p.H % p.KVH != 0)
+    fail("sparse attention: topk ", p.topk, " (1..", kSparseAttnMaxTopk, "), dk ", p.dk, ", dv ", p.dv, " (1..",
+         kSparseAttnMaxDim, "), ", p.H, " heads over ", p.KVH, " kv heads unsupported");
+  if (p.T > 65535) fail("sparse attention: ", p.T, " queries exceed the grid (65535)");
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.dk + p.topk);
+  launch_kernel("sparse_attention_kernel", sparse_attention_kernel,
+                dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kAttnThreads, smem, s, p);
+}
 
 void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {
   if (p.T == 0) return;

@@ -9,9 +9,17 @@
 //            the topk-th largest score (4 passes of 8-bit digits over order-preserving keys),
 //            then one pass in position order that keeps every score above it and the first of
 //            the ones equal to it. Any context length; no sort.
+//   sparse attention: o[t][h] = Σ_j p_j v[sel_j] over query t's selected positions, p =
+//            softmax(q[t][h] . k[sel_j] * scale) — scores as sequential f32 fma chains, the max
+//            and the sum over j in a fixed order, the value sum per output dim over j in
+//            selection order: deterministic, no atomics. Query head h reads key/value head
+//            h / (H / KVH), and the key and value widths differ, so one kernel serves MLA's
+//            expanded form (KVH = H, dk = nope + rope, dv = v_head_dim) and its absorbed latent
+//            form (KVH = 1, dk = kv_lora_rank + rope, dv = kv_lora_rank).
 //
 // provides: kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
-//           dsa_select_run
+//           dsa_select_run, kSparseAttnMaxTopk, kSparseAttnMaxDim, SparseAttnParams,
+//           sparse_attention_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,5 +52,22 @@ struct DsaSelectParams {
   int topk = 0;
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);
+
+// Bounds of the sparse attention kernel (a query head's scores and its query in shared memory).
+inline constexpr int kSparseAttnMaxTopk = 4096;
+inline constexpr int kSparseAttnMaxDim = 1024;
+
+struct SparseAttnParams {
+  const float* q = nullptr;        // [T, H, dk]
+  const float* k_cache = nullptr;  // [positions, KVH * dk]
+  const float* v_cache = nullptr;  // [positions, KVH * dv]
+  const int32_t* sel = nullptr;    // [T, topk] (dsa_select_run's): the first n_sel[t] are used
+  const int32_t* n_sel = nullptr;  // [T]
+  float* out = nullptr;            // [T, H, dv]
+  int64_t T = 0;
+  int topk = 0, H = 0, KVH = 0, dk = 0, dv = 0;
+  float scale = 0;  // f32(1 / sqrt(qk width))
+};
+void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <random>
 
@@ -39,7 +40,7 @@ namespace oo = memra::oracle::ops;
 // The comparisons of this file against an f64 reference, each with its NMSE bound per arch (the
 // harness's OpCase::tolerance hook), as measured so far: on sm_90 (h100) only. Another family
 // fails the comparison by name until its bound is measured there (measured_nmse).
-enum class NmseOp { qk_prep, split_attention, gdn_conv, gdn_recurrent, gdn_chunked, moe, dsa_score };
+enum class NmseOp { qk_prep, split_attention, gdn_conv, gdn_recurrent, gdn_chunked, moe, dsa_score, sparse_attention };
 
 struct NmseCase : OpCase {
   NmseOp op;
@@ -57,8 +58,10 @@ struct NmseCase : OpCase {
       case NmseOp::gdn_recurrent: return measured_nmse(vars(), arch, {{"h100", 1e-9}});     // f32 state over 70 steps vs f64: relative error ~1e-6
       case NmseOp::gdn_chunked: return measured_nmse(vars(), arch, {{"h100", 1e-8}});       // f32 WY solve vs f64: relative rms error ~1e-5 at most
       case NmseOp::moe: return measured_nmse(vars(), arch, {{"h100", 1e-12}});              // f32 routing weights and k=8 weighted sums vs f64
-      case NmseOp::dsa_score:
-        return measured_nmse(vars(), arch, {{"h100", 1e-11}});  // f32 dots of <= 128 terms over <= 32 heads vs f64
+      case NmseOp::dsa_score:  // f32 dots of <= 128 terms over <= 32 heads vs f64
+        return measured_nmse(vars(), arch, {{"h100", 1e-11}});
+      case NmseOp::sparse_attention:  // f32 scores of <= 576 terms, exp and <= 2048-term sums vs f64
+        return measured_nmse(vars(), arch, {{"h100", 1e-10}});
     }
     return Tolerance::exact();
   }
@@ -1073,6 +1076,90 @@ TEST_F(Kernels, DsaIndexerSelectsTheOraclesTopk) {
       for (int i = 0; i < hd; ++i) k[r * hd + i] = q[i];  // q_0 . k = |q_0|^2 > 0
     const Selected g = select_on_device(q, k, std::vector<float>(nh, 1.0f), 1, n - 1, nh, hd, 0.25f, 10);
     EXPECT_THAT(g.sel, ::testing::ElementsAre(0, 1, 2, 3, 4, 7, 30, 31, 64, 99));
+  });
+}
+
+// Attention over the indexer's selection (GLM-5 MLA): against the f64 softmax over exactly the
+// selected positions, in both MLA forms: expanded (every head its own key/value, the tiny
+// fixture's 4 heads of [16 nope | 8 rope] keys and 16-wide values) and absorbed (one latent
+// key/value shared by 16 heads: GLM-5's 512 + 64 wide keys, 512-wide values), top 2048 over a
+// 3000-token context, and rows with fewer positions than topk. Unselected cache rows hold NaN:
+// reading one would show.
+TEST_F(Kernels, SparseAttentionMatchesF64SoftmaxOverTheSelection) {
+  struct Shape {
+    int H, KVH, dk, dv, topk;
+    int64_t ctx, T;
+  };
+  seeded([&] {
+    for (auto [H, KVH, dk, dv, topk, ctx, T] :
+         {Shape{4, 4, 24, 16, 16, 40, 5}, Shape{16, 1, 576, 512, 2048, 3000, 2}, Shape{4, 2, 32, 8, 7, 6, 3}}) {
+      SCOPED_TRACE(::testing::Message() << H << " heads over " << KVH << ", dk " << dk << ", dv " << dv << ", top "
+                                        << topk << ", context " << ctx);
+      auto q = rnd(static_cast<size_t>(T * H * dk)), kc = rnd(static_cast<size_t>(ctx * KVH * dk)),
+           vc = rnd(static_cast<size_t>(ctx * KVH * dv));
+      // each query: a random subset of the context, ascending; row 0 selects fewer than topk
+      std::vector<int32_t> sel(static_cast<size_t>(T * topk), -1), nsel(static_cast<size_t>(T));
+      std::vector<char> used(static_cast<size_t>(ctx), 0);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> all(static_cast<size_t>(ctx));
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng);
+        const int n = static_cast<int>(std::min<int64_t>(t == 0 ? topk / 2 + 1 : topk, ctx));
+        all.resize(static_cast<size_t>(n));
+        std::sort(all.begin(), all.end());
+        std::copy(all.begin(), all.end(), sel.begin() + t * topk);
+        nsel[t] = n;
+        for (int32_t x : all) used[x] = 1;
+      }
+      for (int64_t x = 0; x < ctx; ++x)
+        if (!used[x]) {
+          std::fill(kc.begin() + x * KVH * dk, kc.begin() + (x + 1) * KVH * dk, NAN);
+          std::fill(vc.begin() + x * KVH * dv, vc.begin() + (x + 1) * KVH * dv, NAN);
+        }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+      auto dq = up(q), dk_ = up(kc), dv_ = up(vc);
+      auto dsel = up(sel), dn = up(nsel);
+      DeviceBuffer<float> out(e(), static_cast<size_t>(T * H * dv));
+      out.fill_bytes(0xFF);
+      cuda::SparseAttnParams ap;
+      ap.q = dq.data();
+      ap.k_cache = dk_.data();
+      ap.v_cache = dv_.data();
+      ap.sel = dsel.data();
+      ap.n_sel = dn.data();
+      ap.out = out.data();
+      ap.T = T;
+      ap.topk = topk;
+      ap.H = H;
+      ap.KVH = KVH;
+      ap.dk = dk;
+      ap.dv = dv;
+      ap.scale = scale;
+      cuda::sparse_attention_run(ap, s());
+      e().synchronize();
+      const auto got = out.download();
+      std::vector<float> want(got.size());
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h) {
+          const int kvh = h / (H / KVH);
+          const int n = nsel[t];
+          std::vector<double> p(static_cast<size_t>(n));
+          double mx = -INFINITY, sum = 0;
+          for (int j = 0; j < n; ++j) {
+            const int64_t x = sel[t * topk + j];
+            p[j] = oo::dot(q.data() + (t * H + h) * dk, kc.data() + (x * KVH + kvh) * dk, dk) * scale;
+            mx = std::max(mx, p[j]);
+          }
+          for (double& v : p) sum += (v = std::exp(v - mx));
+          for (int d = 0; d < dv; ++d) {
+            double acc = 0;
+            for (int j = 0; j < n; ++j) acc += p[j] / sum * vc[(sel[t * topk + j] * KVH + kvh) * dv + d];
+            want[(t * H + h) * dv + d] = static_cast<float>(acc);
+          }
+        }
+      for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "an unselected (NaN) cache row was read";
+      EXPECT_TRUE(compare_to_contract(got, want, nmse_bound(NmseOp::sparse_attention)));
+    }
   });
 }
 
