@@ -166,6 +166,10 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   for (int i = threadIdx.x; i < p.dk; i += blockDim.x) qs[i] = qh[i];
   __syncthreads();
   const int n = p.n_sel[t];
+  if (n < 1 || n > p.topk) {  // a corrupt count: NaN out (the model's finite check names it), never a stray read
+    for (int d = threadIdx.x; d < p.dv; d += blockDim.x) p.out[(t * p.H + h) * p.dv + d] = NAN;
+    return;
+  }
   const int32_t* sel = p.sel + t * p.topk;
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {

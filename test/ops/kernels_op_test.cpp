@@ -1159,6 +1159,14 @@ TEST_F(Kernels, SparseAttentionMatchesF64SoftmaxOverTheSelection) {
         }
       for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "an unselected (NaN) cache row was read";
       EXPECT_TRUE(compare_to_contract(got, want, nmse_bound(NmseOp::sparse_attention)));
+      // a count past topk (a corrupt selection) gives NaN for that query, not a read past its list
+      nsel[0] = topk + 1;
+      dn.upload(nsel);
+      cuda::sparse_attention_run(ap, s());
+      e().synchronize();
+      const auto bad = out.download();
+      EXPECT_TRUE(std::isnan(bad[0]) && std::isnan(bad[static_cast<size_t>(H * dv) - 1]));
+      EXPECT_TRUE(std::isfinite(bad[static_cast<size_t>(T * H * dv) - 1]));
     }
   });
 }
