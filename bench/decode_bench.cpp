@@ -111,10 +111,12 @@ const Shape kShapes[] = {
     {"qwen35-9b/nvfp4", Family::Qwen35, fixture::Preset::Qwen35_9B, DType::NVFP4},
     {"qwen35-35b-a3b/nvfp4", Family::Qwen35Moe, fixture::Preset::Qwen35_35B_A3B, DType::NVFP4},
     {"qwen3-0.6b/q8_0", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::Q8_0},
+    {"glm-5/nvfp4", Family::GlmDsa, fixture::Preset::Glm5, DType::NVFP4},
 };
 
-// Every shape's model stays resident once built (~35 GB for the four: the 35B-A3B shape alone is
-// ~20 GB), so interleaved repetitions of different shapes do not rebuild models between them.
+// Every shape's model stays resident once built (~55 GB for the five: the 35B-A3B shape alone is
+// ~20 GB, GLM-5's four layers ~18 GB), so interleaved repetitions of different shapes do not
+// rebuild models between them.
 Model& model_for(const Shape& s) {
   static std::map<std::string, std::unique_ptr<Model>> models;
   std::unique_ptr<Model>& m = models[s.name];

@@ -116,6 +116,9 @@ struct ModelConfig {
   int64_t mla_kv_rank = 0;  // kv_lora_rank
   int64_t mla_d_nope = 0;   // qk_nope_head_dim
   int64_t mla_d_v = 0;      // v_head_dim
+  // The q / kv latent norms and the indexer's key LayerNorm use this eps, not rms_eps
+  // (glm_moe_dsa fixes it in the modules).
+  static constexpr double kMlaNormEps = 1e-6;
   // DSA lightning indexer: each query attends to the dsa_topk earlier tokens the indexer scores
   // highest. A "shared" layer (dsa_shared[i] = 1) has no indexer of its own and reuses the
   // selection of the layer before it (GLM-5.2 indexer_types / index_topk_pattern).

@@ -17,6 +17,10 @@
 //   qwen3-0.6b, qwen35-9b, qwen35-35b-a3b
 //           the public checkpoints' shapes, for benchmarks; written streamed (write_gguf_streamed)
 //           because they do not fit in memory as f32.
+//   glm-5   GLM-5's released layer widths (D 6144, 64 MLA heads, latents 2048 / 512, an indexer
+//           of 32 x 128 keeping 2048 tokens on every layer, 256 experts of 2048 top-8 + one
+//           shared, vocabulary 154880) at 4 layers (1 dense, 3 MoE): benchmark shapes
+//           (Model::synthetic; there is no GLM-5 GGUF to write).
 //
 // Weight scales. Uniform random weights make greedy decoding degenerate (one token forever, or
 // a short cycle): the residual stream is dominated by the current token's embedding, which the
@@ -47,7 +51,7 @@
 
 namespace memra::fixture {
 
-enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B };
+enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B, Glm5 };
 
 // "tiny", "bank", "unit", "qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b".
 std::string_view preset_name(Preset p);

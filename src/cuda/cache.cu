@@ -1,5 +1,6 @@
 // src/cuda/cache.cu — one sequence's state on the device (model_impl.h Cache::Impl): per
-// attention layer K and V [max_ctx, KV*hd], per GDN layer the conv ring [K, conv_dim] and the
+// attention layer K and V [max_ctx, KV*hd] (MLA: the expanded keys and values, and the DSA
+// indexer's keys where the layer has an indexer), per GDN layer the conv ring [K, conv_dim] and the
 // recurrent state [nv, dk, dv] (f32), the position (host mirror and device copy), the greedy
 // history, and the cache's captured decode graph; re-seating a layer's state and growing the
 // context (Cache::reseat / grow: fresh allocations holding the same bytes).
@@ -25,7 +26,7 @@ uint64_t Cache::Impl::pointer_signature() const {
   };
   mix(pos_dev.data());
   mix(greedy_hist.data());
-  for (const auto* bufs : {&k, &v, &conv, &state})
+  for (const auto* bufs : {&k, &v, &conv, &state, &index_k})
     for (const auto& b : *bufs) mix(b.data());
   return h;
 }
@@ -82,7 +83,7 @@ void Cache::reseat(int64_t layer) {
     fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
   const size_t li = static_cast<size_t>(layer);
   std::vector<DeviceBuffer<float>> old;
-  for (auto* bufs : {&ci.k, &ci.v, &ci.conv, &ci.state}) {
+  for (auto* bufs : {&ci.k, &ci.v, &ci.conv, &ci.state, &ci.index_k}) {
     DeviceBuffer<float>& b = (*bufs)[li];
     if (!b.data()) continue;
     DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, b.size(), b.size());
@@ -98,12 +99,13 @@ void Cache::grow(int64_t max_ctx) {
   if (max_ctx < ci.max_ctx) fail("Cache::grow: max_ctx ", max_ctx, " is below the cache's ", ci.max_ctx);
   if (max_ctx == ci.max_ctx) return;
   const Model::Impl& m = *ci.owner;
-  const size_t kvd = static_cast<size_t>(m.c.n_head_kv * m.c.head_dim), pos = static_cast<size_t>(ci.pos);
+  const size_t pos = static_cast<size_t>(ci.pos);
   std::vector<DeviceBuffer<float>> old;
-  for (auto* bufs : {&ci.k, &ci.v})
+  for (auto* bufs : {&ci.k, &ci.v, &ci.index_k})
     for (auto& b : *bufs) {
       if (!b.data()) continue;
-      DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, static_cast<size_t>(max_ctx) * kvd, pos * kvd);
+      const size_t width = b.size() / static_cast<size_t>(ci.max_ctx);  // one position's floats
+      DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, static_cast<size_t>(max_ctx) * width, pos * width);
       std::swap(b, fresh);
       old.push_back(std::move(fresh));
     }
@@ -127,12 +129,15 @@ Cache Model::new_cache(int64_t max_ctx) const {
   ci->v.resize(static_cast<size_t>(c.n_layer));
   ci->conv.resize(static_cast<size_t>(c.n_layer));
   ci->state.resize(static_cast<size_t>(c.n_layer));
-  const size_t kv = static_cast<size_t>(max_ctx * c.n_head_kv * c.head_dim);
+  ci->index_k.resize(static_cast<size_t>(c.n_layer));
+  const size_t n = static_cast<size_t>(max_ctx);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t li = static_cast<size_t>(i);
-    if (c.layer_kind[li] == LayerKind::Attention) {
-      ci->k[li] = DeviceBuffer<float>(e, kv);
-      ci->v[li] = DeviceBuffer<float>(e, kv);
+    if (c.layer_kind[li] == LayerKind::Attention || c.layer_kind[li] == LayerKind::Mla) {
+      ci->k[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.kv_k_width()));
+      ci->v[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.kv_v_width()));
+      if (c.layer_kind[li] == LayerKind::Mla && !c.dsa_shared[li])
+        ci->index_k[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.dsa_head_dim));
     } else {
       ci->conv[li] =
           DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)

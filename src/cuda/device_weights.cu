@@ -9,8 +9,10 @@
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/device_weights.h"
+#include "cuda/dsa.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/mla.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/planar.cuh"
 #include "memra/error.h"
@@ -156,7 +158,19 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   LayerShape L;
   L.attn_norm = {D};
   L.ffn_norm = {D};
-  if (c.layer_kind[static_cast<size_t>(li)] == LayerKind::Attention) {
+  const LayerKind kind = c.layer_kind[static_cast<size_t>(li)];
+  if (kind == LayerKind::Mla) {
+    const int64_t qr = c.mla_q_rank, kvr = c.mla_kv_rank, H = c.n_head, ni = c.dsa_n_head, hi = c.dsa_head_dim;
+    L.mla = {.wq_a = {qr, D},
+             .q_a_norm = {qr},
+             .wq_b = {H * c.head_dim, qr},
+             .wkv_a = {kvr + c.n_rot, D},
+             .kv_a_norm = {kvr},
+             .wkv_b = {H * (c.mla_d_nope + c.mla_d_v), kvr},
+             .wo = {D, H * c.mla_d_v}};
+    if (!c.dsa_shared[static_cast<size_t>(li)])
+      L.dsa = {.wq_b = {ni * hi, qr}, .wk = {hi, D}, .k_norm = {hi}, .k_norm_bias = {hi, 0.0f}, .weights = {ni, D}};
+  } else if (kind == LayerKind::Attention) {
     L.attn = {.wq = {qd, D},
               .wgate = {c.attn_gated() ? qd : 0, D},
               .wk = {kvd, D},
@@ -177,11 +191,12 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   }
   if (c.ffn_kind[static_cast<size_t>(li)] == FfnKind::Moe) {
     const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
+    const bool grouped = c.moe_gating == MoeGating::SigmoidGrouped, gated = S > 0 && c.shared_expert_gated();
     L.moe = {.router = {E, D, 1, true},
-             .router_bias = {},
+             .router_bias = {grouped ? E : 0, 0.0f},
              .experts = {.gate = {E * I, D, E}, .up = {E * I, D, E}, .down = {E * D, I, E}},
              .shared = {.gate = {S, D}, .up = {S, D}, .down = {S > 0 ? D : 0, S}},
-             .shared_gate = {S > 0 ? D : 0}};
+             .shared_gate = {gated ? D : 0}};
   } else {
     L.ffn = {.gate = {c.n_ff, D}, .up = {c.n_ff, D}, .down = {D, c.n_ff}};
   }
@@ -194,10 +209,30 @@ void check_kernel_limits(const ModelConfig& c) {
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };
-  // GLM-5 runs on the CPU oracle only so far: its layer kinds have no kernels here.
-  need(!c.has_mla(), family_arch(c.family), ": multi-head latent attention (MLA/DSA) layers have no GPU kernels yet");
-  need(c.moe_gating == MoeGating::Softmax, family_arch(c.family),
-       ": sigmoid-grouped MoE gating is not in the GPU layer walk yet (moe_route_run has it)");
+  if (c.has_mla()) {
+    need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= kMlaMaxRot, "n_rot = ", c.n_rot,
+         " (MLA's interleaved RoPE takes an even count 2..", kMlaMaxRot, ")");
+    need(c.head_dim <= kSparseAttnMaxDim && c.mla_d_v >= 1 && c.mla_d_v <= kSparseAttnMaxDim, "head_dim = ", c.head_dim,
+         ", mla_d_v = ", c.mla_d_v, " (the sparse attention takes 1..", kSparseAttnMaxDim, ")");
+    need(c.dsa_topk >= 1 && c.dsa_topk <= kSparseAttnMaxTopk, "dsa_topk = ", c.dsa_topk,
+         " (the sparse attention takes 1..", kSparseAttnMaxTopk, ")");
+    need(c.dsa_n_head >= 1 && c.dsa_n_head <= kDsaMaxHeads && c.dsa_n_head * c.dsa_head_dim <= kDsaMaxQFloats,
+         "dsa_n_head = ", c.dsa_n_head, " (the indexer takes 1..", kDsaMaxHeads, " heads, at most ", kDsaMaxQFloats,
+         " query floats)");
+    need(c.dsa_head_dim >= c.n_rot && c.dsa_head_dim <= std::min(kDsaMaxHeadDim, kMlaMaxIndexDim),
+         "dsa_head_dim = ", c.dsa_head_dim, " (the indexer takes n_rot..", std::min(kDsaMaxHeadDim, kMlaMaxIndexDim),
+         ")");
+  }
+  if (c.moe_gating == MoeGating::SigmoidGrouped) {
+    const int64_t g = c.n_expert_group;
+    need(g >= 1 && g <= kMoeMaxGroups && c.n_expert % g == 0 && c.n_expert / g >= 2, "n_expert_group = ", g,
+         " (sigmoid-grouped routing takes 1..", kMoeMaxGroups, " equal groups of >= 2 of the ", c.n_expert,
+         " experts)");
+    need(c.n_expert_group_used >= 1 && c.n_expert_group_used <= g &&
+             c.n_expert_used <= c.n_expert_group_used * (c.n_expert / std::max<int64_t>(g, 1)),
+         "n_expert_group_used = ", c.n_expert_group_used, " (1..n_expert_group ", g, ", its groups holding the ",
+         c.n_expert_used, " experts used)");
+  }
   const bool has_attn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Attention) > 0;
   const bool has_gdn = std::count(c.layer_kind.begin(), c.layer_kind.end(), LayerKind::Linear) > 0;
   const bool has_moe = std::count(c.ffn_kind.begin(), c.ffn_kind.end(), FfnKind::Moe) > 0;
@@ -277,7 +312,8 @@ DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& 
             dev = upload_vec(e, raw);
         },
         R, L);
-    if (L.moe && !L.moe->shared.empty()) L.shared_gate_row = upload_row(e, R.moe->shared_gate, P + "moe.shared_gate");
+    if (L.moe && !L.moe->shared.empty() && !R.moe->shared_gate.empty())
+      L.shared_gate_row = upload_row(e, R.moe->shared_gate, P + "moe.shared_gate");
   }
   e.synchronize();  // the uploads read host memory owned by `w`
   return d;
@@ -305,7 +341,8 @@ DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64
             dev = upload_vec(e, std::vector<float>(static_cast<size_t>(shape.n), shape.value));
         },
         S, L);
-    if (L.moe && c.n_ff_shexp > 0) L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
+    if (L.moe && c.n_ff_shexp > 0 && c.shared_expert_gated())
+      L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
   }
   e.synchronize();
   return d;

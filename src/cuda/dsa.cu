@@ -9,8 +9,6 @@ namespace {
 
 constexpr int kScoreThreads = 128;
 constexpr int kSelectThreads = 1024;
-// q of one query in shared memory: n_head * head_dim floats.
-constexpr int kDsaMaxQFloats = 12288;
 
 __global__ void dsa_score_kernel(DsaScoreParams p) {
   extern __shared__ float qs[];  // [n_head * head_dim] this query's heads
@@ -21,7 +19,7 @@ __global__ void dsa_score_kernel(DsaScoreParams p) {
   for (int i = threadIdx.x; i < nq; i += blockDim.x) qs[i] = p.q[t * nq + i];
   __syncthreads();
   const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (s > p.pos0 + t) return;
+  if (s > (p.pos_dev ? *p.pos_dev : p.pos0) + t) return;
   const float* ks = p.k + s * p.head_dim;
   const float* wt = p.w + t * p.n_head;
   float acc = 0.0f;
@@ -76,7 +74,7 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
   pdl_release();
   const int64_t t = blockIdx.x;
   const int tid = threadIdx.x;
-  const int64_t n = p.pos0 + t + 1;
+  const int64_t n = (p.pos_dev ? *p.pos_dev : p.pos0) + t + 1;
   const float* sc = p.scores + t * p.ld;
   int32_t* out = p.sel + t * p.topk;
   if (n <= p.topk) {  // every position: the selection keeps them all

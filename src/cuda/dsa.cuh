@@ -32,6 +32,8 @@ namespace memra::cuda {
 // and shared memory): GLM-5 has 32 heads of 128.
 inline constexpr int kDsaMaxHeads = 64;
 inline constexpr int kDsaMaxHeadDim = 256;
+// One query's heads in shared memory: n_head * head_dim floats.
+inline constexpr int kDsaMaxQFloats = 12288;
 
 struct DsaScoreParams {
   const float* q = nullptr;  // [T, n_head, head_dim] rotated indexer queries
@@ -39,6 +41,9 @@ struct DsaScoreParams {
   const float* k = nullptr;  // [>= pos0 + T, head_dim] indexer keys (normed, rotated)
   float* scores = nullptr;   // [T, ld] out: row t holds positions 0..pos0+t
   int64_t T = 0, pos0 = 0, ld = 0;
+  // device position of query 0 when set (a cache's pos_dev: a captured step replays at the
+  // cache's current position); pos0 is then a bound on it that sizes the grid
+  const int64_t* pos_dev = nullptr;
   int n_head = 0, head_dim = 0;
   float qk_scale = 1.0f;  // 1 / sqrt(head_dim)
 };
@@ -49,6 +54,7 @@ struct DsaSelectParams {
   int32_t* sel = nullptr;         // [T, topk] out: selected positions, ascending; -1 past n_sel
   int32_t* n_sel = nullptr;       // [T] out: min(pos0 + t + 1, topk)
   int64_t T = 0, pos0 = 0, ld = 0;
+  const int64_t* pos_dev = nullptr;  // as DsaScoreParams::pos_dev
   int topk = 0;
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);

@@ -6,10 +6,12 @@
 
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
+#include "cuda/dsa.cuh"
 #include "cuda/embed.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/gemm.cuh"
 #include "cuda/launch.cuh"
+#include "cuda/mla.cuh"
 #include "cuda/model_impl.h"
 #include "cuda/moe.cuh"
 #include "cuda/quantize.cuh"
@@ -58,7 +60,8 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
     const int64_t K = std::max<int64_t>(c.n_expert_used, 1);
     auto f = [&](int64_t n) { return DeviceBuffer<float>(e, static_cast<size_t>(std::max<int64_t>(n, 1))); };
     auto qb = [&](int64_t n) { return DeviceBuffer<Q81>(e, static_cast<size_t>(std::max<int64_t>(n / 32, 1))); };
-    const int64_t omax = std::max(qd, vd);
+    const int64_t mla_vd = c.has_mla() ? c.n_head * c.mla_d_v : 0;
+    const int64_t omax = std::max({qd, vd, mla_vd});
     const int64_t fmax = std::max({T * c.n_ff, T * K * c.n_ff_exp, T * c.n_ff_shexp});
     x = f(T * D);
     h = f(T * D);
@@ -90,6 +93,19 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
     tile_start = DeviceBuffer<int32_t>(e, static_cast<size_t>(tiles));
     n_tiles = DeviceBuffer<int32_t>(e, 1);
     tok = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
+    const bool mla = c.has_mla();
+    const int64_t qr = mla ? c.mla_q_rank : 0, kvr = mla ? c.mla_kv_rank : 0;
+    ql = f(T * qr);
+    kva = f(mla ? T * (kvr + c.n_rot) : 0);
+    lat = f(T * kvr);
+    kvb = f(mla ? T * c.n_head * (c.mla_d_nope + c.mla_d_v) : 0);
+    iq = f(mla ? T * c.dsa_n_head * c.dsa_head_dim : 0);
+    ik = f(mla ? T * c.dsa_head_dim : 0);
+    iw = f(mla ? T * c.dsa_n_head : 0);
+    qlq = qb(T * qr);
+    latq = qb(T * kvr);
+    sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(mla ? T * c.dsa_topk : 0, 1)));
+    n_sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
     cap_T = T;
     ++gen;
   }
@@ -107,6 +123,7 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
   if (T > 1 && gdn_chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
     need = std::max(need, cuda::gdn_chunked_workspace_floats(T, static_cast<int>(c.ssm_n_v_heads),
                                                              static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
+  if (c.has_mla()) need = std::max(need, T * ctx);  // the indexer's scores: [rows, ctx] per sequence
   if (need > cap_work) {
     work = DeviceBuffer<float>(e, static_cast<size_t>(need));
     cap_work = need;
@@ -264,6 +281,22 @@ void Model::Impl::norm_quant(const float* x, const float* wt, float* y, Q81* qq,
   if (n % 32 == 0) rowop(cuda::RowOp::Identity, y, n, nullptr, 0, nullptr, nullptr, qq, rows, n);
 }
 
+void Model::Impl::latent_norm(const float* x, int64_t ld_x, const float* wt, float* y, Q81* qq, int64_t rows,
+                              int64_t n) {
+  cuda::RowOpParams p;
+  p.op = cuda::RowOp::RmsNorm;
+  p.x = x;
+  p.ld_x = ld_x;
+  p.w = wt;
+  p.eps = static_cast<float>(ModelConfig::kMlaNormEps);
+  p.y = y;
+  p.ld_y = n;
+  p.q = n % 32 == 0 ? qq : nullptr;
+  p.rows = rows;
+  p.n = n;
+  cuda::rowop_run(p, s);
+}
+
 // --- attention -----------------------------------------------------------------------------------
 // The projections of all T rows, the attention of each sequence over its own cache
 // (attention_core over that sequence's rows), the output projection of all rows.
@@ -400,6 +433,116 @@ void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
   mv(wout, ws.o.data(), vd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
 }
 
+// --- multi-head latent attention with the DSA indexer, in the same three parts ------------------------
+// Every projection, norm and rotation of the oracle's mla() in its order; the cache keeps the
+// expanded keys and values, so the attention is the oracle's sum over the selected positions.
+
+void Model::Impl::mla_project(DevLayer& L, int64_t T) {
+  const auto& A = *L.mla;
+  const int64_t D = c.n_embd, qr = c.mla_q_rank, kvr = c.mla_kv_rank;
+  if (L.dsa)
+    mv_group({{&A.wq_a, ws.ql.data()},
+              {&A.wkv_a, ws.kva.data()},
+              {&L.dsa->wk, ws.ik.data()},
+              {&L.dsa->weights, ws.iw.data()}},
+             ws.h.data(), D, ws.hq.data(), T);
+  else
+    mv_group({{&A.wq_a, ws.ql.data()}, {&A.wkv_a, ws.kva.data()}}, ws.h.data(), D, ws.hq.data(), T);
+  latent_norm(ws.ql.data(), qr, A.q_a_norm.data(), ws.ql.data(), ws.qlq.data(), T, qr);
+  latent_norm(ws.kva.data(), kvr + c.n_rot, A.kv_a_norm.data(), ws.lat.data(), ws.latq.data(), T, kvr);
+  if (L.dsa)
+    mv_group({{&A.wq_b, ws.q.data()}, {&L.dsa->wq_b, ws.iq.data()}}, ws.ql.data(), qr, ws.qlq.data(), T);
+  else
+    mv(A.wq_b.m, ws.ql.data(), qr, ws.qlq.data(), ws.q.data(), A.wq_b.m.rows, T, false);
+  mv(A.wkv_b.m, ws.lat.data(), kvr, ws.latq.data(), ws.kvb.data(), A.wkv_b.m.rows, T, false);
+}
+
+// Rows [r0, r0 + T): T tokens of the sequence of cache ci. A layer without an indexer attends
+// over the selection its rows got in the layer before (sel / n_sel are per step row).
+void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+  const int H = static_cast<int>(c.n_head), hd = static_cast<int>(c.head_dim), dv = static_cast<int>(c.mla_d_v);
+  const int ni = static_cast<int>(c.dsa_n_head), hi = static_cast<int>(c.dsa_head_dim);
+  const int topk = static_cast<int>(c.dsa_topk);
+  const size_t l = static_cast<size_t>(li);
+  cuda::MlaPrepParams pp;
+  pp.q = ws.q.data() + r0 * H * hd;
+  pp.kva = ws.kva.data() + r0 * (c.mla_kv_rank + c.n_rot);
+  pp.kvb = ws.kvb.data() + r0 * H * (c.mla_d_nope + dv);
+  pp.k_cache = ci.k[l].data();
+  pp.v_cache = ci.v[l].data();
+  pp.pos0 = ci.pos_dev.data();
+  pp.T = T;
+  pp.H = H;
+  pp.dn = static_cast<int>(c.mla_d_nope);
+  pp.n_rot = static_cast<int>(c.n_rot);
+  pp.dv = dv;
+  pp.kv_rank = static_cast<int>(c.mla_kv_rank);
+  pp.theta = c.rope_theta;
+  if (L.dsa) {
+    pp.iq = ws.iq.data() + r0 * ni * hi;
+    pp.iw = ws.iw.data() + r0 * ni;
+    pp.ik = ws.ik.data() + r0 * hi;
+    pp.k_norm = L.dsa->k_norm.data();
+    pp.k_bias = L.dsa->k_norm_bias.data();
+    pp.index_k = ci.index_k[l].data();
+    pp.ni = ni;
+    pp.hi = hi;
+    pp.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ni)));
+    pp.eps = ModelConfig::kMlaNormEps;
+  }
+  cuda::mla_prep_run(pp, s);
+  int32_t* sel = ws.sel.data() + r0 * topk;
+  int32_t* n_sel = ws.n_sel.data() + r0;
+  if (L.dsa) {
+    cuda::DsaScoreParams sp;
+    sp.q = pp.iq;
+    sp.w = pp.iw;
+    sp.k = pp.index_k;
+    sp.scores = ws.work.data();
+    sp.T = T;
+    sp.pos0 = ctx_bound - T;  // a bound: the kernels read the cache's device position
+    sp.pos_dev = ci.pos_dev.data();
+    sp.ld = ctx_bound;
+    sp.n_head = ni;
+    sp.head_dim = hi;
+    sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hi)));
+    cuda::dsa_score_run(sp, s);
+    cuda::DsaSelectParams xp;
+    xp.scores = sp.scores;
+    xp.sel = sel;
+    xp.n_sel = n_sel;
+    xp.T = T;
+    xp.pos0 = sp.pos0;
+    xp.pos_dev = sp.pos_dev;
+    xp.ld = sp.ld;
+    xp.topk = topk;
+    cuda::dsa_select_run(xp, s);
+  }
+  cuda::SparseAttnParams ap;
+  ap.q = pp.q;
+  ap.k_cache = pp.k_cache;
+  ap.v_cache = pp.v_cache;
+  ap.sel = sel;
+  ap.n_sel = n_sel;
+  ap.out = ws.o.data() + r0 * H * dv;
+  ap.T = T;
+  ap.topk = topk;
+  ap.H = H;
+  ap.KVH = H;
+  ap.dk = hd;
+  ap.dv = dv;
+  ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  cuda::sparse_attention_run(ap, s);
+}
+
+void Model::Impl::mla_output(DevLayer& L, int64_t T) {
+  const int64_t vd = c.n_head * c.mla_d_v;
+  const DMat& wo = L.mla->wo.m;
+  if (cuda::uses_q8_1(wo.type))
+    rowop(cuda::RowOp::Identity, ws.o.data(), vd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, vd);
+  mv(wo, ws.o.data(), vd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
+}
+
 // --- FFN and MoE -------------------------------------------------------------------------------------
 
 // SwiGLU FFN of n_out rows: gate/up from h (row a / x_div), down into y.
@@ -474,18 +617,22 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
   rp.E = static_cast<int>(c.n_expert);
   rp.k = K;
   rp.renorm = c.norm_topk;
+  if (c.moe_gating == MoeGating::SigmoidGrouped) {
+    rp.bias = M.router_bias.data();
+    rp.n_group = static_cast<int>(c.n_expert_group);
+    rp.topk_group = static_cast<int>(c.n_expert_group_used);
+    rp.scale = static_cast<float>(c.expert_weights_scale);
+  }
   cuda::moe_route_run(rp, s);
   expert_swiglu(L, T, K);
-  const bool shared = !M.shared.empty();
-  if (shared) {
-    mv(L.shared_gate_row.m, ws.h.data(), D, ws.hq.data(), ws.sg.data(), 1, T, false);
-    swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
-  }
+  const bool shared = !M.shared.empty(), gated = shared && c.shared_expert_gated();
+  if (gated) mv(L.shared_gate_row.m, ws.h.data(), D, ws.hq.data(), ws.sg.data(), 1, T, false);
+  if (shared) swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
   cuda::MoeCombineParams cp;
   cp.y = ws.ye.data();
   cp.weights = ws.wts.data();
   cp.y_shared = shared ? ws.ysh.data() : nullptr;
-  cp.sg = ws.sg.data();
+  cp.sg = gated ? ws.sg.data() : nullptr;
   cp.x = ws.x.data();
   cp.T = T;
   cp.D = D;
@@ -511,6 +658,11 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
       for (size_t q = 0; q < seqs.size(); ++q)
         attention_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
       attention_output(L, T);
+    } else if (L.kind == LayerKind::Mla) {
+      mla_project(L, T);
+      for (size_t q = 0; q < seqs.size(); ++q)
+        mla_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      mla_output(L, T);
     } else {
       gdn_project(L, T);
       for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, *seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
@@ -594,8 +746,9 @@ void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greed
   w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
   if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
     const int64_t K = k_used();
-    const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
-                                     T * K * c.n_ff_exp, T * c.n_ff_shexp});
+    const int64_t widest =
+        std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff, T * K * c.n_ff_exp,
+                  T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank, T * c.n_head * c.mla_d_v});
     if (static_cast<int64_t>(ws.x4.size()) < widest / 32)
       ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
   }

@@ -15,9 +15,13 @@
 //   attention: q,k,v(,gate) = W h; q/k norm + RoPE + K/V store; split-KV attention (+gate);
 //              x += Wo o                               (rope.cu, attention.cu, mmvq.cu)
 //   GDN:       qkv,z,b,a = W h; conv + SiLU; recurrence; gated norm; x += Wout o   (gdn.cu)
+//   MLA:       q latent, kv latent (| rope key), indexer key and weights = W h; latent norms;
+//              q, indexer q = W q latent; k_nope|v = W kv latent; RoPE + expanded K/V and
+//              indexer key store (mla.cu); indexer scores + top-k selection, or the previous
+//              layer's (dsa.cu); attention over the selection (dsa.cu); x += Wo o
 //   FFN:       x += Wdown (silu(Wgate h) * Wup h)
 //   MoE:       router → route on device → expert mat-vecs indexed by the device-side ids →
-//              x += Σ w_j y_j + sigmoid(sg.h) shared(h)                  (moe.cu)
+//              x += Σ w_j y_j + sigmoid(sg.h) shared(h)  (GLM-5: + shared(h))   (moe.cu)
 // The residual adds are fused into the producing mat-vec (add_to_y) or the MoE combine, with
 // the same two roundings as a separate add.
 //
@@ -53,6 +57,10 @@ struct Cache::Impl {
   DeviceBuffer<int32_t> greedy_hist;             // [max_ctx]: a greedy step's token at the position it followed
   std::vector<DeviceBuffer<float>> k, v;         // [n_layer] of [max_ctx, KV*hd]; empty for GDN layers
   std::vector<DeviceBuffer<float>> conv, state;  // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
+  // [n_layer] of [max_ctx, index_head_dim]: the DSA indexer's keys of an MLA layer with an
+  // indexer; empty otherwise. MLA layers' k / v hold the expanded keys and values
+  // (ModelConfig::kv_k_width / kv_v_width per position).
+  std::vector<DeviceBuffer<float>> index_k;
   // The captured decode step of this cache (decode_graph arm): valid while the model's workspace
   // keeps the generation it was captured with.
   cudaGraphExec_t exec = nullptr;
@@ -102,6 +110,15 @@ struct Workspace {
   DeviceBuffer<cuda::Q81> fq;     // [T*F/32]    q8_1 of the SwiGLU product
   DeviceBuffer<int32_t> ids;      // [T*K]    routed expert ids
   DeviceBuffer<int32_t> tok;      // [T]      token ids
+  // MLA layers (qr, kvr = the latent ranks, r = n_rot, dn / dv = nope / value head widths,
+  // ni x hi = the indexer's heads, topk its selection); the indexer's scores live in `work`
+  DeviceBuffer<float> ql;             // [T, qr]        query latent, normed in place
+  DeviceBuffer<float> kva;            // [T, kvr + r]   kv latent | rope key
+  DeviceBuffer<float> lat;            // [T, kvr]       normed kv latent
+  DeviceBuffer<float> kvb;            // [T, H*(dn+dv)] per head [k_nope | v]
+  DeviceBuffer<float> iq, ik, iw;     // [T, ni*hi], [T, hi], [T, ni]  indexer queries, key, weights
+  DeviceBuffer<cuda::Q81> qlq, latq;  // q8_1 of ql / lat
+  DeviceBuffer<int32_t> sel, n_sel;   // [T, topk], [T]  each row's selected positions and their count
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
   DeviceBuffer<int32_t> group_order;                     // [T*K]
   DeviceBuffer<int32_t> group_start;                     // [E+1]
@@ -173,6 +190,9 @@ struct Model::Impl {
   void rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt, float* y,
              cuda::Q81* qq, int64_t rows, int64_t n);
   void norm_quant(const float* x, const float* wt, float* y, cuda::Q81* qq, int64_t rows, int64_t n);
+  // RMSNorm of an MLA latent (eps ModelConfig::kMlaNormEps): rows of n at stride ld_x into y
+  // (stride n) and q (q8_1 when n % 32 == 0).
+  void latent_norm(const float* x, int64_t ld_x, const float* wt, float* y, cuda::Q81* qq, int64_t rows, int64_t n);
 
   // --- the layer walk (layer_walk.cu): every layer kind in three parts — the projections of all
   // rows, the sequence-local core of each sequence over its own cache, the output projection.
@@ -186,6 +206,9 @@ struct Model::Impl {
   void gdn_project(cuda::DevLayer& L, int64_t T);
   void gdn_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0);
   void gdn_output(cuda::DevLayer& L, int64_t T);
+  void mla_project(cuda::DevLayer& L, int64_t T);
+  void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
+  void mla_output(cuda::DevLayer& L, int64_t T);
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
               const int32_t* slab, float* y, bool add);
   bool use_routed_gemm(const cuda::DevMatrix& m, int64_t T) const;

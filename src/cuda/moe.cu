@@ -146,8 +146,8 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
     float acc = 0.0f;
     for (int j = 0; j < p.k; ++j) acc = fmaf(p.weights[t * p.k + j], p.y[(t * p.k + j) * p.D + d], acc);
     if (p.y_shared) {
-      const float g = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.sg[t])));
-      acc = fmaf(g, p.y_shared[t * p.D + d], acc);
+      const float ys = p.y_shared[t * p.D + d];
+      acc = p.sg ? fmaf(__fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.sg[t]))), ys, acc) : __fadd_rn(acc, ys);
     }
     p.x[t * p.D + d] = __fadd_rn(p.x[t * p.D + d], acc);
   }

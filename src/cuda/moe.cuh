@@ -11,7 +11,8 @@
 //            (gemm.cuh): group_start [E+1], order [T*k] (vector indices, grouped by slab) and
 //            the list of the groups' tiles (slab, first index), slab after slab.
 //   combine: x[t] += Σ_j w[t,j] y[t*k+j] + sigmoid(sg[t]) ysh[t]   (j in selection order; the
-//            shared expert when present), one rounding for the sum, one for the residual add.
+//            shared expert when present, added as is without sg: GLM-5), one rounding for the
+//            sum, one for the residual add.
 //   ledger:  a copy of one layer's route results (ids, weight bits) into the selection ledger's
 //            device ring (memra/selection_ledger.h; Model::attach_ledger), rows at positions
 //            *pos0 + r: the step's own results, read after the step; nothing recomputed.
@@ -67,7 +68,7 @@ struct MoeCombineParams {
   const float* y = nullptr;         // [T*k, D] expert outputs
   const float* weights = nullptr;   // [T*k]
   const float* y_shared = nullptr;  // [T, D] or nullptr
-  const float* sg = nullptr;        // [T] shared-gate logits (with y_shared)
+  const float* sg = nullptr;        // [T] shared-gate logits (with y_shared); nullptr: ungated
   float* x = nullptr;               // [T, D] residual, updated in place
   int64_t T = 0, D = 0;
   int k = 0;

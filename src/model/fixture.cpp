@@ -41,6 +41,7 @@ constexpr PresetName kPresets[] = {
     {Preset::Tiny, "tiny"},           {Preset::Bank, "bank"},
     {Preset::Unit, "unit"},           {Preset::Qwen3_0_6B, "qwen3-0.6b"},
     {Preset::Qwen35_9B, "qwen35-9b"}, {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
+    {Preset::Glm5, "glm-5"},
 };
 
 // The HF Qwen3 vocabulary size (151643 BPE tokens + 26 added, padded to 151936).
@@ -209,7 +210,43 @@ ModelConfig unit_shapes(Family f) {
   return c;
 }
 
+// GLM-5 (glm_moe_dsa) at its released widths (transformers' GlmMoeDsaConfig defaults: D 6144,
+// dense FFN 12288, experts of 2048, n_group = topk_group = 1) and 4 layers: layer 0 dense (the
+// release's first three are), then MoE; every layer with its own indexer, as GLM-5 (before 5.2's
+// index sharing) has.
+ModelConfig glm5_shapes() {
+  ModelConfig c = tiny_glm_shapes();
+  c.n_vocab = 154880;
+  c.n_embd = 6144;
+  c.n_ctx_train = 202752;
+  c.n_head = 64;
+  c.n_head_kv = 64;
+  c.mla_d_nope = 192;
+  c.n_rot = 64;
+  c.head_dim = c.mla_d_nope + c.n_rot;
+  c.mla_d_v = 256;
+  c.mla_q_rank = 2048;
+  c.mla_kv_rank = 512;
+  c.dsa_n_head = 32;
+  c.dsa_head_dim = 128;
+  c.dsa_topk = 2048;
+  glm_layers(c, 4);
+  c.dsa_shared.assign(4, 0);
+  c.n_ff = 12288;
+  c.n_expert = 256;
+  c.n_expert_used = 8;
+  c.n_expert_group = 1;
+  c.n_expert_group_used = 1;
+  c.n_ff_exp = 2048;
+  c.n_ff_shexp = 2048;
+  return c;
+}
+
 ModelConfig realistic_shapes(Preset p, Family f) {
+  if (p == Preset::Glm5) {
+    if (f != Family::GlmDsa) fail("preset glm-5 is a glm-dsa model, not ", family_arch(f));
+    return glm5_shapes();
+  }
   ModelConfig c;
   c.family = f;
   c.rms_eps = 1e-6;

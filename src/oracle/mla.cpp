@@ -28,7 +28,7 @@ namespace memra::oracle::ops {
 
 namespace {
 // The latent and indexer-key norms of glm_moe_dsa: fixed, not rms_norm_eps.
-constexpr double kLatentNormEps = 1e-6;
+constexpr double kLatentNormEps = ModelConfig::kMlaNormEps;
 }  // namespace
 
 void rope_pairs(float* x, int64_t n_rot, int64_t pos, double theta) {

@@ -1,5 +1,6 @@
 // Gate DecodeBatch (../shared/GATES.md §2, seed decode_batch_gate.rs): the batched decode step
-// (Model::decode_step_batch) against the one-sequence step, on tiny fixtures of every family.
+// (Model::decode_step_batch) against the one-sequence step, on tiny fixtures of every family
+// (GLM-5's prompts run past its DSA top-k, so each sequence's selection is its own).
 //
 //   gate1 strict  decode_step_batch at B = 1 with b1_fast off (so the batched body runs, not
 //                 decode_step) vs decode_step, same cache history: logits BitIdentical at every
@@ -390,10 +391,12 @@ void gate3b(Loaded& m, bool shift_counter, testing::Report& rep) {
 // --- cases ---------------------------------------------------------------------------------------
 
 // Every family, attention-only / GDN hybrids / MoE, the quantised and a float lm_head.
-const std::vector<std::string> kFixtures = {
-    gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false), gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
-    gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false), gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
-    gpu_test::fixture_id(Family::Qwen35, DType::F32, false)};
+const std::vector<std::string> kFixtures = {gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                            gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
+                                            gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
+                                            gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                            gpu_test::fixture_id(Family::Qwen35, DType::F32, false),
+                                            gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true)};
 
 // One fixture model per case (GateCase::model is its id).
 class DecodeBatch : public testing::GpuGateTest<Loaded> {

@@ -2,7 +2,8 @@
 // decode graph change anything a user or a router sees?
 //
 // DESIGN.md law 3: the graph launches the same kernels on the same operands in the same order as
-// eager decode. On every tiny fixture (4 families x F32/BF16/Q8_0/NVFP4, in memory: gpu_fixture.h)
+// eager decode. On every tiny fixture (4 Qwen families x F32/BF16/Q8_0/NVFP4 GGUF and GLM-5 F32 /
+// BF16 HF, in memory: gpu_fixture.h; GLM-5's 76 positions run past its DSA top-k of 16)
 // the same prompt is primed and decoded greedily for 64 steps twice, eager and graph, each with
 // a selection ledger attached (memra/selection_ledger.h: per token and MoE layer the experts the
 // route kernel chose and the bits of their weights). The gate holds iff
@@ -169,9 +170,9 @@ GraphVerdict decode_graph_gate(Loaded& m, testing::Report& rep, ArmRun graph = {
   return v;
 }
 
-// The layers the re-seat runs move, and the steps at which they move: the first attention layer
-// (K/V) at step 20, the first Gated-DeltaNet layer (conv ring + recurrent state, the seed's
-// re-seat) at step 40 where the family has one.
+// The layers the re-seat runs move, and the steps at which they move: the first attention or MLA
+// layer (K/V, and an MLA layer's indexer keys) at step 20, the first Gated-DeltaNet layer (conv
+// ring + recurrent state, the seed's re-seat) at step 40 where the family has one.
 struct Reseat {
   int64_t step;
   int64_t layer;
@@ -181,7 +182,8 @@ std::vector<Reseat> reseats(const ModelConfig& c) {
   const auto first = [&](LayerKind k) {
     return std::find(c.layer_kind.begin(), c.layer_kind.end(), k) - c.layer_kind.begin();
   };
-  if (const int64_t a = first(LayerKind::Attention); a < c.n_layer) r.push_back({20, a});
+  if (const int64_t a = std::min(first(LayerKind::Attention), first(LayerKind::Mla)); a < c.n_layer)
+    r.push_back({20, a});
   if (const int64_t g = first(LayerKind::Linear); g < c.n_layer) r.push_back({40, g});
   return r;
 }
@@ -204,15 +206,16 @@ class DecodeGraphGate : public testing::GpuGateTest<Loaded> {
   std::unique_ptr<Loaded> load_model(const std::string& id) override { return load_fixture(id); }
 };
 
-std::vector<std::string> gguf_fixture_ids() {
+std::vector<std::string> tiny_fixture_ids() {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
     for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back(gpu_test::fixture_id(f, t, false));
+  for (DType t : {DType::F32, DType::BF16}) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
   return v;
 }
 
 TEST_P(DecodeGraphGate, GraphEqualsEagerWithLedger) { decode_graph_gate(model(), report()); }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate, ::testing::ValuesIn(testing::gate_cases(gguf_fixture_ids())),
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphGate, ::testing::ValuesIn(testing::gate_cases(tiny_fixture_ids())),
                          testing::CaseName());
 
 // Forced re-seat (the seed's re-capture arm): mid-run, the graph arm's cache moves its first
@@ -238,7 +241,7 @@ TEST_P(DecodeGraphReseat, RecapturesOrLatchesBitIdentically) {
   report().figure("reseats", static_cast<int64_t>(moves.size()));
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphReseat,
-                         ::testing::ValuesIn(testing::gate_cases(gguf_fixture_ids(), {"recapture", "latch"})),
+                         ::testing::ValuesIn(testing::gate_cases(tiny_fixture_ids(), {"recapture", "latch"})),
                          testing::CaseName());
 
 // Capture sizes: launch shapes change with the context (attention splits of kAttnSplit = 256
@@ -263,7 +266,7 @@ TEST_P(DecodeGraphLong, CrossesCaptureSizesAndGrowth) {
   EXPECT_EQ(v.graph.latched, 0) << m.fx.id;
   report().figure("keys", kKeys);
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphLong, ::testing::ValuesIn(testing::gate_cases(gguf_fixture_ids())),
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeGraphLong, ::testing::ValuesIn(testing::gate_cases(tiny_fixture_ids())),
                          testing::CaseName());
 
 // A scratch reallocation (a longer prompt on the same model) invalidates a captured graph:
@@ -333,7 +336,8 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, DecodeGraphCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
-                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true)})),
     testing::CaseName());
 
 // The re-seat run with a graph arm that skips the re-capture (Break::graph_ignore_reseat: it
@@ -352,7 +356,8 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, DecodeGraphReseatCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen35, DType::BF16, false),
-                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)},
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true)},
                                             {"recapture"})),
     testing::CaseName());
 

@@ -4,7 +4,8 @@
 //   gguf: llama.cpp names; matrices stored as F32 / BF16 / Q8_0 / NVFP4 (+ "<name>.scale")
 //         where the row length allows the block, except the MoE router and the conv taps
 //         (kept F32, as llama.cpp's quantizer does);
-//   hf:   HF names (Qwen3-Next's interleaved qkvz/ba, zero-centred norms), matrices BF16.
+//   hf:   HF names (Qwen3-Next's interleaved qkvz/ba, zero-centred norms), matrices BF16; the
+//         only form of GLM-5 (glm-dsa: MLA + DSA indexer + sigmoid-grouped MoE), F32 or BF16.
 // The oracle and the GPU model load the SAME source, so the only differences between them are
 // the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
 #pragma once
@@ -85,11 +86,12 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
 
 // The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
 inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
-  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4})
       for (bool hf : {false, true})
-        if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);
-  fail("gpu fixture: no fixture model '", id, "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf)");
+        if (fixture_id(f, t, hf) == id && (hf || f != Family::GlmDsa)) return make_fixture(f, t, hf, seed);
+  fail("gpu fixture: no fixture model '", id,
+       "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf; glm-dsa has no GGUF: glm-dsa-bf16-hf)");
 }
 
 // A fixture model on the GPU alone, for the gates that compare the GPU model's own arms

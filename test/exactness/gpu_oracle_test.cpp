@@ -73,13 +73,16 @@ class GpuModel : public testing::GpuGateFixture<Loaded> {
 
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
 
-// Each family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one: fixture model ids.
+// Each Qwen family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one, then (with_hf)
+// GLM-5's F32 and BF16 HF fixtures (it has no GGUF): fixture model ids.
 [[maybe_unused]] std::vector<std::string> fixture_ids(std::initializer_list<DType> types, bool with_hf) {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
     for (DType t : types) v.push_back(gpu_test::fixture_id(f, t, false));
     if (with_hf) v.push_back(gpu_test::fixture_id(f, DType::BF16, true));
   }
+  if (with_hf)
+    for (DType t : {DType::F32, DType::BF16}) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
   return v;
 }
 
@@ -174,7 +177,7 @@ TEST_P(Determinism, RunToRunSha256) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, Determinism,
                          ::testing::ValuesIn(testing::gate_cases({"qwen3-q8_0-gguf", "qwen35moe-q8_0-gguf",
-                                                                  "qwen3next-q8_0-gguf"})),
+                                                                  "qwen3next-q8_0-gguf", "glm-dsa-bf16-hf"})),
                          testing::CaseName());
 
 // decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's
@@ -218,7 +221,8 @@ TEST_P(DeviceGreedy, MatchesHostArgmax) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, DeviceGreedy,
                          ::testing::ValuesIn(testing::gate_cases({"qwen35-nvfp4-gguf", "qwen3-q8_0-gguf",
-                                                                  "qwen35moe-nvfp4-gguf", "qwen3next-bf16-gguf"},
+                                                                  "qwen35moe-nvfp4-gguf", "qwen3next-bf16-gguf",
+                                                                  "glm-dsa-bf16-hf"},
                                                                  {"eager", "graph"})),
                          testing::CaseName());
 
@@ -442,9 +446,73 @@ TEST_F(GpuModel, CacheReseatAndGrowRejectBadArguments) {
   EXPECT_THAT(m.gpu->decode_step(4, c).logits, testing::BitIdentical(m.gpu->decode_step(4, ref).logits));
 }
 
+// GLM-5 (MLA, the DSA indexer's top-k, sigmoid-grouped MoE) against the CPU oracle, teacher-forced
+// on one prompt of kGlmTokens: the oracle's forward_all rows against the GPU's prime of the first
+// half and decode_step over the rest (prefill and decode kernels both judged). The prompt runs
+// past the indexer's top-16, so most rows attend to a selection that drops tokens. Every row within
+// kGlmBound of the oracle row's logit range, and the same top-1 wherever the oracle's top-2 margin
+// exceeds twice that row's deviation. Measured on the H200: 1.5e-7 of the range (F32 and BF16
+// weights: the GPU's f32 arithmetic against the oracle's f64, the same selections); the bound is
+// ~13x that. A wrong rotation, norm eps or combine, or one selection that differs from the
+// oracle's, moves a row by orders of magnitude more.
+constexpr int kGlmTokens = 48;
+constexpr double kGlmBound = 2e-6;
+void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
+  const auto p = testing_fixtures::prompt(kGlmTokens, m.fx.config.n_vocab, 23);
+  ASSERT_GT(kGlmTokens, m.fx.config.dsa_topk) << "the prompt must run past the selection";
+  const std::vector<std::vector<float>> ref = m.oracle->forward_all(p);
+  m.gpu->set_break(brk);
+  struct Restore {
+    Model& g;
+    ~Restore() { g.set_break(Break{}); }
+  } restore{*m.gpu};
+  const int half = kGlmTokens / 2;
+  Cache c = m.gpu->new_cache(kGlmTokens);
+  std::vector<std::vector<float>> rows;
+  rows.push_back(m.gpu->prime_cache(std::span(p).first(half), c).logits);
+  for (int i = half; i < kGlmTokens; ++i) rows.push_back(m.gpu->decode_step(p[static_cast<size_t>(i)], c).logits);
+  double worst = 0;
+  int over = 0, top1_differs = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::vector<float>& o = ref[static_cast<size_t>(half - 1) + r];
+    const auto [lo, hi] = std::minmax_element(o.begin(), o.end());
+    double dev = 0;
+    for (size_t j = 0; j < o.size(); ++j) dev = std::max(dev, std::fabs(double(rows[r][j]) - double(o[j])));
+    const double rel = dev / (double(*hi) - double(*lo));
+    worst = std::max(worst, rel);
+    over += rel > kGlmBound;
+    const auto top2 = oracle::top_k(o, 2);
+    if (top2[0].second - top2[1].second > 2 * dev && argmax(rows[r]) != top2[0].first) ++top1_differs;
+    EXPECT_LE(rel, kGlmBound) << m.fx.id << ": row " << (half - 1 + static_cast<int>(r)) << " deviates by " << dev;
+  }
+  EXPECT_EQ(top1_differs, 0) << m.fx.id << ": clear top-1 picks differ from the oracle's";
+  out["fixture"] = m.fx.id;
+  out.figure("rows", static_cast<int64_t>(rows.size()));
+  out.figure("max_dev_over_range", worst);
+  out.figure("rows_over_bound", over);
+  out.figure("clear_top1_differing", top1_differs);
+}
+
+TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
+  for (DType t : {DType::F32, DType::BF16})
+    glm_follows_oracle(loaded(Family::GlmDsa, t, true), Break{},
+                       testing::ReportPart(report(), std::string(dtype_name(t))));
+}
+
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 class GpuModelCanary : public GpuModel {};
+// GLM-5's check with the residual after layer 0 scaled by 0.999 on the GPU: must FAIL. (Not the
+// last layer: the final RMSNorm would undo a scale of the whole residual there.)
+TEST_F(GpuModelCanary, GlmDsaScaledLayerFails) {
+  Loaded& m = loaded(Family::GlmDsa, DType::F32, true);
+  Break brk;
+  brk.scale_layer = 0;
+  brk.scale_factor = 0.999f;
+  expect_gate_fails("the GPU's residual after GLM-5 layer 0 scaled by 0.999",
+                    [&] { glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken")); });
+}
+
 TEST_F(GpuModelCanary, BrokenLaunchOverlapFails) {
   expect_gate_fails("overlap arms on other f32 roundings (chunked GDN prefill, dp4a mat-vec): a stand-in for a race",
                     [&] { launch_overlap_body(loaded(Family::Qwen35, DType::F32, false), true, report()); });

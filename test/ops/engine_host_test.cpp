@@ -88,7 +88,7 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
     for (Preset p : {Preset::Tiny, Preset::Bank, Preset::Unit})
       EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
   for (auto [f, p] : {std::pair{Family::Qwen3, Preset::Qwen3_0_6B}, std::pair{Family::Qwen35, Preset::Qwen35_9B},
-                      std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}})
+                      std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}, std::pair{Family::GlmDsa, Preset::Glm5}})
     EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
 
   const memra::ModelConfig moe = fx::fixture_config({.family = Family::Qwen35Moe, .preset = Preset::Unit});
@@ -107,12 +107,21 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert = 2048; }), HasSubstr("n_expert = 2048 (the router takes 1..1024)"));
   EXPECT_THAT(limit_error([](auto& c) { c.n_expert_used = 17; }), HasSubstr("n_expert_used = 17"));
 
-  // GLM-5 runs on the CPU oracle only: Model::load refuses it before reading a weight, and
-  // Model::unsupported (what backend "auto" asks) says why.
+  // GLM-5's limits: the MLA / DSA kernels' and sigmoid-grouped routing's, each named.
   const memra::ModelConfig glm = fx::fixture_config({.family = Family::GlmDsa, .preset = Preset::Bank});
-  EXPECT_THAT(error_message([&] { memra::cuda::check_kernel_limits(glm); }),
-              HasSubstr("glm-dsa: multi-head latent attention (MLA/DSA) layers have no GPU kernels yet"));
-  EXPECT_THAT(memra::Model::unsupported(glm).value_or("supported"), HasSubstr("MLA/DSA"));
+  EXPECT_FALSE(memra::Model::unsupported(glm).has_value()) << *memra::Model::unsupported(glm);
+  auto glm_error = [&](auto edit) {
+    memra::ModelConfig c = glm;
+    edit(c);
+    return memra::Model::unsupported(c).value_or("supported");
+  };
+  EXPECT_THAT(glm_error([](auto& c) { c.dsa_topk = 5000; }),
+              HasSubstr("dsa_topk = 5000 (the sparse attention takes 1..4096)"));
+  EXPECT_THAT(glm_error([](auto& c) { c.dsa_n_head = 65; }), HasSubstr("dsa_n_head = 65"));
+  EXPECT_THAT(glm_error([](auto& c) { c.dsa_head_dim = 4; }), HasSubstr("dsa_head_dim = 4"));
+  EXPECT_THAT(glm_error([](auto& c) { c.n_rot = 7; }), HasSubstr("n_rot = 7"));
+  EXPECT_THAT(glm_error([](auto& c) { c.n_expert_group = 3; }), HasSubstr("n_expert_group = 3"));
+  EXPECT_THAT(glm_error([](auto& c) { c.n_expert_group_used = 0; }), HasSubstr("n_expert_group_used = 0"));
   EXPECT_FALSE(memra::Model::unsupported(moe).has_value());
 }
 

@@ -56,13 +56,19 @@ std::string read_file(const std::string& p) {
 }
 
 TEST(FixturePresets, NamesRoundTripAndBadNamesFail) {
-  for (Preset p : {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B})
+  for (Preset p :
+       {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B, Preset::Glm5})
     EXPECT_EQ(fixture::preset_from_name(fixture::preset_name(p)), p);
   for (Family f : kFamilies) EXPECT_EQ(fixture::family_from_name(fam(f)), f);
   EXPECT_THROW(fixture::preset_from_name("huge"), Error);
   EXPECT_THROW(fixture::family_from_name("llama"), Error);
   // A realistic preset belongs to one family.
   EXPECT_THROW(fixture::fixture_config({Family::Qwen35, Preset::Qwen3_0_6B}), Error);
+  EXPECT_THROW(fixture::fixture_config({Family::Qwen35Moe, Preset::Glm5}), Error);
+  const ModelConfig glm = fixture::fixture_config({Family::GlmDsa, Preset::Glm5});
+  EXPECT_NO_THROW(glm.validate());
+  EXPECT_EQ(glm.head_dim, 256);
+  EXPECT_EQ(glm.kv_k_width(), 64 * 256);
 }
 
 TEST(FixturePresets, TinyShapes) {

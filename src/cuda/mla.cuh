@@ -1,0 +1,51 @@
+// src/cuda/mla.cuh — multi-head latent attention's per-token preparation (GLM-5; the oracle's
+// contract in src/oracle/mla.cpp), one block per token at position *pos0 + t:
+//   queries:  the last n_rot dims of each head of q rotated in place;
+//   key/value: the shared rope key (kva's last n_rot values) rotated, then the expanded rows
+//             stored at the position: key head h = [k_nope_h | rope key], value head h = v_h,
+//             from kvb's per-head [k_nope | v];
+//   indexer:  the first n_rot dims of each indexer query head rotated in place, the per-head
+//             weights times w_scale (f32), and the indexer key LayerNorm'd (weight, bias, eps)
+//             and rotated into the cache's index_k row.
+// RoPE is the interleaved form: pair (x_2i, x_2i+1) by angle pos · theta^(-2i/n_rot), the angle,
+// cos, sin and rotation in f64 and rounded once to f32 (the oracle's rope_pairs). The LayerNorm
+// is f64 with the oracle's sums in the oracle's order ((x - mean) · r · w + b, r = 1/sqrt(var/n
+// + eps)), so its f32 results are the oracle's.
+//
+// provides: kMlaMaxRot, MlaPrepParams, mla_prep_run
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace memra::cuda {
+
+// Rotated dims (the angles sit in shared memory) and indexer key width (its LayerNorm row too).
+inline constexpr int kMlaMaxRot = 256;
+inline constexpr int kMlaMaxIndexDim = 256;
+
+struct MlaPrepParams {
+  float* q = nullptr;             // [T, H, hd] in place: rope part ([dn, hd)) rotated
+  const float* kva = nullptr;     // [T, kv_rank + n_rot] wkv_a's rows; the last n_rot are the rope key
+  const float* kvb = nullptr;     // [T, H, dn + dv] wkv_b's rows
+  float* k_cache = nullptr;       // [max_ctx, H * hd]
+  float* v_cache = nullptr;       // [max_ctx, H * dv]
+  const int64_t* pos0 = nullptr;  // device: position of token 0 (a cache's pos_dev)
+  int64_t T = 0;
+  int H = 0, dn = 0, n_rot = 0, dv = 0, kv_rank = 0;
+  double theta = 10000;
+  // the indexer (iq == nullptr: a layer that reuses the previous selection)
+  float* iq = nullptr;            // [T, ni, hi] in place: first n_rot dims rotated
+  float* iw = nullptr;            // [T, ni] in place: times w_scale
+  const float* ik = nullptr;      // [T, hi] wk's rows
+  const float* k_norm = nullptr;  // [hi] LayerNorm weight
+  const float* k_bias = nullptr;  // [hi] LayerNorm bias
+  float* index_k = nullptr;       // [max_ctx, hi]
+  int ni = 0, hi = 0;
+  float w_scale = 1.0f;  // f32(1 / sqrt(ni))
+  double eps = 1e-6;
+};
+void mla_prep_run(const MlaPrepParams& p, cudaStream_t s);
+
+}  // namespace memra::cuda
