@@ -7,29 +7,45 @@ namespace memra::cuda {
 
 namespace {
 
-constexpr int kScoreThreads = 128;
+constexpr int kScoreThreads = 256;
 constexpr int kSelectThreads = 1024;
 
+// Positions a score block covers: one thread per (position, head).
+__host__ __device__ constexpr int score_positions(int n_head) { return kScoreThreads / n_head; }
+
+// A block covers score_positions(n_head) positions of one query, a thread per (position, head):
+// each head's dot is one sequential f32 chain (as a thread per position would compute it), then
+// one thread per position adds the heads' terms in head order. The query's heads sit in shared
+// memory with a row stride of head_dim + 1, so the lanes of a warp (consecutive heads of one
+// position) read different banks.
 __global__ void dsa_score_kernel(DsaScoreParams p) {
-  extern __shared__ float qs[];  // [n_head * head_dim] this query's heads
+  extern __shared__ float sh[];  // [n_head][head_dim + 1] this query's heads, then [P][n_head] dots
   pdl_wait();
   pdl_release();
   const int64_t t = blockIdx.y;
-  const int nq = p.n_head * p.head_dim;
-  for (int i = threadIdx.x; i < nq; i += blockDim.x) qs[i] = p.q[t * nq + i];
+  const int nh = p.n_head, hd = p.head_dim, qld = hd + 1, P = score_positions(nh);
+  float* qs = sh;
+  float* dots = sh + nh * qld;
+  for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) qs[(i / hd) * qld + i % hd] = p.q[t * nh * hd + i];
   __syncthreads();
-  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (s > (p.pos_dev ? *p.pos_dev : p.pos0) + t) return;
-  const float* ks = p.k + s * p.head_dim;
-  const float* wt = p.w + t * p.n_head;
-  float acc = 0.0f;
-  for (int h = 0; h < p.n_head; ++h) {
-    const float* qh = qs + h * p.head_dim;
+  const int64_t last = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
+  const int local = threadIdx.x / nh, h = threadIdx.x % nh;
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * P + local;
+  if (local < P && s <= last) {
+    const float* ks = p.k + s * hd;
+    const float* qh = qs + h * qld;
     float d = 0.0f;
-    for (int i = 0; i < p.head_dim; ++i) d = fmaf(qh[i], ks[i], d);
-    acc = fmaf(wt[h], fmaxf(__fmul_rn(d, p.qk_scale), 0.0f), acc);
+    for (int i = 0; i < hd; ++i) d = fmaf(qh[i], ks[i], d);
+    dots[local * nh + h] = d;
   }
-  p.scores[t * p.ld + s] = __fadd_rn(acc, 0.0f);  // -0 -> +0: equal scores, equal bits
+  __syncthreads();
+  const int64_t sp = static_cast<int64_t>(blockIdx.x) * P + threadIdx.x;
+  if (static_cast<int>(threadIdx.x) >= P || sp > last) return;
+  const float* wt = p.w + t * nh;
+  const float* dd = dots + threadIdx.x * nh;
+  float acc = 0.0f;
+  for (int j = 0; j < nh; ++j) acc = fmaf(wt[j], fmaxf(__fmul_rn(dd[j], p.qk_scale), 0.0f), acc);
+  p.scores[t * p.ld + sp] = __fadd_rn(acc, 0.0f);  // -0 -> +0: equal scores, equal bits
 }
 
 // Order-preserving key of a score: a larger float, a larger key (+0 and -0 the same).
@@ -216,9 +232,10 @@ void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {
          kDsaMaxHeadDim, ", at most ", kDsaMaxQFloats, " query floats)");
   if (p.ld < p.pos0 + p.T) fail("dsa score: row stride ", p.ld, " below the ", p.pos0 + p.T, " positions");
   if (p.T > 65535) fail("dsa score: ", p.T, " queries exceed the grid (65535)");
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.pos0 + p.T, kScoreThreads)), static_cast<unsigned>(p.T));
+  const int P = score_positions(p.n_head);
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.pos0 + p.T, P)), static_cast<unsigned>(p.T));
   launch_kernel("dsa_score_kernel", dsa_score_kernel, grid, kScoreThreads,
-                sizeof(float) * static_cast<size_t>(p.n_head * p.head_dim), s, p);
+                sizeof(float) * static_cast<size_t>(p.n_head * (p.head_dim + 1) + P * p.n_head), s, p);
 }
 
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s) {
