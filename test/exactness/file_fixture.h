@@ -5,6 +5,7 @@
 //                      the ctest fixtures fixture_gen_tiny_*: D 64, the real Qwen3 vocabulary and
 //                      tokenizer, weights scaled to trained-like margins; docs/fixtures.md), and
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
+//                      "glm-dsa-f32" (GLM-5 has no GGUF) is the f32 HF directory tiny-glm-dsa-hf;
 //   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
 //                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B and
 //                      Qwen3.5-35B-A3B layers at 4 layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
@@ -89,6 +90,8 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     m->bank_path = fs::path(MEMRA_BINARY_DIR) / "fixtures/banks" / (id + ".json");
   } else {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
+    // GLM-5 has no GGUF: "glm-dsa-f32" is the f32 HF directory tiny-glm-dsa-hf
+    if (id == "glm-dsa-f32") m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / "tiny-glm-dsa-hf";
     m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");
   }
   if (!fs::exists(m->model_path))

@@ -397,6 +397,10 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"dp4a"})),
                          testing::CaseName());
+// GLM-5 (the seed's own model family; f32 HF, it has no GGUF): MLA, the DSA indexer's top-16 over
+// a trajectory of 180 positions, sigmoid-grouped MoE.
+INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager", "graph"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, TfGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"eager", "graph"})),
                          testing::CaseName());
 #else  // gate_teacher_forced_real: the realistic fixtures, eager and graph
@@ -468,6 +472,8 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, TfCalibration,
     ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager"})),
     testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(TinyGlm, TfCalibration, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGemm, TfCalibration,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
                                                                  {"mma"})),
@@ -503,8 +509,9 @@ TEST_P(TfCanary, ScaledLayerComesOutOfBand) {
   EXPECT_GT(v.summary.out_of_band, 0u) << "the broken layer failed the gate only through unresolved rows";
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, TfCanary,
-                         ::testing::ValuesIn(testing::gate_cases(
-                             {"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16", "qwen35moe-bf16"}, {"eager", "graph"})),
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16",
+                                                                  "qwen35moe-bf16", "glm-dsa-f32"},
+                                                                 {"eager", "graph"})),
                          testing::CaseName());
 
 // A bank of another model (same family, other weight type): the sha256 check must FAIL.
