@@ -210,7 +210,8 @@ std::vector<std::string> tiny_fixture_ids() {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe})
     for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back(gpu_test::fixture_id(f, t, false));
-  for (DType t : {DType::F32, DType::BF16}) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
+    v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
   return v;
 }
 

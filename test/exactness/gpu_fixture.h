@@ -5,7 +5,8 @@
 //         where the row length allows the block, except the MoE router and the conv taps
 //         (kept F32, as llama.cpp's quantizer does);
 //   hf:   HF names (Qwen3-Next's interleaved qkvz/ba, zero-centred norms), matrices BF16; the
-//         only form of GLM-5 (glm-dsa: MLA + DSA indexer + sigmoid-grouped MoE), F32 or BF16.
+//         only form of GLM-5 (glm-dsa: MLA + DSA indexer + sigmoid-grouped MoE), whose fixtures
+//         take every type (an in-memory source holds Q8_0 / NVFP4 blocks under HF names).
 // The oracle and the GPU model load the SAME source, so the only differences between them are
 // the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
 #pragma once
@@ -27,9 +28,13 @@
 
 namespace memra::gpu_test {
 
-inline bool keep_f32(const std::string& name) {
+// Tensors a conversion to `type` leaves F32: the MoE router and the conv taps in a block-quantised
+// file (llama.cpp's quantizer keeps them; GGUF's ffn_gate_inp, HF's mlp.gate), the NVFP4 scales. A
+// BF16 conversion takes the HF router too, as a BF16 checkpoint stores it.
+inline bool keep_f32(const std::string& name, DType type) {
+  const bool blocks = type == DType::Q8_0 || type == DType::NVFP4;
   return name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos ||
-         name.ends_with(".scale");
+         name.ends_with(".scale") || (blocks && name.ends_with("mlp.gate.weight"));
 }
 
 // Re-stores every eligible matrix of `src` as `type`.
@@ -38,7 +43,7 @@ inline void convert_matrices(MemorySource& src, DType type) {
   const int64_t bs = type_traits(type).block_elems;
   for (const std::string& name : src.tensor_names()) {
     const TensorView t = *src.find(name);
-    if (t.ne.size() < 2 || keep_f32(name) || t.type != DType::F32 || t.ne[0] % bs != 0) continue;
+    if (t.ne.size() < 2 || keep_f32(name, type) || t.type != DType::F32 || t.ne[0] % bs != 0) continue;
     const int64_t cols = t.ne[0], rows = t.nelements() / cols;
     const float* x = reinterpret_cast<const float*>(t.data.data());
     std::vector<std::byte> bytes(static_cast<size_t>(row_bytes(type, cols) * rows));

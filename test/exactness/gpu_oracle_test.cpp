@@ -52,6 +52,7 @@ std::unique_ptr<Loaded> load_fixture(const std::string& id) {
   m->fx = gpu_test::make_fixture(id);
   oracle::Options o;
   o.gdn_prefill = GdnPrefill::recurrent;
+  o.q8_1_activations = m->fx.type == DType::Q8_0 || m->fx.type == DType::NVFP4;  // the GPU's contract
   m->oracle = std::make_unique<oracle::Model>(oracle::Model::load(*m->fx.source, o));
   m->gpu = std::make_unique<Model>(Model::load(engine(), *m->fx.source));
   m->type = m->fx.type;
@@ -74,7 +75,7 @@ class GpuModel : public testing::GpuGateFixture<Loaded> {
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
 
 // Each Qwen family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one, then (with_hf)
-// GLM-5's F32 and BF16 HF fixtures (it has no GGUF): fixture model ids.
+// GLM-5's HF fixtures of `types` (it has no GGUF): fixture model ids.
 [[maybe_unused]] std::vector<std::string> fixture_ids(std::initializer_list<DType> types, bool with_hf) {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
@@ -82,7 +83,7 @@ int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).f
     if (with_hf) v.push_back(gpu_test::fixture_id(f, DType::BF16, true));
   }
   if (with_hf)
-    for (DType t : {DType::F32, DType::BF16}) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
+    for (DType t : types) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
   return v;
 }
 
@@ -494,7 +495,7 @@ void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
 }
 
 TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
-  for (DType t : {DType::F32, DType::BF16})
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     glm_follows_oracle(loaded(Family::GlmDsa, t, true), Break{},
                        testing::ReportPart(report(), std::string(dtype_name(t))));
 }
