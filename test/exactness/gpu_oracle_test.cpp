@@ -453,8 +453,8 @@ TEST_F(GpuModel, CacheReseatAndGrowRejectBadArguments) {
 // past the indexer's top-16, so most rows attend to a selection that drops tokens. Every row within
 // kGlmBound of the oracle row's logit range, and the same top-1 wherever the oracle's top-2 margin
 // exceeds twice that row's deviation. Measured on the H200: 1.5e-7 of the range (F32 and BF16
-// weights: the GPU's f32 arithmetic against the oracle's f64, the same selections); the bound is
-// ~13x that. A wrong rotation, norm eps or combine, or one selection that differs from the
+// weights: the GPU's f32 arithmetic against the oracle's f64, the same selections), 6.4e-8 and
+// 7.1e-8 (Q8_0, NVFP4; the oracle under the q8_1 contract); the bound is ~13x the largest. A wrong rotation, norm eps or combine, or one selection that differs from the
 // oracle's, moves a row by orders of magnitude more.
 constexpr int kGlmTokens = 48;
 constexpr double kGlmBound = 2e-6;
