@@ -1,4 +1,5 @@
-// src/cuda/mla.cu — MLA's per-token preparation (see mla.cuh): one block per token.
+// src/cuda/mla.cu — MLA's per-token preparation (see mla.cuh): a block per (token, head) and one
+// per token for the indexer.
 #include "cuda/common.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mla.cuh"
@@ -17,61 +18,62 @@ __device__ __forceinline__ void rotate_pair(float* x, double cs, double sn) {
   x[1] = static_cast<float>(__dadd_rn(__dmul_rn(b, cs), __dmul_rn(a, sn)));
 }
 
+// Grid (T, H + 1): block (t, h < H) rotates query head h's rope part and stores key and value
+// head h at the position (the shared rope key rotated by every head block, the same values each
+// time); block (t, H) does the indexer's part (nothing on a layer without one). Each block takes
+// the angles itself.
 __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
   __shared__ double cs[kMlaMaxRot / 2], sn[kMlaMaxRot / 2];
   __shared__ float kr[kMlaMaxRot];
   __shared__ float ky[kMlaMaxIndexDim];
   __shared__ double stat[2];  // the indexer key's mean and 1/sqrt(var + eps)
   const int64_t t = blockIdx.x;
-  const int tid = threadIdx.x, half = p.n_rot / 2;
+  const int h = blockIdx.y, tid = threadIdx.x, half = p.n_rot / 2;
+  const bool indexer_block = h == p.H;
   pdl_wait();
   pdl_release();
+  if (indexer_block && !p.iq) return;
   const int64_t pos = *p.pos0 + t;
   for (int i = tid; i < half; i += kThreads) {
     const double inv_freq = pow(p.theta, -2.0 * i / static_cast<double>(p.n_rot));
     sincos(static_cast<double>(pos) * inv_freq, &sn[i], &cs[i]);
   }
   __syncthreads();
-  const int hd = p.dn + p.n_rot, kvw = p.dn + p.dv;
-  // queries: each head's rope part, pair by pair
-  float* q = p.q + t * p.H * hd;
-  for (int j = tid; j < p.H * half; j += kThreads) {
-    const int h = j / half, i = j % half;
-    rotate_pair(q + h * hd + p.dn + 2 * i, cs[i], sn[i]);
+  if (!indexer_block) {
+    const int hd = p.dn + p.n_rot, kvw = p.dn + p.dv;
+    // the query head's rope part, pair by pair
+    float* q = p.q + (t * p.H + h) * hd + p.dn;
+    for (int i = tid; i < half; i += kThreads) rotate_pair(q + 2 * i, cs[i], sn[i]);
+    // the shared rope key, then this head's expanded key and value rows at pos
+    const float* kra = p.kva + t * (p.kv_rank + p.n_rot) + p.kv_rank;
+    for (int i = tid; i < p.n_rot; i += kThreads) kr[i] = kra[i];
+    __syncthreads();
+    for (int i = tid; i < half; i += kThreads) rotate_pair(kr + 2 * i, cs[i], sn[i]);
+    __syncthreads();
+    const float* kvb = p.kvb + (t * p.H + h) * kvw;
+    float* kc = p.k_cache + (pos * p.H + h) * hd;
+    for (int d = tid; d < hd; d += kThreads) kc[d] = d < p.dn ? kvb[d] : kr[d - p.dn];
+    float* vc = p.v_cache + (pos * p.H + h) * p.dv;
+    for (int d = tid; d < p.dv; d += kThreads) vc[d] = kvb[p.dn + d];
+    return;
   }
-  // the shared rope key, then the expanded key and value rows at pos
-  const float* kra = p.kva + t * (p.kv_rank + p.n_rot) + p.kv_rank;
-  for (int i = tid; i < p.n_rot; i += kThreads) kr[i] = kra[i];
-  __syncthreads();
-  for (int i = tid; i < half; i += kThreads) rotate_pair(kr + 2 * i, cs[i], sn[i]);
-  __syncthreads();
-  const float* kvb = p.kvb + t * p.H * kvw;
-  float* kc = p.k_cache + pos * p.H * hd;
-  for (int j = tid; j < p.H * hd; j += kThreads) {
-    const int h = j / hd, d = j % hd;
-    kc[j] = d < p.dn ? kvb[h * kvw + d] : kr[d - p.dn];
-  }
-  float* vc = p.v_cache + pos * p.H * p.dv;
-  for (int j = tid; j < p.H * p.dv; j += kThreads) {
-    const int h = j / p.dv, d = j % p.dv;
-    vc[j] = kvb[h * kvw + p.dn + d];
-  }
-  if (!p.iq) return;
   // the indexer: queries' first n_rot dims, the head weights, the key's LayerNorm and rotation
   float* iq = p.iq + t * p.ni * p.hi;
   for (int j = tid; j < p.ni * half; j += kThreads) {
-    const int h = j / half, i = j % half;
-    rotate_pair(iq + h * p.hi + 2 * i, cs[i], sn[i]);
+    const int hh = j / half, i = j % half;
+    rotate_pair(iq + hh * p.hi + 2 * i, cs[i], sn[i]);
   }
-  for (int h = tid; h < p.ni; h += kThreads) p.iw[t * p.ni + h] = __fmul_rn(p.iw[t * p.ni + h], p.w_scale);
+  for (int hh = tid; hh < p.ni; hh += kThreads) p.iw[t * p.ni + hh] = __fmul_rn(p.iw[t * p.ni + hh], p.w_scale);
   const float* ik = p.ik + t * p.hi;
+  for (int i = tid; i < p.hi; i += kThreads) ky[i] = ik[i];
+  __syncthreads();
   if (tid == 0) {  // the oracle's sums, in its order
     double mean = 0;
-    for (int i = 0; i < p.hi; ++i) mean = __dadd_rn(mean, static_cast<double>(ik[i]));
+    for (int i = 0; i < p.hi; ++i) mean = __dadd_rn(mean, static_cast<double>(ky[i]));
     mean = __ddiv_rn(mean, static_cast<double>(p.hi));
     double var = 0;
     for (int i = 0; i < p.hi; ++i) {
-      const double d = __dsub_rn(static_cast<double>(ik[i]), mean);
+      const double d = __dsub_rn(static_cast<double>(ky[i]), mean);
       var = __dadd_rn(var, __dmul_rn(d, d));
     }
     stat[0] = mean;
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
   }
   __syncthreads();
   for (int i = tid; i < p.hi; i += kThreads) {
-    const double xm = __dsub_rn(static_cast<double>(ik[i]), stat[0]);
+    const double xm = __dsub_rn(static_cast<double>(ky[i]), stat[0]);
     ky[i] = static_cast<float>(__dadd_rn(__dmul_rn(__dmul_rn(xm, stat[1]), static_cast<double>(p.k_norm[i])),
                                          static_cast<double>(p.k_bias[i])));
   }
@@ -97,8 +99,9 @@ void mla_prep_run(const MlaPrepParams& p, cudaStream_t s) {
     fail("mla prep: n_rot ", p.n_rot, " unsupported (even, 2..", kMlaMaxRot, ")");
   if (p.iq && (p.hi < p.n_rot || p.hi > kMlaMaxIndexDim))
     fail("mla prep: indexer head_dim ", p.hi, " unsupported (n_rot ", p.n_rot, "..", kMlaMaxIndexDim, ")");
-  if (p.T > 2147483647) fail("mla prep: ", p.T, " tokens exceed the grid");
-  launch_kernel("mla_prep_kernel", mla_prep_kernel, static_cast<unsigned>(p.T), kThreads, 0, s, p);
+  if (p.T > 2147483647 || p.H < 1 || p.H > 65534) fail("mla prep: ", p.T, " tokens of ", p.H, " heads exceed the grid");
+  launch_kernel("mla_prep_kernel", mla_prep_kernel, dim3(static_cast<unsigned>(p.T), static_cast<unsigned>(p.H + 1)),
+                kThreads, 0, s, p);
 }
 
 }  // namespace memra::cuda

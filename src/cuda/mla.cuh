@@ -1,5 +1,6 @@
 // src/cuda/mla.cuh — multi-head latent attention's per-token preparation (GLM-5; the oracle's
-// contract in src/oracle/mla.cpp), one block per token at position *pos0 + t:
+// contract in src/oracle/mla.cpp), for token t at position *pos0 + t (a block per token and head,
+// and one per token for the indexer):
 //   queries:  the last n_rot dims of each head of q rotated in place;
 //   key/value: the shared rope key (kva's last n_rot values) rotated, then the expanded rows
 //             stored at the position: key head h = [k_nope_h | rope key], value head h = v_h,
