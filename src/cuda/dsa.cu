@@ -28,7 +28,7 @@ __global__ void dsa_score_kernel(DsaScoreParams p) {
   float* dots = sh + nh * qld;
   for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) qs[(i / hd) * qld + i % hd] = p.q[t * nh * hd + i];
   __syncthreads();
-  const int64_t last = (p.pos_dev ? *p.pos_dev : p.pos0) + t;
+  const int64_t last = (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t;
   const int local = threadIdx.x / nh, h = threadIdx.x % nh;
   const int64_t s = static_cast<int64_t>(blockIdx.x) * P + local;
   if (local < P && s <= last) {
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
   pdl_release();
   const int64_t t = blockIdx.x;
   const int tid = threadIdx.x;
-  const int64_t n = (p.pos_dev ? *p.pos_dev : p.pos0) + t + 1;
+  const int64_t n = (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1;
   const float* sc = p.scores + t * p.ld;
   int32_t* out = p.sel + t * p.topk;
   if (n <= p.topk) {  // every position: the selection keeps them all

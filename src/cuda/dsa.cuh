@@ -41,9 +41,10 @@ struct DsaScoreParams {
   const float* k = nullptr;  // [>= pos0 + T, head_dim] indexer keys (normed, rotated)
   float* scores = nullptr;   // [T, ld] out: row t holds positions 0..pos0+t
   int64_t T = 0, pos0 = 0, ld = 0;
-  // device position of query 0 when set (a cache's pos_dev: a captured step replays at the
-  // cache's current position); pos0 is then a bound on it that sizes the grid
+  // device position when set (a cache's pos_dev: a captured step replays at the cache's current
+  // position): query 0 sits at *pos_dev + row0, and pos0 is a bound on that which sizes the grid
   const int64_t* pos_dev = nullptr;
+  int64_t row0 = 0;
   int n_head = 0, head_dim = 0;
   float qk_scale = 1.0f;  // 1 / sqrt(head_dim)
 };
@@ -54,7 +55,8 @@ struct DsaSelectParams {
   int32_t* sel = nullptr;         // [T, topk] out: selected positions, ascending; -1 past n_sel
   int32_t* n_sel = nullptr;       // [T] out: min(pos0 + t + 1, topk)
   int64_t T = 0, pos0 = 0, ld = 0;
-  const int64_t* pos_dev = nullptr;  // as DsaScoreParams::pos_dev
+  const int64_t* pos_dev = nullptr;  // as DsaScoreParams::pos_dev / row0
+  int64_t row0 = 0;
   int topk = 0;
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);

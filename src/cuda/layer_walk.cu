@@ -123,7 +123,7 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
   if (T > 1 && gdn_chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
     need = std::max(need, cuda::gdn_chunked_workspace_floats(T, static_cast<int>(c.ssm_n_v_heads),
                                                              static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
-  if (c.has_mla()) need = std::max(need, T * ctx);  // the indexer's scores: [rows, ctx] per sequence
+  if (c.has_mla()) need = std::max(need, mla_score_rows(T, ctx) * ctx);  // the indexer's scores of a chunk of queries
   if (need > cap_work) {
     work = DeviceBuffer<float>(e, static_cast<size_t>(need));
     cap_work = need;
@@ -493,15 +493,19 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   cuda::mla_prep_run(pp, s);
   int32_t* sel = ws.sel.data() + r0 * topk;
   int32_t* n_sel = ws.n_sel.data() + r0;
-  if (L.dsa) {
+  // the indexer's scores and selection, a chunk of queries at a time (Workspace::mla_score_rows)
+  const int64_t chunk = Workspace::mla_score_rows(T, ctx_bound);
+  for (int64_t c0 = 0; L.dsa && c0 < T; c0 += chunk) {
+    const int64_t n = std::min(chunk, T - c0);
     cuda::DsaScoreParams sp;
-    sp.q = pp.iq;
-    sp.w = pp.iw;
+    sp.q = pp.iq + c0 * ni * hi;
+    sp.w = pp.iw + c0 * ni;
     sp.k = pp.index_k;
     sp.scores = ws.work.data();
-    sp.T = T;
-    sp.pos0 = ctx_bound - T;  // a bound: the kernels read the cache's device position
+    sp.T = n;
+    sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
     sp.pos_dev = ci.pos_dev.data();
+    sp.row0 = c0;
     sp.ld = ctx_bound;
     sp.n_head = ni;
     sp.head_dim = hi;
@@ -509,11 +513,12 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
     cuda::dsa_score_run(sp, s);
     cuda::DsaSelectParams xp;
     xp.scores = sp.scores;
-    xp.sel = sel;
-    xp.n_sel = n_sel;
-    xp.T = T;
+    xp.sel = sel + c0 * topk;
+    xp.n_sel = n_sel + c0;
+    xp.T = n;
     xp.pos0 = sp.pos0;
     xp.pos_dev = sp.pos_dev;
+    xp.row0 = c0;
     xp.ld = sp.ld;
     xp.topk = topk;
     cuda::dsa_select_run(xp, s);

@@ -30,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -119,6 +120,13 @@ struct Workspace {
   DeviceBuffer<float> iq, ik, iw;     // [T, ni*hi], [T, hi], [T, ni]  indexer queries, key, weights
   DeviceBuffer<cuda::Q81> qlq, latq;  // q8_1 of ql / lat
   DeviceBuffer<int32_t> sel, n_sel;   // [T, topk], [T]  each row's selected positions and their count
+  // Rows of one indexer score launch over contexts up to ctx: the scores of a chunk of queries
+  // ([rows, ctx] f32 in `work`) stay within kMlaScoreFloats, so a long prompt's prefill does not
+  // need a [T, ctx] block (and at most 1024 rows, whatever the context).
+  static constexpr int64_t kMlaScoreFloats = int64_t{1} << 26;
+  static int64_t mla_score_rows(int64_t T, int64_t ctx) {
+    return std::max<int64_t>(1, std::min({T, int64_t{1024}, kMlaScoreFloats / std::max<int64_t>(ctx, 1)}));
+  }
   // routed expert GEMMs: vectors grouped by expert, and the groups' tiles (cuda/moe.cuh)
   DeviceBuffer<int32_t> group_order;                     // [T*K]
   DeviceBuffer<int32_t> group_start;                     // [E+1]

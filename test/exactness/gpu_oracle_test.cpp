@@ -500,6 +500,27 @@ TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
                        testing::ReportPart(report(), std::string(dtype_name(t))));
 }
 
+// GLM-5's indexer scores a long prompt a chunk of queries at a time (Workspace::mla_score_rows,
+// at most 1024 rows): prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise, at n = 1100,
+// so a chunk's queries (positions offset by the chunk's first row) score and select exactly as
+// a one-token step does; the last row's logits depend on every earlier row through the later
+// layers' keys and values.
+TEST_F(GpuModel, GlmDsaChunkedIndexerPrefillEqualsDecode) {
+  constexpr int kLong = 1100;
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    Loaded& m = loaded(Family::GlmDsa, t, true);
+    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
+    a.prefill_matmul = PrefillMatmul::mmvq;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 31);
+    const std::vector<float> full = m.gpu->forward_last(p);
+    Cache cache = m.gpu->new_cache(kLong);
+    m.gpu->prime_cache(std::span(p).first(kLong - 1), cache);
+    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
+        << m.fx.id << ": the chunked indexer prefill and the decode step differ";
+  }
+}
+
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
 
 class GpuModelCanary : public GpuModel {};
