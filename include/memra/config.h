@@ -4,8 +4,8 @@
 // qwen3next, qwen35, qwen35moe) or from an HF config.json (Qwen3ForCausalLM,
 // Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM and their
 // ForConditionalGeneration / model_type spellings; GlmMoeDsaForCausalLM, model_type
-// glm_moe_dsa, as transformers 5.17 defines it). GLM-5 GGUF (llama.cpp arch "glm-dsa") is not
-// read yet: from_gguf_keys says so. HF semantics rule, so shapes that
+// glm_moe_dsa, as transformers 5.17 defines it; GGUF arch glm-dsa as llama.cpp's converter writes
+// it: docs/oracle.md). HF semantics rule, so shapes that
 // llama.cpp itself rejects are representable: a linear-attention key head dim different from
 // the value head dim (GGUF: ssm.state_size vs ssm.inner_size / ssm.time_step_rank), and dense
 // layers among MoE layers (HF mlp_only_layers / decoder_sparse_step; in GGUF a layer whose

@@ -20,7 +20,7 @@
 //   glm-5   GLM-5's released layer widths (D 6144, 64 MLA heads, latents 2048 / 512, an indexer
 //           of 32 x 128 keeping 2048 tokens on every layer, 256 experts of 2048 top-8 + one
 //           shared, vocabulary 154880) at 4 layers (1 dense, 3 MoE): benchmark shapes
-//           (Model::synthetic; there is no GLM-5 GGUF to write).
+//           (Model::synthetic: the streamed writers do not draw MLA layers).
 //
 // Weight scales. Uniform random weights make greedy decoding degenerate (one token forever, or
 // a short cycle): the residual stream is dominated by the current token's embedding, which the

@@ -251,14 +251,129 @@ void PrintTo(const ModelConfig& c, std::ostream* os) { *os << c.summary(); }
 
 // --- GGUF keys (llama.cpp) --------------------------------------------------------------------
 
+namespace {
+
+// GLM-5 as llama.cpp's converter writes glm-dsa (DeepSeek-V2's MLA keys plus the indexer's):
+// MLA is written as MQA over the latent, so head_count_kv is 1, key_length is kv_lora + rope and
+// value_length kv_lora; the per-head widths are key_length_mla (nope + rope) and value_length_mla.
+// Routing is DeepSeek-V3's (expert_gating_func 2 = sigmoid, llama.cpp's default for this
+// architecture; the group keys default to one group). attention.indexer.types (true = full) is
+// optional: without it from_source reads each layer's indexer from its tensors. An appended MTP
+// block (nextn_predict_layers) is not read, as with the HF directory.
+ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
+  const std::string arch = "glm-dsa";
+  auto key = [&](const char* k) { return arch + "." + k; };
+  auto get = [&](const char* k) { return kv.get_int(key(k)); };
+  auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
+  const int64_t n_blocks = get("block_count"), n_mtp = get_or("nextn_predict_layers", 0);
+  if (n_mtp < 0 || n_mtp >= n_blocks) fail(key("nextn_predict_layers"), " = ", n_mtp, " with block_count ", n_blocks);
+  c.n_layer = n_blocks - n_mtp;
+  c.n_embd = get("embedding_length");
+  c.n_ctx_train = get_or("context_length", 0);
+  c.n_vocab = get_or("vocab_size", 0);
+  c.n_head = get("attention.head_count");
+  const int64_t kv_heads = get_or("attention.head_count_kv", 1);
+  if (kv_heads != 1 && kv_heads != c.n_head)
+    fail(key("attention.head_count_kv"), " = ", kv_heads, " (MLA: 1, the latent, or head_count ", c.n_head, ")");
+  c.n_head_kv = c.n_head;
+  c.rms_eps = kv.get_float(key("attention.layer_norm_rms_epsilon"));
+  c.rope_theta = kv.has(key("rope.freq_base")) ? kv.get_float(key("rope.freq_base")) : 10000.0;
+  if (kv.has(key("rope.scaling.type")) && kv.get_string(key("rope.scaling.type")) != "none")
+    fail(key("rope.scaling.type"), " = '", kv.get_string(key("rope.scaling.type")), "' (only none)");
+  c.n_rot = get("rope.dimension_count");
+  c.mla_q_rank = get("attention.q_lora_rank");
+  c.mla_kv_rank = get("attention.kv_lora_rank");
+  c.head_dim = get("attention.key_length_mla");
+  c.mla_d_nope = c.head_dim - c.n_rot;
+  c.mla_d_v = get("attention.value_length_mla");
+  if (kv.has(key("attention.key_length")) && get("attention.key_length") != c.mla_kv_rank + c.n_rot)
+    fail(key("attention.key_length"), " = ", get("attention.key_length"),
+         ", expected kv_lora_rank + rope = ", c.mla_kv_rank + c.n_rot);
+  if (kv.has(key("attention.value_length")) && get("attention.value_length") != c.mla_kv_rank)
+    fail(key("attention.value_length"), " = ", get("attention.value_length"), ", expected kv_lora_rank ",
+         c.mla_kv_rank);
+  c.dsa_n_head = get("attention.indexer.head_count");
+  c.dsa_head_dim = get("attention.indexer.key_length");
+  c.dsa_topk = get("attention.indexer.top_k");
+  c.layer_kind.assign(static_cast<size_t>(c.n_layer), LayerKind::Mla);
+  if (kv.has(key("attention.indexer.types"))) {
+    const std::vector<int64_t> full = kv.get_int_array(key("attention.indexer.types"));
+    if (static_cast<int64_t>(full.size()) != c.n_layer)
+      fail(key("attention.indexer.types"), " has ", full.size(), " entries, ", c.n_layer, " layers");
+    for (int64_t f : full) c.dsa_shared.push_back(f ? 0 : 1);
+  }  // else empty: from_source reads it from the tensors
+  c.n_ff = get_or("feed_forward_length", 0);
+  c.n_expert = get("expert_count");
+  const int64_t n_dense = get_or("leading_dense_block_count", 0);
+  if (n_dense < 0 || n_dense > c.n_layer) fail(key("leading_dense_block_count"), " = ", n_dense);
+  c.ffn_kind.assign(static_cast<size_t>(c.n_layer), FfnKind::Moe);
+  for (int64_t i = 0; i < n_dense; ++i) c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
+  if (const int64_t gating = get_or("expert_gating_func", 2); gating != 2)
+    fail(key("expert_gating_func"), " = ", gating, " (glm-dsa routes by sigmoid, 2)");
+  c.moe_gating = MoeGating::SigmoidGrouped;
+  c.n_expert_used = get("expert_used_count");
+  c.n_ff_exp = get("expert_feed_forward_length");
+  c.n_ff_shexp = c.n_ff_exp * get_or("expert_shared_count", 0);
+  c.norm_topk = kv.has(key("expert_weights_norm")) && kv.get_bool(key("expert_weights_norm"));
+  c.expert_weights_scale = kv.has(key("expert_weights_scale")) ? kv.get_float(key("expert_weights_scale")) : 1.0;
+  c.n_expert_group = get_or("expert_group_count", 1);
+  c.n_expert_group_used = get_or("expert_group_used_count", 1);
+  return c;
+}
+
+void write_glm_gguf_keys(const ModelConfig& c, MemorySource& dst) {
+  const std::string arch = "glm-dsa";
+  auto key = [&](const char* k) { return arch + "." + k; };
+  dst.set("general.architecture", arch);
+  dst.set("general.alignment", int64_t{32});
+  dst.set(key("block_count"), c.n_layer);
+  dst.set(key("context_length"), c.n_ctx_train);
+  dst.set(key("embedding_length"), c.n_embd);
+  dst.set(key("vocab_size"), c.n_vocab);
+  if (c.n_ff) dst.set(key("feed_forward_length"), c.n_ff);
+  dst.set(key("attention.head_count"), c.n_head);
+  dst.set(key("attention.head_count_kv"), int64_t{1});
+  dst.set(key("attention.key_length"), c.mla_kv_rank + c.n_rot);
+  dst.set(key("attention.value_length"), c.mla_kv_rank);
+  dst.set(key("attention.key_length_mla"), c.head_dim);
+  dst.set(key("attention.value_length_mla"), c.mla_d_v);
+  dst.set(key("attention.q_lora_rank"), c.mla_q_rank);
+  dst.set(key("attention.kv_lora_rank"), c.mla_kv_rank);
+  dst.set(key("attention.layer_norm_rms_epsilon"), c.rms_eps);
+  dst.set(key("rope.dimension_count"), c.n_rot);
+  dst.set(key("rope.freq_base"), c.rope_theta);
+  dst.set(key("attention.indexer.head_count"), c.dsa_n_head);
+  dst.set(key("attention.indexer.key_length"), c.dsa_head_dim);
+  dst.set(key("attention.indexer.top_k"), c.dsa_topk);
+  std::vector<int64_t> full;
+  for (uint8_t s : c.dsa_shared) full.push_back(s ? 0 : 1);
+  dst.set(key("attention.indexer.types"), full);  // a bool array in the file (write_fixture_gguf)
+  int64_t n_dense = 0;
+  while (n_dense < c.n_layer && c.ffn_kind[static_cast<size_t>(n_dense)] == FfnKind::Dense) ++n_dense;
+  dst.set(key("leading_dense_block_count"), n_dense);  // a later dense layer shows in its tensors
+  dst.set(key("expert_count"), c.n_expert);
+  dst.set(key("expert_used_count"), c.n_expert_used);
+  dst.set(key("expert_feed_forward_length"), c.n_ff_exp);
+  if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
+    fail("glm-dsa: the shared expert width ", c.n_ff_shexp, " is not a multiple of the expert width ", c.n_ff_exp,
+         " (GGUF counts shared experts)");
+  dst.set(key("expert_shared_count"), c.n_ff_shexp / c.n_ff_exp);
+  dst.set(key("expert_weights_norm"), c.norm_topk);
+  dst.set(key("expert_weights_scale"), c.expert_weights_scale);
+  dst.set(key("expert_gating_func"), int64_t{2});
+  dst.set(key("expert_group_count"), c.n_expert_group);
+  dst.set(key("expert_group_used_count"), c.n_expert_group_used);
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
   return with_context(kv.where(), [&] {
     if (!kv.has("general.architecture")) fail("no general.architecture");
     const std::string arch = kv.get_string("general.architecture");
     ModelConfig c;
     c.family = family_from_arch(arch);
-    if (c.family == Family::GlmDsa)
-      fail("GGUF of architecture 'glm-dsa' (GLM-5) is not read yet: load the HF safetensors directory");
+    if (c.family == Family::GlmDsa) return glm_from_gguf_keys(kv, c);
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -322,7 +437,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
 
 void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
-  if (c.family == Family::GlmDsa) fail("GGUF of architecture 'glm-dsa' (GLM-5) is not written yet");
+  if (c.family == Family::GlmDsa) return write_glm_gguf_keys(c, dst);
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);

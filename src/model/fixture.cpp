@@ -487,6 +487,11 @@ GgufValue to_gguf_value(const std::string& key, const MetaValue& v) {
   if (auto* b = std::get_if<bool>(&v)) return GgufValue::boolean(*b);
   if (auto* s = std::get_if<std::string>(&v)) return GgufValue::string(*s);
   if (auto* a = std::get_if<std::vector<int64_t>>(&v)) {
+    if (key.ends_with(".attention.indexer.types")) {  // llama.cpp writes (and reads) bools here
+      std::vector<bool> full;
+      for (int64_t x : *a) full.push_back(x != 0);
+      return GgufValue::bool_array(full);
+    }
     std::vector<int32_t> out;
     for (int64_t x : *a) {
       if (x < INT32_MIN || x > INT32_MAX) fail("metadata '", key, "': value ", x, " does not fit i32");

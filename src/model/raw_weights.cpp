@@ -137,6 +137,26 @@ class RawReader {
     return gather(checked(name, {cols, rows}), detail::row_range(0, rows), 1);
   }
 
+  RawMatrix kv_b(const std::string& k_b, const std::string& v_b, const ModelConfig& c) const {
+    const TensorView& k = checked(k_b, detail::tensor_ne(detail::Slot::MlaKB, detail::NameStyle::Gguf, c));
+    const TensorView& v = checked(v_b, detail::tensor_ne(detail::Slot::MlaVB, detail::NameStyle::Gguf, c));
+    RawMatrix m;
+    m.type = detail::joined_kv_b_type(k.type, v.type);
+    m.rows = c.n_head * (c.mla_d_nope + c.mla_d_v);
+    m.cols = c.mla_kv_rank;
+    m.slab_scale.assign(1, 1.0f);
+    m.data.resize(static_cast<size_t>(m.rows * m.row_bytes()));
+    if (k.type == m.type && v.type == m.type) {  // an element type shared by both halves: moved
+      detail::join_kv_b(k.data.data(), v.data.data(), m.data.data(),
+                        static_cast<size_t>(type_traits(m.type).block_bytes), c);
+    } else {  // F32: dequantised as the f32 loader does (per-tensor scale included)
+      const std::vector<float> kf = dequantized(k), vf = dequantized(v);
+      detail::join_kv_b(reinterpret_cast<const std::byte*>(kf.data()), reinterpret_cast<const std::byte*>(vf.data()),
+                        m.data.data(), sizeof(float), c);
+    }
+    return m;
+  }
+
   std::vector<float> vec(const std::string& name, std::vector<int64_t> want) const {
     const TensorView* t = &detail::checked_tensor(src_, name, want);
     std::vector<float> out(static_cast<size_t>(t->nelements()));
@@ -150,6 +170,17 @@ class RawReader {
   }
 
  private:
+  // The whole tensor as f32, times its per-tensor (or per-slab) "<base>.scale".
+  std::vector<float> dequantized(const TensorView& t) const {
+    const int64_t rl = t.ne[0], rb = row_bytes(t.type, rl), n = t.nelements();
+    const int64_t slabs = t.ne.size() == 3 ? t.ne[2] : 1;
+    const std::vector<float> sc = slab_scales(t, slabs);
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n / rl; ++r) dequantize_row(t.type, t.data.data() + r * rb, out.data() + r * rl, rl);
+    if (sc.size() > 1 || sc[0] != 1.0f)
+      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] *= sc[static_cast<size_t>(i / (n / slabs))];
+    return out;
+  }
   const WeightSource& src_;
 };
 

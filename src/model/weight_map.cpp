@@ -2,6 +2,7 @@
 // of the whole-row layout changes.
 #include "model/weight_map.h"
 
+#include <cstring>
 #include <numeric>
 #include <sstream>
 
@@ -40,6 +41,34 @@ std::vector<int64_t> row_range(int64_t first, int64_t n) {
   std::vector<int64_t> r(static_cast<size_t>(n));
   std::iota(r.begin(), r.end(), first);
   return r;
+}
+
+void join_kv_b(const std::byte* k_b, const std::byte* v_b, std::byte* kv_b, size_t elem, const ModelConfig& c) {
+  const int64_t H = c.n_head, dn = c.mla_d_nope, dv = c.mla_d_v, L = c.mla_kv_rank;
+  for (int64_t h = 0; h < H; ++h) {
+    std::byte* head = kv_b + static_cast<size_t>(h * (dn + dv) * L) * elem;
+    const std::byte* kh = k_b + static_cast<size_t>(h * L * dn) * elem;
+    for (int64_t n = 0; n < dn; ++n)
+      for (int64_t l = 0; l < L; ++l)
+        std::memcpy(head + static_cast<size_t>(n * L + l) * elem, kh + static_cast<size_t>(l * dn + n) * elem, elem);
+    std::memcpy(head + static_cast<size_t>(dn * L) * elem, v_b + static_cast<size_t>(h * dv * L) * elem,
+                static_cast<size_t>(dv * L) * elem);
+  }
+}
+
+void split_kv_b(const float* kv_b, float* k_b, float* v_b, const ModelConfig& c) {
+  const int64_t H = c.n_head, dn = c.mla_d_nope, dv = c.mla_d_v, L = c.mla_kv_rank;
+  for (int64_t h = 0; h < H; ++h) {
+    const float* head = kv_b + h * (dn + dv) * L;
+    for (int64_t n = 0; n < dn; ++n)
+      for (int64_t l = 0; l < L; ++l) k_b[(h * L + l) * dn + n] = head[n * L + l];
+    std::memcpy(v_b + h * dv * L, head + dn * L, sizeof(float) * static_cast<size_t>(dv * L));
+  }
+}
+
+DType joined_kv_b_type(DType k_b, DType v_b) {
+  const bool element = k_b == DType::F32 || k_b == DType::F16 || k_b == DType::BF16;
+  return element && k_b == v_b ? k_b : DType::F32;
 }
 
 RowSplit q_gate_rows(const ModelConfig& c) {
@@ -134,7 +163,8 @@ constexpr SlotNames kNames[] = {
     {Slot::Gate, "ffn_gate.weight", "mlp.gate_proj.weight"},
     {Slot::Up, "ffn_up.weight", "mlp.up_proj.weight"},
     {Slot::Down, "ffn_down.weight", "mlp.down_proj.weight"},
-    // GLM-5 (HF glm_moe_dsa; GGUF names as llama.cpp's glm-dsa, not read yet)
+    // GLM-5 (HF glm_moe_dsa; GGUF as llama.cpp's glm-dsa, whose converter splits kv_b into
+    // attn_k_b and attn_v_b: attn_kv_b is read from older files only)
     {Slot::MlaQA, "attn_q_a.weight", "self_attn.q_a_proj.weight"},
     {Slot::MlaQANorm, "attn_q_a_norm.weight", "self_attn.q_a_layernorm.weight"},
     {Slot::MlaQB, "attn_q_b.weight", "self_attn.q_b_proj.weight"},
@@ -148,6 +178,8 @@ constexpr SlotNames kNames[] = {
     {Slot::DsaKNormBias, "indexer.k_norm.bias", "self_attn.indexer.k_norm.bias"},
     {Slot::DsaWeights, "indexer.proj.weight", "self_attn.indexer.weights_proj.weight"},
     {Slot::RouterBias, "exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
+    {Slot::MlaKB, "attn_k_b.weight", nullptr},
+    {Slot::MlaVB, "attn_v_b.weight", nullptr},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -268,6 +300,10 @@ std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
       return {D, c.dsa_n_head};
     case Slot::RouterBias:
       return {E};
+    case Slot::MlaKB:  // torch [H, kv_lora, nope]: head h's k rows of kv_b, transposed
+      return {c.mla_d_nope, c.mla_kv_rank, H};
+    case Slot::MlaVB:  // torch [H, v, kv_lora]: head h's v rows of kv_b as they are
+      return {c.mla_kv_rank, c.mla_d_v, H};
   }
   fail("weight map: slot ", static_cast<int>(k), " has no shape");
 }
@@ -316,8 +352,14 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
   if (kind == LayerKind::Attention) {
     for (Slot k : {Slot::Q, Slot::K, Slot::V, Slot::O, Slot::QNorm, Slot::KNorm}) p.add(k);
   } else if (kind == LayerKind::Mla) {
-    for (Slot k : {Slot::MlaQA, Slot::MlaQANorm, Slot::MlaQB, Slot::MlaKvA, Slot::MlaKvANorm, Slot::MlaKvB, Slot::MlaO})
-      p.add(k);
+    for (Slot k : {Slot::MlaQA, Slot::MlaQANorm, Slot::MlaQB, Slot::MlaKvA, Slot::MlaKvANorm}) p.add(k);
+    if (gguf) {  // llama.cpp's converter writes kv_b split, k_b transposed (for the absorbed form)
+      p.add(Slot::MlaKB);
+      p.add(Slot::MlaVB);
+    } else {
+      p.add(Slot::MlaKvB);
+    }
+    p.add(Slot::MlaO);
     if (dsa_indexer)
       for (Slot k : {Slot::DsaQB, Slot::DsaK, Slot::DsaKNorm, Slot::DsaKNormBias, Slot::DsaWeights}) p.add(k);
   } else {

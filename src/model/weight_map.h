@@ -20,9 +20,11 @@
 //   std::vector<float> vec(name, ne)  checked, as f32
 //   Conv conv(taps, rows, K)          [rows, K] conv taps
 //   Experts experts(gate, up, down)   one Mat per expert each
+//   Mat kv_b(k_b, v_b, c)             GGUF's split kv_b, shapes checked, joined (join_kv_b)
 // Every check fails naming the tensor with the expected and the actual shape.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -51,6 +53,17 @@ RowSplit qkvz_rows(const ModelConfig& c);
 RowSplit ba_rows(const ModelConfig& c);
 // Rows [first, first + n).
 std::vector<int64_t> row_range(int64_t first, int64_t n);
+
+// GLM-5's kv_b [H·(nope + v), kv_lora] (HF kv_b_proj, the expanded MLA's matrix) and the two
+// tensors llama.cpp's converter splits it into: attn_k_b {nope, kv_lora, H} (head h's nope rows,
+// transposed) and attn_v_b {kv_lora, v, H} (head h's v rows as they are). Element arrays of
+// `elem` bytes each, row-major as ggml stores them. A transpose cannot keep a block type's blocks,
+// so a joined kv_b keeps the files' type only when both halves share an element type (F32, F16,
+// BF16) and is F32 (the exact dequantised values) otherwise: joined_kv_b_type, one rule for both
+// loaders, so the oracle and the GPU model multiply by the same matrix.
+void join_kv_b(const std::byte* k_b, const std::byte* v_b, std::byte* kv_b, size_t elem, const ModelConfig& c);
+void split_kv_b(const float* kv_b, float* k_b, float* v_b, const ModelConfig& c);
+DType joined_kv_b_type(DType k_b, DType v_b);
 
 // The tensor `name` of `src`, with shape `want` (ggml order, trailing 1s ignored). Fails with
 // "<path>: tensor '<name>' missing (expected shape {…})" or
@@ -119,6 +132,8 @@ enum class Slot {
   DsaKNormBias,
   DsaWeights,  // DSA indexer
   RouterBias,  // sigmoid-grouped gating's bias
+  MlaKB,
+  MlaVB,  // GGUF's split kv_b: k_b per head transposed [kv_lora, nope], v_b [v, kv_lora]
 };
 
 // Where a name sits: `prefix` is the layer prefix (LayerSpec::prefix) for layer slots; model
@@ -215,7 +230,12 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
     a.wq_b = mat(Slot::MlaQB);
     a.wkv_a = mat(Slot::MlaKvA);
     a.kv_a_norm = rd.vec(N(Slot::MlaKvANorm), ne(Slot::MlaKvANorm));
-    a.wkv_b = mat(Slot::MlaKvB);
+    // GGUF: attn_k_b + attn_v_b as llama.cpp's converter writes them; attn_kv_b in older files.
+    if (gguf && !rd.has(N(Slot::MlaKvB))) {
+      a.wkv_b = rd.kv_b(N(Slot::MlaKB), N(Slot::MlaVB), c);
+    } else {
+      a.wkv_b = mat(Slot::MlaKvB);
+    }
     a.wo = mat(Slot::MlaO);
     L.mla = std::move(a);
     if (s.dsa_indexer) {

@@ -268,6 +268,14 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::MlaKvB:
         put_tensor(s, t, need(L.mla).wkv_b.data);
         break;
+      case Slot::MlaKB:
+      case Slot::MlaVB: {  // llama.cpp's split of kv_b (weight_map.h split_kv_b)
+        const int64_t H = c.n_head, kvr = c.mla_kv_rank;
+        std::vector<float> k(static_cast<size_t>(H * kvr * c.mla_d_nope)), v(static_cast<size_t>(H * c.mla_d_v * kvr));
+        detail::split_kv_b(need(L.mla).wkv_b.data.data(), k.data(), v.data(), c);
+        put_tensor(s, t, t.slot == Slot::MlaKB ? k : v);
+        break;
+      }
       case Slot::MlaO:
         put_tensor(s, t, need(L.mla).wo.data);
         break;

@@ -70,6 +70,15 @@ class F32Reader {
     m.data = std::move(taps);
     return m;
   }
+  Matrix kv_b(const std::string& k_b, const std::string& v_b, const ModelConfig& c) const {
+    const std::vector<float> k = vec(k_b, detail::tensor_ne(detail::Slot::MlaKB, detail::NameStyle::Gguf, c));
+    const std::vector<float> v = vec(v_b, detail::tensor_ne(detail::Slot::MlaVB, detail::NameStyle::Gguf, c));
+    Matrix m(c.n_head * (c.mla_d_nope + c.mla_d_v), c.mla_kv_rank);
+    detail::join_kv_b(reinterpret_cast<const std::byte*>(k.data()), reinterpret_cast<const std::byte*>(v.data()),
+                      reinterpret_cast<std::byte*>(m.data.data()), sizeof(float), c);
+    m.stored = detail::joined_kv_b_type(src_.find(k_b)->type, src_.find(v_b)->type);
+    return m;
+  }
   Experts experts(std::vector<Matrix> gate, std::vector<Matrix> up, std::vector<Matrix> down) const {
     Experts e(gate.size());
     for (size_t i = 0; i < e.size(); ++i) e[i] = {std::move(gate[i]), std::move(up[i]), std::move(down[i])};

@@ -33,7 +33,7 @@ TokenizerSpec read_gguf_tokenizer_spec(const GgufFile& f, std::string_view sourc
   if (!f.has(kPre)) bad(kPre, "missing (needed to choose the pre-tokenizer regex)");
   spec.pre = f.get_string(kPre);
   auto pattern = pre_tokenizer_pattern(spec.pre);
-  if (!pattern) bad(kPre, "'", spec.pre, "' is unsupported (known: qwen2, qwen35)");
+  if (!pattern) bad(kPre, "'", spec.pre, "' is unsupported (known: qwen2, qwen35, glm4)");
   spec.pre_pattern = *pattern;
   spec.nfc = true;  // both known pre-tokenizers come from tokenizer.json files with NFC
 
@@ -80,7 +80,7 @@ void write_tokenizer_gguf(const TokenizerSpec& spec, GgufWriter& w) {
   auto pattern = pre_tokenizer_pattern(spec.pre);
   if (!pattern)
     fail("write_tokenizer_gguf: pre-tokenizer '", spec.pre,
-         "' has no GGUF name (known: qwen2, qwen35); a custom regex cannot be stored in GGUF");
+         "' has no GGUF name (known: qwen2, qwen35, glm4); a custom regex cannot be stored in GGUF");
   if (*pattern != spec.pre_pattern && !spec.pre_pattern.empty())
     fail("write_tokenizer_gguf: the spec's regex differs from the one '", spec.pre, "' names");
   if (!spec.nfc) fail("write_tokenizer_gguf: a tokenizer without NFC cannot be named '", spec.pre, "'");

@@ -31,6 +31,8 @@ constexpr PreTokenizerEntry kPreTokenizers[] = {
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
     {"qwen35",
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    {"glm4",  // GLM-4.5 / GLM-5 (llama.cpp LLAMA_VOCAB_PRE_TYPE_CHATGLM4): digits in runs of up to three
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
 };
 
 // `(?i:'s|'t|...)` in the pattern means ASCII case only in every implementation we agree with
@@ -264,7 +266,7 @@ void Tokenizer::Impl::build() {
   std::string pattern = s.pre_pattern;
   if (pattern.empty()) {
     auto p = pre_tokenizer_pattern(s.pre);
-    if (!p) fail(source, ": unknown pre-tokenizer '", s.pre, "' (known: qwen2, qwen35)");
+    if (!p) fail(source, ": unknown pre-tokenizer '", s.pre, "' (known: qwen2, qwen35, glm4)");
     pattern = *p;
   }
   pattern = ascii_caseless_groups(pattern);

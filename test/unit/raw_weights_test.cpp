@@ -4,7 +4,7 @@
 // convention the raw loader leaves in the file's order — llama.cpp's tiled GDN value heads
 // (qwen35*) — is checked through the head map written out here (tiled head j*nk + k is grouped
 // head k*r + j), not through the loader's code. Plus: unsupported matrix types are errors
-// naming the tensor.
+// naming the tensor. GLM-5's GGUF kv_b, split in the file, joins back to the canonical kv_b.
 #include <cstring>
 
 #include <gmock/gmock.h>
@@ -101,6 +101,25 @@ TEST_P(RawWeightsFamily, DequantizedRawEqualsCanonical) {
           ASSERT_EQ(v[col], L.gdn->wout.at(d, head(col / dv) * dv + col % dv)) << P << "wout " << d << "," << col;
       }
     }
+    if (L.mla) {  // GGUF's kv_b arrives split (attn_k_b transposed): joined, F32 unless both are F32/F16/BF16
+      expect_rows_equal(R.mla->wq_a, L.mla->wq_a, P + "wq_a");
+      expect_rows_equal(R.mla->wq_b, L.mla->wq_b, P + "wq_b");
+      expect_rows_equal(R.mla->wkv_a, L.mla->wkv_a, P + "wkv_a");
+      expect_rows_equal(R.mla->wkv_b, L.mla->wkv_b, P + "wkv_b");
+      EXPECT_EQ(R.mla->wkv_b.type, L.mla->wkv_b.stored) << P << "wkv_b's type";
+      if (!k.hf && k.type != DType::F32) { EXPECT_EQ(R.mla->wkv_b.type, DType::F32) << P; }
+      expect_rows_equal(R.mla->wo, L.mla->wo, P + "wo");
+      EXPECT_EQ(R.mla->q_a_norm, L.mla->q_a_norm) << P;
+      EXPECT_EQ(R.mla->kv_a_norm, L.mla->kv_a_norm) << P;
+    }
+    ASSERT_EQ(R.dsa.has_value(), L.dsa.has_value()) << P;
+    if (L.dsa) {
+      expect_rows_equal(R.dsa->wq_b, L.dsa->wq_b, P + "indexer wq_b");
+      expect_rows_equal(R.dsa->wk, L.dsa->wk, P + "indexer wk");
+      expect_rows_equal(R.dsa->weights, L.dsa->weights, P + "indexer weights");
+      EXPECT_EQ(R.dsa->k_norm, L.dsa->k_norm) << P;
+      EXPECT_EQ(R.dsa->k_norm_bias, L.dsa->k_norm_bias) << P;
+    }
     if (L.ffn) {
       expect_rows_equal(R.ffn->gate, L.ffn->gate, P + "ffn.gate");
       expect_rows_equal(R.ffn->up, L.ffn->up, P + "ffn.up");
@@ -108,6 +127,7 @@ TEST_P(RawWeightsFamily, DequantizedRawEqualsCanonical) {
     }
     if (L.moe) {
       expect_rows_equal(R.moe->router, L.moe->router, P + "router");
+      EXPECT_EQ(R.moe->router_bias, L.moe->router_bias) << P;
       const int64_t E = c.n_expert, I = c.n_ff_exp, D = c.n_embd;
       ASSERT_EQ(R.moe->experts.gate.n_slab, E);
       for (int64_t e = 0; e < E; ++e)
@@ -132,12 +152,14 @@ TEST_P(RawWeightsFamily, DequantizedRawEqualsCanonical) {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& i) {
   std::string t(dtype_name(i.param.type));
-  return std::string(family_arch(i.param.family)) + "_" + t + (i.param.hf ? "_hf" : "_gguf");
+  std::string f(family_arch(i.param.family));
+  for (char& ch : f) ch = ch == '-' ? '_' : ch;  // glm-dsa
+  return f + "_" + t + (i.param.hf ? "_hf" : "_gguf");
 }
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa}) {
     for (DType t : {DType::F32, DType::Q8_0, DType::NVFP4}) v.push_back({f, t, false});
     v.push_back({f, DType::BF16, true});
   }

@@ -545,6 +545,12 @@ TEST(TokenizerGguf, PreNameSelectsTheSplitRegex) {
   w.set_string("tokenizer.ggml.pre", "qwen35");
   EXPECT_THAT(Tokenizer::from_gguf(*to_gguf(w)).pre_tokenize("x\u0301y z"),
               ElementsAre("x\u0301y", " z"));
+  // glm4 (GLM-5's GGUF) keeps digits in runs of up to three; qwen2 splits every digit.
+  w.set_string("tokenizer.ggml.pre", "glm4");
+  EXPECT_THAT(Tokenizer::from_gguf(*to_gguf(w)).pre_tokenize("a 12345"), ElementsAre("a", " ", "123", "45"));
+  w.set_string("tokenizer.ggml.pre", "qwen2");
+  EXPECT_THAT(Tokenizer::from_gguf(*to_gguf(w)).pre_tokenize("a 12345"),
+              ElementsAre("a", " ", "1", "2", "3", "4", "5"));
 }
 
 TEST(TokenizerGguf, PaddedVocabularyDecodesPaddingToNothing) {
