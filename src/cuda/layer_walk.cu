@@ -256,7 +256,7 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
 }
 
 void Model::Impl::rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt,
-                        float* y, Q81* qq, int64_t rows, int64_t n) {
+                        float* y, Q81* qq, int64_t rows, int64_t n, std::optional<double> eps) {
   cuda::RowOpParams p;
   p.op = op;
   p.x = x;
@@ -264,7 +264,7 @@ void Model::Impl::rowop(cuda::RowOp op, const float* x, int64_t ld_x, const floa
   p.z = zz;
   p.ld_z = ld_z;
   p.w = wt;
-  p.eps = static_cast<float>(c.rms_eps);
+  p.eps = static_cast<float>(eps.value_or(c.rms_eps));
   p.y = y;
   p.ld_y = n;
   p.q = n % 32 == 0 ? qq : nullptr;
@@ -283,18 +283,7 @@ void Model::Impl::norm_quant(const float* x, const float* wt, float* y, Q81* qq,
 
 void Model::Impl::latent_norm(const float* x, int64_t ld_x, const float* wt, float* y, Q81* qq, int64_t rows,
                               int64_t n) {
-  cuda::RowOpParams p;
-  p.op = cuda::RowOp::RmsNorm;
-  p.x = x;
-  p.ld_x = ld_x;
-  p.w = wt;
-  p.eps = static_cast<float>(ModelConfig::kMlaNormEps);
-  p.y = y;
-  p.ld_y = n;
-  p.q = n % 32 == 0 ? qq : nullptr;
-  p.rows = rows;
-  p.n = n;
-  cuda::rowop_run(p, s);
+  rowop(cuda::RowOp::RmsNorm, x, ld_x, nullptr, 0, wt, y, qq, rows, n, ModelConfig::kMlaNormEps);
 }
 
 // --- attention -----------------------------------------------------------------------------------

@@ -195,8 +195,10 @@ struct Model::Impl {
   };
   void mv_group(std::initializer_list<Job> jobs, const float* xf, int64_t ld, const cuda::Q81* xq, int64_t n_out,
                 int x_div = 1, const int32_t* slab = nullptr);
+  // A row op of rows of n (x at stride ld_x, z at ld_z) into y (stride n) and q (q8_1 when
+  // n % 32 == 0); a norm's eps is the model's rms_eps unless given.
   void rowop(cuda::RowOp op, const float* x, int64_t ld_x, const float* zz, int64_t ld_z, const float* wt, float* y,
-             cuda::Q81* qq, int64_t rows, int64_t n);
+             cuda::Q81* qq, int64_t rows, int64_t n, std::optional<double> eps = std::nullopt);
   void norm_quant(const float* x, const float* wt, float* y, cuda::Q81* qq, int64_t rows, int64_t n);
   // RMSNorm of an MLA latent (eps ModelConfig::kMlaNormEps): rows of n at stride ld_x into y
   // (stride n) and q (q8_1 when n % 32 == 0).

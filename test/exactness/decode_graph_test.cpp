@@ -2,8 +2,9 @@
 // decode graph change anything a user or a router sees?
 //
 // DESIGN.md law 3: the graph launches the same kernels on the same operands in the same order as
-// eager decode. On every tiny fixture (4 Qwen families x F32/BF16/Q8_0/NVFP4 GGUF and GLM-5 F32 /
-// BF16 HF, in memory: gpu_fixture.h; GLM-5's 76 positions run past its DSA top-k of 16)
+// eager decode. On every tiny fixture (4 Qwen families x F32/BF16/Q8_0/NVFP4 GGUF, GLM-5 in the
+// four types as HF and Q8_0 as GGUF, in memory: gpu_fixture.h; GLM-5's 76 positions run past
+// its DSA top-k of 16)
 // the same prompt is primed and decoded greedily for 64 steps twice, eager and graph, each with
 // a selection ledger attached (memra/selection_ledger.h: per token and MoE layer the experts the
 // route kernel chose and the bits of their weights). The gate holds iff
@@ -212,6 +213,7 @@ std::vector<std::string> tiny_fixture_ids() {
     for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) v.push_back(gpu_test::fixture_id(f, t, false));
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
+  v.push_back(gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false));  // GGUF: kv_b split in the file
   return v;
 }
 

@@ -5,7 +5,8 @@
 //                      the ctest fixtures fixture_gen_tiny_*: D 64, the real Qwen3 vocabulary and
 //                      tokenizer, weights scaled to trained-like margins; docs/fixtures.md), and
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
-//                      "glm-dsa-f32" (GLM-5 has no GGUF) is the f32 HF directory tiny-glm-dsa-hf;
+//                      "glm-dsa-f32" is GLM-5's f32 HF directory tiny-glm-dsa-hf (its bank hashes
+//                      that directory's model.safetensors);
 //   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
 //                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B and
 //                      Qwen3.5-35B-A3B layers at 4 layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
@@ -90,7 +91,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     m->bank_path = fs::path(MEMRA_BINARY_DIR) / "fixtures/banks" / (id + ".json");
   } else {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
-    // GLM-5 has no GGUF: "glm-dsa-f32" is the f32 HF directory tiny-glm-dsa-hf
+    // "glm-dsa-f32" is GLM-5's f32 HF directory, the file its committed bank was made from
     if (id == "glm-dsa-f32") m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / "tiny-glm-dsa-hf";
     m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");
   }

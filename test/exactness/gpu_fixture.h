@@ -94,9 +94,8 @@ inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4})
       for (bool hf : {false, true})
-        if (fixture_id(f, t, hf) == id && (hf || f != Family::GlmDsa)) return make_fixture(f, t, hf, seed);
-  fail("gpu fixture: no fixture model '", id,
-       "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf; glm-dsa has no GGUF: glm-dsa-bf16-hf)");
+        if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);
+  fail("gpu fixture: no fixture model '", id, "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf)");
 }
 
 // A fixture model on the GPU alone, for the gates that compare the GPU model's own arms

@@ -397,7 +397,7 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"dp4a"})),
                          testing::CaseName());
-// GLM-5 (the seed's own model family; f32 HF, it has no GGUF): MLA, the DSA indexer's top-16 over
+// GLM-5 (the seed's own model family; the f32 HF directory): MLA, the DSA indexer's top-16 over
 // a trajectory of 180 positions, sigmoid-grouped MoE.
 INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager", "graph"})),
                          testing::CaseName());
