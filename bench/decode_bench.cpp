@@ -289,7 +289,7 @@ void register_all() {
           ->Repetitions(9)
           ->DisplayAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
-    for (int B : {1, 4, 16, 32, 64})
+    for (int B : {1, 4, 8, 16, 32, 64})
       benchmark::RegisterBenchmark(("DecodeBatch/" + shape + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
           ->UseManualTime()
           ->Iterations(16)

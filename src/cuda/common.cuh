@@ -6,7 +6,8 @@
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
 //           dev_e2m1x2, warp_sum_xor, warp_max, cp_async4, cp_async16, cp_async_commit,
-//           cp_async_wait_group1, cp_async_wait_all, quantize_block_q8_1, silu_f
+//           cp_async_wait_group1, cp_async_wait_all, quantize_block_q8_1, silu_f, mma_k32, mma_k16,
+//           kMmaMagic, mma_isum
 #pragma once
 
 #include <cuda_fp16.h>
@@ -149,6 +150,31 @@ __device__ __forceinline__ void quantize_block_q8_1(float x, Q81* out, int lane)
   }
 }
 
+// --- int8 tensor-core dots (the GEMM and the mat-vec's token tiles)
+//
+// mma.sync m16n8k32 / m16n8k16 .s8: one unit's exact integer dot (a Q8_0 block, an NVFP4
+// sub-block) for 16 weight rows x 8 activation rows, from a zero accumulator in effect. The mma
+// accumulates from C = kMmaMagic (the bits of 1.5 * 2^23) instead of 0, so the int32 result read
+// as a float is 1.5 * 2^23 + isum exactly (|isum| < 2^22: Q8_0 at most 32 * 127 * 127, NVFP4
+// 16 * 12 * 127), and mma_isum's one f32 subtraction gives f32(isum), the value the
+// integer-to-float conversion gives, without that quarter-rate instruction.
+// Fragments (g = lane / 4, q = lane % 4): A reg j holds 4 consecutive k of row g (+8 for regs 1,
+// 3), k0 = 4q (+16 for regs 2, 3 of k32); B reg j 4 consecutive k of column g, k0 = 4q (+16 for
+// reg 1); C c0, c1 = row g, columns 2q + {0, 1}; c2, c3 = row g + 8, the same columns.
+constexpr int kMmaMagic = 0x4B400000;
+__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(kMmaMagic));
+}
+__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
+               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0), "r"(kMmaMagic));
+}
+__device__ __forceinline__ float mma_isum(int c) { return __fsub_rn(__int_as_float(c), 12582912.0f); }
 
 // SiLU as every memra kernel computes it (the row ops, the GDN conv and output norm): one
 // definition, so the same operations everywhere.

@@ -12,11 +12,7 @@
 // logit noise against the oracle on the tiny bf16 fixtures over the float-weight ceiling of 1e-5
 // (up to 4.4e-5); three carry all 24 bits, and the noise is the f32 path's.
 //
-// Fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col), g = lane / 4:
-//   A (16 x K): reg j holds 4 consecutive k of row g (+8 for regs 1, 3), k0 = 4*(lane%4)
-//               (+16 for regs 2, 3 of k32);
-//   B (K x 8):  reg j holds 4 consecutive k of column g, k0 = 4*(lane%4) (+16 for reg 1);
-//   C (16 x 8): c0, c1 = row g, cols 2*(lane%4) + {0, 1}; c2, c3 = row g + 8, same cols.
+// Fragment layouts of PTX's mma.m16n8k32 / m16n8k16 .s8 (row.col): common.cuh (mma_k32).
 #include <cuda_bf16.h>
 
 #include "cuda/common.cuh"
@@ -69,10 +65,8 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 //
 // The arithmetic is quant.h's sequential dot: per unit an exact isum from a zero accumulator, then
 // f32(f32(dw * dx) * f32(isum)) added to the running f32 sum, units in order. One change of form,
-// not of value: the mma accumulates from C = 0x4B400000 (the bits of 1.5 * 2^23) instead of 0, so
-// the int32 result read as a float is 1.5 * 2^23 + isum exactly (|isum| < 2^22: Q8_0 at most
-// 32 * 127 * 127, NVFP4 16 * 12 * 127), and one f32 subtraction of 1.5 * 2^23 gives f32(isum) —
-// the value the integer-to-float conversion gives, without that quarter-rate instruction.
+// not of value: the mma accumulates from kMmaMagic (common.cuh mma_isum) and one f32 subtraction
+// gives f32(isum), without the quarter-rate integer-to-float conversion.
 //
 // 16 warps, warp w on rows 16 (w % 8).. and the token half w / 8 (8 n-tiles, 32 accumulators per
 // thread), and each chunk's weight scales staged in shared memory with its rows (one 16-byte
@@ -88,8 +82,6 @@ constexpr int kRoutedTokens = gemm_routed_tile;  // routed launches: a slab's gr
 constexpr int kChunkVals = 256;             // K values per stage
 constexpr int kChunkBlocks = kChunkVals / 32;  // q8_1 blocks per stage
 constexpr int kBStride = kChunkBlocks * 36 + 16;  // bytes per token row of a B stage (+16: banks)
-constexpr int kMagic = 0x4B400000;          // 1.5 * 2^23 as float bits
-constexpr float kMagicF = 12582912.0f;
 
 template <int W> struct GemmUnit;
 template <> struct GemmUnit<3> {  // Q8_0: 32-value unit, 32 bytes of qs, fp16 d after the qs plane
@@ -112,20 +104,6 @@ struct GemmTile {
   // + dx [block][token] as f32, + the tokens' activation and output rows (int64)
   static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * TOK * 4 + 2 * TOK * 8;
 };
-
-__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1, int c0) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%10,%10};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(c0));
-}
-__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0, int c0) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a0), "r"(a1), "r"(b0), "r"(c0));
-}
 
 // Chunk `ch`'s weight rows (A) of the block into stage memory: 16-byte copies of each row's
 // unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
@@ -271,13 +249,15 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1) gemm_kerne
       for (int n = 0; n < kHalfTiles; ++n) {
         const uint8_t* xb = sb + (TOK / 2 * half + 8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
         int c[4];
-        if constexpr (W == 3) mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16), kMagic);
-        else mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb), kMagic);
+        if constexpr (W == 3)
+          mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16));
+        else
+          mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb));
         const float2 dxp = *reinterpret_cast<const float2*>(dx + 8 * n);  // tokens 2q, 2q + 1 of the tile
-        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), __fsub_rn(__int_as_float(c[0]), kMagicF)));
-        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), __fsub_rn(__int_as_float(c[1]), kMagicF)));
-        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), __fsub_rn(__int_as_float(c[2]), kMagicF)));
-        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dxp.y), __fsub_rn(__int_as_float(c[3]), kMagicF)));
+        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), mma_isum(c[0])));
+        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), mma_isum(c[1])));
+        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), mma_isum(c[2])));
+        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dxp.y), mma_isum(c[3])));
       }
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
@@ -357,9 +337,12 @@ void launch_int8_tok(const GemmParams& p, cudaStream_t s) {
   launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, p);
 }
 
+// Routed launches and calls of at most 32 tokens (a batched decode step's rows) take the
+// 32-token tile, whose blocks are a quarter of the 128-token tile's mma work and fit two to an
+// SM; larger calls the 128-token tile. Every output's chain is the same in both.
 template <int W>
 void launch_int8(const GemmParams& p, cudaStream_t s) {
-  if (p.order) return launch_int8_tok<W, kRoutedTokens>(p, s);
+  if (p.order || p.T <= kRoutedTokens) return launch_int8_tok<W, kRoutedTokens>(p, s);
   launch_int8_tok<W, kGemmTokens>(p, s);
 }
 

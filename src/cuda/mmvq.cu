@@ -383,6 +383,161 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   }
 }
 
+// --- token tiles on the int8 tensor cores (mmvq family, Q8_0 / NVFP4 against q8_1, dense)
+//
+// The warp32 chain of quant.h for 5 or more output vectors (a batched decode step, a prefill),
+// with each unit's integer dots taken by mma.sync for 16 rows x 8 vectors at once instead of by
+// dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors; its 8 warps split the 32 lane
+// classes of the contract, warp w taking classes w, w + 8, w + 16, w + 24, and for each class l
+// the units l, l + 32, l + 64, ... in order into that class's accumulator: exactly lane l's chain
+// of the m = 1 kernel. The 32 class sums then meet in shared memory and one thread per output
+// adds them in the butterfly's tree (off = 16, 8, 4, 2, 1), scales and stores as matvec_kernel
+// does. p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
+// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec.
+//
+// Why: the 8- / 16-vector dp4a tile reads a weight unit once per tile but spends a dp4a chain and
+// an activation load per vector, and holds one unit per lane in flight: at 16 sequences a
+// Qwen3.5-9B step cost 7x the single-sequence step. Here a unit of 16 rows costs one mma per 8
+// vectors, a warp has its four classes' units in flight at once, and a 4096-row matrix is 256
+// blocks of 8 warps. Vectors past 8 NTILE take further blocks along x (the fastest grid axis, so
+// the blocks of one row tile run together and re-read its weights from L2).
+constexpr int kTileWarps = 8;                  // warps per block
+constexpr int kTileClasses = 32 / kTileWarps;  // lane classes per warp
+constexpr int kTileRows = 16;                  // weight rows per block (the mma's M)
+
+template <int W, int NTILE>
+__global__ void __launch_bounds__(32 * kTileWarps) matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
+  using U = Unit<W>;
+  constexpr int kVec = 8 * NTILE;  // output vectors per block
+  int j = 0;
+  while (j + 1 < batch.n && blockIdx.y >= batch.block_start[j + 1]) ++j;
+  const MatvecParams& p = batch.p[j];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int64_t rows = p.w.slab_rows, cols = p.w.cols, nqb = cols / 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y - batch.block_start[j]) * kTileRows;
+  const int64_t a0 = static_cast<int64_t>(blockIdx.x) * kVec;
+  // rows and vectors past the end are loaded clamped and never stored
+  const uint8_t* wa = p.w.data + (r0 + g < rows ? r0 + g : rows - 1) * p.w.row_bytes;
+  const uint8_t* wb = p.w.data + (r0 + g + 8 < rows ? r0 + g + 8 : rows - 1) * p.w.row_bytes;
+  const int nu = static_cast<int>(U::count(cols));
+  auto vec = [&](int64_t a) { return a < p.n_out ? a : p.n_out - 1; };
+
+  // A unit's weight fragments: rows g and g + 8, k = 4q.. (and 4q + 16.. for Q8_0), and the two
+  // rows' scales.
+  struct Frag {
+    int a0, a1, a2, a3;
+    float da, db;
+  };
+  auto load = [&](int u) {
+    Frag f;
+    if constexpr (W == 3) {
+      f.a0 = *reinterpret_cast<const int*>(wa + 32 * u + 4 * q);
+      f.a2 = *reinterpret_cast<const int*>(wa + 32 * u + 16 + 4 * q);
+      f.a1 = *reinterpret_cast<const int*>(wb + 32 * u + 4 * q);
+      f.a3 = *reinterpret_cast<const int*>(wb + 32 * u + 16 + 4 * q);
+      f.da = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wa + cols)[u]);
+      f.db = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wb + cols)[u]);
+    } else {
+      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wa + 8 * u + 2 * q));
+      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wb + 8 * u + 2 * q));
+      f.a2 = f.a3 = 0;
+      f.da = dev_ue4m3_half(wa[cols / 2 + u]);
+      f.db = dev_ue4m3_half(wb[cols / 2 + u]);
+    }
+    return f;
+  };
+
+  // The first step's weights before the wait (weights are immutable: launch.cuh).
+  Frag cur[kTileClasses];
+#pragma unroll
+  for (int c = 0; c < kTileClasses; ++c) {
+    const int u = warp + kTileWarps * c;
+    if (u < nu) cur[c] = load(u);
+  }
+  pdl_wait();
+  pdl_release();
+
+  float acc[kTileClasses][NTILE][4];
+#pragma unroll
+  for (int c = 0; c < kTileClasses; ++c)
+#pragma unroll
+    for (int n = 0; n < NTILE; ++n) acc[c][n][0] = acc[c][n][1] = acc[c][n][2] = acc[c][n][3] = 0.0f;
+
+  for (int u0 = 0; u0 < nu; u0 += 32) {
+    Frag nxt[kTileClasses];  // the next step's weights in flight during this step's arithmetic
+#pragma unroll
+    for (int c = 0; c < kTileClasses; ++c) {
+      const int u = u0 + 32 + warp + kTileWarps * c;
+      if (u < nu) nxt[c] = load(u);
+    }
+#pragma unroll
+    for (int c = 0; c < kTileClasses; ++c) {
+      const int u = u0 + warp + kTileWarps * c;
+      if (u >= nu) break;  // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
+      const int blk = W == 3 ? u : u >> 1, boff = W == 3 ? 0 : (u & 1) * 16;
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n) {
+        const Q81* xcol = p.xq + vec(a0 + 8 * n + g) * nqb + blk;  // B: vector g of the n-tile
+        const int* xi = reinterpret_cast<const int*>(xcol->qs + boff + 4 * q);
+        int r[4];
+        if constexpr (W == 3)
+          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, xi[0], xi[4]);
+        else
+          mma_k16(r, cur[c].a0, cur[c].a1, xi[0]);
+        const float dx0 = dev_fp16_fast(p.xq[vec(a0 + 8 * n + 2 * q) * nqb + blk].d);
+        const float dx1 = dev_fp16_fast(p.xq[vec(a0 + 8 * n + 2 * q + 1) * nqb + blk].d);
+        acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(cur[c].da, dx0), mma_isum(r[0])));
+        acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(cur[c].da, dx1), mma_isum(r[1])));
+        acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(cur[c].db, dx0), mma_isum(r[2])));
+        acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(__fmul_rn(cur[c].db, dx1), mma_isum(r[3])));
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kTileClasses; ++c) cur[c] = nxt[c];
+  }
+
+  // the class sums: part[l][row][vector]
+  __shared__ float part[32][kTileRows][kVec + 1];
+#pragma unroll
+  for (int c = 0; c < kTileClasses; ++c)
+#pragma unroll
+    for (int n = 0; n < NTILE; ++n) {
+      const int l = warp + kTileWarps * c, v = 8 * n + 2 * q;
+      part[l][g][v] = acc[c][n][0];
+      part[l][g][v + 1] = acc[c][n][1];
+      part[l][g + 8][v] = acc[c][n][2];
+      part[l][g + 8][v + 1] = acc[c][n][3];
+    }
+  __syncthreads();
+  const float scale = p.w.slab_scale[0];
+  for (int o = threadIdx.x; o < kTileRows * kVec; o += 32 * kTileWarps) {
+    const int rr = o / kVec, v = o % kVec;
+    const int64_t r = r0 + rr, a = a0 + v;
+    if (r >= rows || a >= p.n_out) continue;
+    float t[32];
+#pragma unroll
+    for (int l = 0; l < 32; ++l) t[l] = part[l][rr][v];
+#pragma unroll
+    for (int off = 16; off >= 1; off >>= 1)
+#pragma unroll
+      for (int l = 0; l < off; ++l) t[l] = __fadd_rn(t[l], t[l + off]);
+    store(p, a * p.ld_y + r, __fmul_rn(t[0], scale));
+  }
+}
+
+template <int W, int NTILE>
+void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
+  b.block_start[0] = 0;
+  for (int j = 0; j < b.n; ++j)
+    b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(ceil_div(b.p[j].w.slab_rows, kTileRows));
+  if (b.block_start[b.n] > 65535)
+    fail("matvec: ", b.block_start[b.n], " row tiles of ", kTileRows, " exceed the grid (65535)");
+  const int64_t gx = ceil_div(b.p[0].n_out, 8 * NTILE);
+  if (gx > 2147483647) fail("matvec: ", b.p[0].n_out, " output vectors exceed the grid");
+  const dim3 grid(static_cast<unsigned>(gx), b.block_start[b.n]);
+  launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE>, grid, 32 * kTileWarps, 0, s, b);
+}
+
 // --- m = 1, streamed
 //
 // The dense decode mat-vec as a stream: a grid of resident warps only (as many as fit), warp w
@@ -646,6 +801,18 @@ bool launch_stream_rows(MatvecBatch& b, cudaStream_t s) {
   return launch_stream_as<W, false, SS::kGroup, kBlocks, false, false, kStreamRows>(b, s, nullptr);
 }
 
+// The tensor-core tiles read a row's units with 4-byte loads (Q8_0: 32 * u + 4q; NVFP4: 8 * u +
+// 2q as 2 bytes) and q8_1 blocks' qs at 4-byte offsets: planar rows (16-byte aligned) and whole
+// units of cols, every row tile on the grid.
+bool mma_tiles_fit(const MatvecBatch& b) {
+  unsigned tiles = 0;
+  for (int j = 0; j < b.n; ++j) {
+    if (b.p[j].w.cols % 32 != 0 || !b.p[j].xq) return false;
+    tiles += static_cast<unsigned>(ceil_div(b.p[j].w.slab_rows, kTileRows));
+  }
+  return tiles <= 65535;
+}
+
 template <int W, bool kBlock, int NT>
 void launch(const MatvecBatch& b, cudaStream_t s) {
   const int64_t gy = ceil_div(b.p[0].n_out, NT);
@@ -668,6 +835,11 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     // a few activation rows (a batched decode step, a short prompt): one streamed launch instead
     // of the token tile, which holds one unit per lane in flight
     if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return;
+    // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
+    if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
+      if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1>(b, s);
+      return launch_mma_tiles<W, 2>(b, s);
+    }
   }
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
   if (b.p[0].n_out < 16) return launch<W, kBlock, 8>(b, s);

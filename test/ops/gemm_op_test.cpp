@@ -46,6 +46,10 @@ std::vector<GemmCase> cases() {
     v.emplace_back(t, 128, 256, 128);  // exactly one row block, token tile and chunk
     // each one past it: two tiles with a ragged tail in M, N and K (one block past the chunk)
     v.emplace_back(t, 129, 256 + type_traits(t).block_elems, 129);
+    // calls of <= 32 tokens (a batched decode step's rows) take the 32-token tile: exactly one,
+    // and one past it (the 128-token tile)
+    v.emplace_back(t, 300, 4096 + 512, 32);
+    v.emplace_back(t, 129, 256 + type_traits(t).block_elems, 33);
   }
   return v;
 }

@@ -6,7 +6,9 @@
 // with the scalar decoders of memra/dtype.h (not with the kernel's code), and for mmvq also
 // checks against memra::dot_q8_0_q8_1 / dot_nvfp4_q8_1 themselves. The W4A4 cases (NVFP4
 // weights against quant.h's Fp4Act activations, uploaded decoded as the device's A4 blocks) are
-// checked the same way, against memra::dot_nvfp4_fp4act.
+// checked the same way, against memra::dot_nvfp4_fp4act. Five or more dense q8_1 output vectors in
+// the mmvq family run the int8 tensor-core tiles (matvec_mma_kernel): the same chains, checked
+// the same way.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -72,6 +74,20 @@ std::vector<MatvecCase> cases() {
       v.push_back(MatvecCase(t, 37, 12288, 1, a, 1).adding());
       v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).adding());
     }
+  // The mmvq family's tensor-core tiles (5 or more dense q8_1 vectors: one n-tile up to 8,
+  // two past it): a single n-tile with a tail, exactly 8, two n-tiles, several token blocks;
+  // rows past a 16-row tile, lane classes with no unit (64 and 512 wide), the 9B's 4096 and
+  // 12288 widths, three matrices in one launch and the residual add.
+  for (DType t : {DType::Q8_0, DType::NVFP4}) {
+    v.emplace_back(t, 37, 4096 + 192, 5, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 16, 4096, 8, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 7, 64, 9, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 37, 512, 16, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 53, 12288, 17, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 45, 4096, 64, DecodeMatvec::mmvq, 1, 3);
+    v.push_back(MatvecCase(t, 37, 4096, 12, DecodeMatvec::mmvq, 1).adding());
+    v.push_back(MatvecCase(t, 45, 12288, 33, DecodeMatvec::mmvq, 1, 3).adding());
+  }
   // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
   // of matrices sharing a launch
   for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
