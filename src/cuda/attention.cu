@@ -102,15 +102,19 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   const int64_t t = blockIdx.z;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int hd = p.hd, kvd = p.KV * hd, kvh = h / (p.H / p.KV);
-  const float* kcol = p.k_cache + kvh * hd;  // key j's row of this head at kcol + j * kvd
-  const float* vcol = p.v_cache + kvh * hd;
+  // a batched decode step: sequence t's cache and position (its table uploaded before the step)
+  const AttnSeq* const seq = kFused && p.seqs ? p.seqs + t : nullptr;
+  float* const k_cache = seq ? seq->k_cache : kFused ? p.prep.k_cache : nullptr;
+  float* const v_cache = seq ? seq->v_cache : kFused ? p.prep.v_cache : nullptr;
+  const float* kcol = (seq ? seq->k_cache : p.k_cache) + kvh * hd;  // key j's row of this head at kcol + j * kvd
+  const float* vcol = (seq ? seq->v_cache : p.v_cache) + kvh * hd;
   // Before the wait (decode). The position: pos0 is written only by a forward pass's last kernel
   // (or a host copy in stream order), at least three launches before this one (embed, norm,
   // mat-vec); a kernel starts only once its predecessor has passed its own wait, i.e. once the
   // launch before that has completed. Read from L2, it is current. Keys before the token's were
   // written by earlier passes, so they are final too; the token's own K / V is not (qk_prep, the
   // launch before, writes it; the one-launch form prepares it itself).
-  const int64_t pos_pre = kDecode ? __ldcg(p.pos0) + t : 0;
+  const int64_t pos_pre = kDecode ? (seq ? __ldcg(seq->pos0) : __ldcg(p.pos0) + t) : 0;
   const int64_t k00 = static_cast<int64_t>(s0) * kAttnSplit;  // the first split's first key
   const int n_pre = kDecode ? static_cast<int>(pos_pre - k00 < 0 ? 0 : pos_pre - k00 < kAttnSplit ? pos_pre - k00 : kAttnSplit) : 0;
   const int n_st0 = n_pre < stage_keys ? n_pre : stage_keys;  // keys of the first split in kv_stage
@@ -158,17 +162,17 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
   if constexpr (kFused) {
     // every load that depends on the previous kernel at once: q, k, v of the token and the gate
     const QkPrepParams& q = p.prep;
-    const HeadValues<kThreads> xq = head_values<kThreads>(q.q + h * hd, hd);
+    const HeadValues<kThreads> xq = head_values<kThreads>(q.q + t * p.H * hd + h * hd, hd);
     HeadValues<kThreads> xk{}, xv{};
     if (own_block) {
-      xk = head_values<kThreads>(q.k + kvh * hd, hd);
-      xv = head_values<kThreads>(q.v + kvh * hd, hd);
+      xk = head_values<kThreads>(q.k + t * kvd + kvh * hd, hd);
+      xv = head_values<kThreads>(q.v + t * kvd + kvh * hd, hd);
     }
     if (p.gate)
 #pragma unroll
       for (int c = 0; c < kDims; ++c) {
         const int d = tid + c * kThreads;
-        gv[c] = d < hd ? p.gate[h * hd + d] : 0.0f;
+        gv[c] = d < hd ? p.gate[t * p.H * hd + h * hd + d] : 0.0f;
       }
     norm_rope_head<kThreads>(xq, wq, qs, hd, q.n_rot, q.eps, ang, hbuf, part);
     if (own_block) {
@@ -181,8 +185,8 @@ __global__ void __launch_bounds__(kThreads) attn_split_kernel(AttnParams p, int6
         if (d >= hd) break;
         vn[d] = xv.x[c];
         if (stores) {
-          q.k_cache[pos * kvd + kvh * hd + d] = kn[d];
-          q.v_cache[pos * kvd + kvh * hd + d] = xv.x[c];
+          k_cache[pos * kvd + kvh * hd + d] = kn[d];
+          v_cache[pos * kvd + kvh * hd + d] = xv.x[c];
         }
       }
     }
@@ -396,7 +400,7 @@ int64_t decode_split_blocks(Kernel kernel, int64_t ms, int H) {
 // context's), in 200 KB of shared memory per SM shared by the blocks a wave puts on one (the
 // static arrays, ~5 KB per block, fit beside it); none when rows are not whole 16-byte copies.
 int stage_keys_for(const AttnParams& p, int64_t blocks) {
-  if (p.T != 1 || p.hd % 4 != 0) return 0;
+  if ((p.T != 1 && !p.seqs) || p.hd % 4 != 0) return 0;
   const int64_t per_sm = std::max<int64_t>(1, ceil_div(blocks, sm_count()));
   const int64_t budget = 200 * 1024 / per_sm;
   return static_cast<int>(std::min<int64_t>({kAttnSplit, p.ctx_bound, budget / (2 * 4 * p.hd)}));
@@ -418,16 +422,20 @@ void attention_run(const AttnParams& p, cudaStream_t s) {
   const int64_t ms = n_splits(p.ctx_bound);
   if (p.prep.q) {
     const QkPrepParams& q = p.prep;
-    if (p.T != 1 || q.T != 1 || q.H != p.H || q.KV != p.KV || q.hd != p.hd || q.pos0 != p.pos0 ||
-        q.k_cache != p.k_cache || q.v_cache != p.v_cache)
-      fail("attention: the token's own q/k preparation needs T = 1 and the attention's own heads, position and cache");
+    if (q.T != p.T || q.H != p.H || q.KV != p.KV || q.hd != p.hd)
+      fail("attention: the token's own q/k preparation needs the attention's own rows and heads");
+    if (!p.seqs && (p.T != 1 || q.pos0 != p.pos0 || q.k_cache != p.k_cache || q.v_cache != p.v_cache))
+      fail("attention: the token's own q/k preparation needs T = 1 and the attention's own position and cache");
+    if (p.seqs && p.T > 65535) fail("attention: ", p.T, " sequences in one decode launch (at most 65535)");
     if (q.n_rot > q.hd || q.n_rot % 2) fail("attention: n_rot ", q.n_rot, " unsupported (even, <= head_dim ", q.hd, ")");
     if (!p.arrivals) fail("attention: the one-launch decode form needs its arrival counters (AttnParams::arrivals)");
     const auto kernel = attn_split_kernel<8, 16, true, true>;
-    const int64_t sb = decode_split_blocks(kernel, ms, p.H);
-    return launch_split("attn_split_kernel", kernel, dim3(static_cast<unsigned>(sb), static_cast<unsigned>(p.H), 1), p, ms,
-                        stage_keys_for(p, sb * p.H), s);
+    const int64_t sb = decode_split_blocks(kernel, ms, p.H * static_cast<int>(p.T));
+    return launch_split("attn_split_kernel", kernel,
+                        dim3(static_cast<unsigned>(sb), static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), p, ms,
+                        stage_keys_for(p, sb * p.H * p.T), s);
   }
+  if (p.seqs) fail("attention: a batched decode step (AttnParams::seqs) runs the one-launch form (prep)");
   if (p.T == 1) {
     const auto kernel = attn_split_kernel<8, 16, true>;
     const int64_t sb = decode_split_blocks(kernel, ms, p.H);

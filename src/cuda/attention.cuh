@@ -34,6 +34,14 @@ inline constexpr int kAttnSplit = 256;
 // Model::load checks it (check_kernel_limits).
 inline constexpr int kAttnMaxHeadDim = 256;
 
+// One sequence of a batched decode step (AttnParams::seqs): its K / V cache and position; its
+// rows are row `sequence` of q, k, v, gate, out and out_q.
+struct AttnSeq {
+  float* k_cache = nullptr;  // [max_ctx, KV*hd]
+  float* v_cache = nullptr;
+  const int64_t* pos0 = nullptr;  // device
+};
+
 struct AttnParams {
   const float* q = nullptr;        // [T, H*hd] normed, rotated
   const float* k_cache = nullptr;  // [max_ctx, KV*hd]
@@ -53,6 +61,11 @@ struct AttnParams {
   // [H] arrival counters, zero before the launch and left zero after it.
   QkPrepParams prep;
   unsigned* arrivals = nullptr;
+  // The one-launch form only: T sequences of one decode token each in one launch (a batched decode
+  // step), sequence i reading seqs[i] (device) for its cache and position (k_cache, v_cache, pos0
+  // and prep's unused) and row i of every [T, ...] operand; ctx_bound bounds every sequence's
+  // context, arrivals holds [T, H] counters. Each sequence's bits are its own launch's.
+  const AttnSeq* seqs = nullptr;
 };
 
 int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd);

@@ -308,10 +308,17 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const bool col = j < DV;
   const int64_t cq = key * DK + j, ck = kd + key * DK + j, cvv = 2 * kd + h * DV + j;  // thread j's channels
+  // a batched step's sequence blockIdx.y: its state, ring and position, its row of every operand
+  // (the table was uploaded before the step's first launch)
+  const int64_t sq = blockIdx.y;
+  float* const state = p.seqs ? p.seqs[sq].state : p.state;
+  float* const ring_base = p.seqs ? p.seqs[sq].ring : cv.state;
+  const int64_t* const pos_p = p.seqs ? p.seqs[sq].pos0 : cv.pos0;
+  const int64_t cd = 2 * kd + nv * DV, vd = static_cast<int64_t>(nv) * DV;
   float tq[K], tk[K], tv[K], wq[K], wk[K], wv[K];  // taps; ring windows, oldest first (wx[K-1] unused)
   int64_t pos = 0;
   if constexpr (kConv) {
-    pos = *cv.pos0;
+    pos = *pos_p;
 #pragma unroll
     for (int t = 0; t < K; ++t) {
       tq[t] = j < DK ? cv.taps[cq * K + t] : 0.0f;
@@ -321,15 +328,15 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
 #pragma unroll
     for (int t = 0; t < K - 1; ++t) {
       const int64_t slot = ring_slot(pos - (K - 1) + t, K) * cv.cd;
-      wq[t] = j < DK ? cv.state[slot + cq] : 0.0f;
-      wk[t] = j < DK ? cv.state[slot + ck] : 0.0f;
-      wv[t] = col ? cv.state[slot + cvv] : 0.0f;
+      wq[t] = j < DK ? ring_base[slot + cq] : 0.0f;
+      wk[t] = j < DK ? ring_base[slot + ck] : 0.0f;
+      wv[t] = col ? ring_base[slot + cvv] : 0.0f;
     }
     wq[K - 1] = wk[K - 1] = wv[K - 1] = 0.0f;
   }
   // column j of the head's state, at compile-time offsets i * DV (runtime strides kept 2
   // registers per element live until the stores, and spilled)
-  float* const Sj = p.state + static_cast<int64_t>(h) * DK * DV + (col ? j : 0);
+  float* const Sj = state + static_cast<int64_t>(h) * DK * DV + (col ? j : 0);
   float S[DK];
 #pragma unroll
   for (int i = 0; i < DK; ++i) S[i] = Sj[i * DV];
@@ -337,13 +344,13 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
   const float wn = col ? nrm.w[j] : 0.0f;
   pdl_wait();
   pdl_release();
-  const float* row = kConv ? cv.x : p.qkv;  // the projections, or their conv
+  const float* row = (kConv ? cv.x : p.qkv) + sq * cd;  // the projections, or their conv
   float qv = j < DK ? row[cq] : 0.0f, kv = j < DK ? row[ck] : 0.0f;
-  const float bv = p.b[h], av = p.a[h];
+  const float bv = p.b[sq * nv + h], av = p.a[sq * nv + h];
   float vv = col ? row[cvv] : 0.0f;
-  const float zv = col ? nrm.z[h * DV + j] : 0.0f;
+  const float zv = col ? nrm.z[sq * vd + h * DV + j] : 0.0f;
   if constexpr (kConv) {
-    float* const ring = cv.state + ring_slot(pos, K) * cv.cd;
+    float* const ring = ring_base + ring_slot(pos, K) * cv.cd;
     const bool first_of_key = p.tiled ? h < p.nk : h % (nv / p.nk) == 0;
     if (j < DK && first_of_key) {
       ring[cq] = qv;
@@ -366,7 +373,7 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
   const float tot = block_sum(fmaf(o, o, 0.0f), red);
   const float scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(DV)), nrm.eps));
   const float y = __fmul_rn(__fmul_rn(__fmul_rn(o, scale), wn), silu_f(zv));
-  const int64_t i = static_cast<int64_t>(h) * DV + j;
+  const int64_t i = sq * vd + static_cast<int64_t>(h) * DV + j;
   if (col) nrm.y[i] = y;
   if (nrm.q && j - lane < DV) quantize_block_q8_1(y, nrm.q + i / 32, lane);  // DV % 32 == 0: whole warps
 }
@@ -374,7 +381,9 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
 template <int DK, int DV>
 bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, const GdnConvParams* conv, cudaStream_t s) {
   if (p.dk != DK || p.dv != DV) return false;
-  const unsigned grid = static_cast<unsigned>(p.nv);
+  if (p.seqs && !(conv && conv->K == 4))
+    fail("gdn: a batched step (", p.n_seq, " sequences) needs the fused conv (K = 4)");
+  const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(p.seqs ? p.n_seq : 1));
   if (conv && conv->K == 4) {
     launch_kernel("gdn_step_norm_kernel", gdn_step_norm_kernel<DK, DV, true>, grid, kThreads, 0, s, p, n, *conv);
     return true;
@@ -771,6 +780,7 @@ void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaS
 
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv) {
   if (p.T != 1) return false;
+  if (p.seqs && (p.n_seq < 1 || p.n_seq > 65535)) fail("gdn: ", p.n_seq, " sequences in one step launch (1..65535)");
   if (n.q && p.dv % 32 != 0) fail("gdn: q8_1 output of the gated norm needs d_v % 32 == 0, d_v = ", p.dv);
   if (conv && (conv->T != 1 || conv->y != p.qkv || conv->cd != 2 * p.nk * p.dk + p.nv * p.dv))
     fail("gdn: the fused conv must be the step's own (T = 1, y = qkv, cd = ", 2 * p.nk * p.dk + p.nv * p.dv, ")");

@@ -42,6 +42,14 @@ struct GdnConvParams {
 };
 void gdn_conv_run(const GdnConvParams& p, cudaStream_t s);
 
+// One sequence of a batched decode step (gdn_step_norm_run with GdnParams::seqs): its state,
+// conv ring and position; its rows are row `sequence` of every [T, ...] operand.
+struct GdnSeq {
+  float* state = nullptr;         // [nv, dk, dv]
+  float* ring = nullptr;          // [K, cd]
+  const int64_t* pos0 = nullptr;  // device
+};
+
 struct GdnParams {
   const float* qkv = nullptr;   // [T, 2*nk*dk + nv*dv] conv output
   const float* b = nullptr;     // [T, nv] beta logits
@@ -53,6 +61,11 @@ struct GdnParams {
   int64_t T = 0;
   int nk = 0, nv = 0, dk = 0, dv = 0;
   bool tiled = false;
+  // gdn_step_norm_run only: n_seq sequences of one decode token each in one launch, sequence i
+  // reading seqs[i] (device) for its state, ring and position (state, conv.state and conv.pos0
+  // unused) and row i of qkv, b, a, z, y and q.
+  const GdnSeq* seqs = nullptr;
+  int n_seq = 1;
 };
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
 
@@ -63,7 +76,8 @@ void gdn_recurrent_run(const GdnParams& p, cudaStream_t s);
 // channels it reads itself (K = 4; other K: gdn_conv_run first) and conv.y is not written; the
 // ring and everything else bitwise as gdn_conv_run, gdn_recurrent_run, then
 // rowop_run(RmsNormGated). False (nothing launched) when T != 1 or the head shape has no kernel
-// (d_k x d_v: 128 x 128, 8 x 16).
+// (d_k x d_v: 128 x 128, 8 x 16). With p.seqs: n_seq sequences, each exactly as its own launch
+// would compute it (the conv fused, K = 4, required).
 struct GdnOutNorm {
   const float* z = nullptr;  // [nv * dv]
   const float* w = nullptr;  // [dv]

@@ -309,8 +309,11 @@ bool gdn_q_in_norm(const DevLayer& L, const ModelConfig& c) {
 }
 }  // namespace
 
-// Rows [r0, r0 + T) of q / k / v / gate: T tokens of the sequence of cache ci.
-void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+// Rows [r0, r0 + T) of q / k / v / gate: T tokens of the sequence of cache ci. Or, with `batch`
+// (ci null, r0 = 0): the decode tokens of T sequences, rows 0..T-1, their caches in
+// batch[0..T), every context within ctx_bound, in one launch.
+void Model::Impl::attention_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0,
+                                 const cuda::AttnSeq* batch) {
   const int64_t qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
   const auto& A = *L.attn;
   cuda::QkPrepParams qp;
@@ -319,10 +322,10 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64
   qp.v = ws.v.data() + r0 * kvd;
   qp.q_norm = A.q_norm.data();
   qp.k_norm = A.k_norm.data();
-  qp.k_cache = ci.k[li].data();
-  qp.v_cache = ci.v[li].data();
+  qp.k_cache = ci ? ci->k[li].data() : nullptr;
+  qp.v_cache = ci ? ci->v[li].data() : nullptr;
   qp.T = T;
-  qp.pos0 = ci.pos_dev.data();
+  qp.pos0 = ci ? ci->pos_dev.data() : nullptr;
   qp.H = static_cast<int>(c.n_head);
   qp.KV = static_cast<int>(c.n_head_kv);
   qp.hd = static_cast<int>(c.head_dim);
@@ -331,17 +334,17 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64
   qp.theta = c.rope_theta;
   // a decode token: its q / k preparation, K / V store and the combine inside one attention
   // launch (attention.cuh; the same bits as these three launches)
-  const bool one_launch = T == 1;
+  const bool one_launch = T == 1 || batch;
   if (!one_launch) cuda::qk_prep_run(qp, s);
   cuda::AttnParams ap;
   ap.q = qp.q;
-  ap.k_cache = ci.k[li].data();
-  ap.v_cache = ci.v[li].data();
+  ap.k_cache = qp.k_cache;
+  ap.v_cache = qp.v_cache;
   ap.gate = A.wgate.empty() ? nullptr : ws.gate.data() + r0 * qd;
   ap.out = ws.o.data() + r0 * qd;
   ap.work = ws.work.data();
   ap.T = T;
-  ap.pos0 = ci.pos_dev.data();
+  ap.pos0 = qp.pos0;
   ap.ctx_bound = ctx_bound;
   ap.H = qp.H;
   ap.KV = qp.KV;
@@ -350,7 +353,8 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64
   ap.out_q = attn_q_in_combine(L, c) ? ws.oq.data() + r0 * qd / 32 : nullptr;
   if (one_launch) {
     ap.prep = qp;
-    ap.arrivals = ws.attn_arrivals.data();
+    ap.arrivals = batch ? batch_arrivals.data() : ws.attn_arrivals.data();
+    ap.seqs = batch;
   }
   cuda::attention_run(ap, s);
 }
@@ -371,15 +375,19 @@ void Model::Impl::gdn_project(DevLayer& L, int64_t T) {
            c.n_embd, ws.hq.data(), T);
 }
 
-// Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci.
-void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0) {
+// Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci. Or, with `batch`
+// (ci null, T = 1, r0 = 0): the decode tokens of n_seq sequences, rows 0..n_seq-1, their caches
+// in batch[0..n_seq), in one launch — false when the layer's shape has no such kernel (nothing
+// launched; the caller takes the sequences one by one).
+bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0, const cuda::GdnSeq* batch,
+                           int n_seq) {
   const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
   const auto& G = *L.gdn;
   cuda::GdnConvParams cp;
   cp.x = ws.qkv.data() + r0 * cd;
   cp.taps = G.conv.data();
-  cp.state = ci.conv[li].data();
-  cp.pos0 = ci.pos_dev.data();
+  cp.state = ci ? ci->conv[li].data() : nullptr;
+  cp.pos0 = ci ? ci->pos_dev.data() : nullptr;
   cp.y = ws.qkvc.data() + r0 * cd;
   cp.T = T;
   cp.cd = cd;
@@ -390,7 +398,7 @@ void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   gp.a = ws.a.data() + r0 * nv;
   gp.ssm_a = G.ssm_a.data();
   gp.dt_bias = G.dt_bias.data();
-  gp.state = ci.state[li].data();
+  gp.state = ci ? ci->state[li].data() : nullptr;
   gp.o = ws.o.data() + r0 * vd;
   gp.T = T;
   gp.nk = static_cast<int>(c.ssm_n_k_heads);
@@ -398,10 +406,13 @@ void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   gp.dk = static_cast<int>(c.ssm_d_k);
   gp.dv = static_cast<int>(c.ssm_d_v);
   gp.tiled = weights.tiled;
+  gp.seqs = batch;
+  gp.n_seq = n_seq;
   Q81* const oq_rows = gdn_q_in_norm(L, c) ? ws.oq.data() + r0 * vd / 32 : nullptr;
   // a decode token: the conv, the recurrence and the gated norm in one launch where the head
   // shape has that kernel (bitwise the same as the three launches below)
   const cuda::GdnOutNorm gn{ws.z.data() + r0 * vd, G.norm.data(), static_cast<float>(c.rms_eps), gp.o, oq_rows};
+  if (batch) return c.ssm_conv_kernel == 4 && cuda::gdn_step_norm_run(gp, gn, s, &cp);
   if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
     cuda::gdn_conv_run(cp, s);
     if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
@@ -412,6 +423,41 @@ void Model::Impl::gdn_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
     }
     rowop(cuda::RowOp::RmsNormGated, gp.o, c.ssm_d_v, gn.z, c.ssm_d_v, G.norm.data(), gp.o, oq_rows, T * nv, c.ssm_d_v);
   }
+  return true;
+}
+
+// A batched decode step's sequence tables, [layer][sequence] (GDN layers: state, ring, position;
+// attention layers: K / V cache, position), uploaded once per step before its first launch, so
+// each GDN and attention layer takes all sequences in one launch (gdn_core, attention_core).
+// Null tables when a sequence feeds more than one row or there is one sequence.
+Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs, int64_t rows) {
+  if (rows != 1 || seqs.size() < 2) return {};
+  const size_t B = seqs.size(), n = static_cast<size_t>(c.n_layer) * B;
+  if (seq_tables.gdn.size() < n) {
+    seq_tables.gdn = DeviceBuffer<cuda::GdnSeq>(*e, n);
+    seq_tables.attn = DeviceBuffer<cuda::AttnSeq>(*e, n);
+  }
+  seq_tables.gdn_host.assign(n, cuda::GdnSeq{});
+  seq_tables.attn_host.assign(n, cuda::AttnSeq{});
+  for (size_t li = 0; li < static_cast<size_t>(c.n_layer); ++li) {
+    const LayerKind kind = weights.layers[li].kind;
+    for (size_t q = 0; q < B; ++q) {
+      Cache::Impl& ci = *seqs[q].ci;
+      if (kind == LayerKind::Linear)
+        seq_tables.gdn_host[li * B + q] = {ci.state[li].data(), ci.conv[li].data(), ci.pos_dev.data()};
+      if (kind == LayerKind::Attention)
+        seq_tables.attn_host[li * B + q] = {ci.k[li].data(), ci.v[li].data(), ci.pos_dev.data()};
+    }
+  }
+  copy_to_device(seq_tables.gdn.data(), seq_tables.gdn_host.data(), sizeof(cuda::GdnSeq) * n, e->stream());
+  copy_to_device(seq_tables.attn.data(), seq_tables.attn_host.data(), sizeof(cuda::AttnSeq) * n, e->stream());
+  // the batched attention's [B, H] arrival counters (zero, and left zero by every launch)
+  const size_t arrivals = B * static_cast<size_t>(std::max<int64_t>(c.n_head, 1));
+  if (batch_arrivals.size() < arrivals) {
+    batch_arrivals = DeviceBuffer<uint32_t>(*e, arrivals);
+    batch_arrivals.fill_bytes(0);
+  }
+  return {seq_tables.gdn.data(), seq_tables.attn.data()};
 }
 
 void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
@@ -644,13 +690,20 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
   ep.T = T;
   ep.x = ws.x.data();
   cuda::embed_run(ep, s);
+  const SeqTables tables = upload_seq_tables(seqs, rows);
+  const int B = static_cast<int>(seqs.size());
+  int64_t ctx_max = 0;
+  for (const Seq& q : seqs) ctx_max = std::max(ctx_max, q.ctx_bound);
   for (int64_t li = 0; li < c.n_layer; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     norm_quant(ws.x.data(), L.attn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     if (L.kind == LayerKind::Attention) {
       attention_project(L, T);
-      for (size_t q = 0; q < seqs.size(); ++q)
-        attention_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      if (tables.attn)
+        attention_core(L, nullptr, li, B, ctx_max, 0, tables.attn + li * B);
+      else
+        for (size_t q = 0; q < seqs.size(); ++q)
+          attention_core(L, seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
       attention_output(L, T);
     } else if (L.kind == LayerKind::Mla) {
       mla_project(L, T);
@@ -659,7 +712,8 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
       mla_output(L, T);
     } else {
       gdn_project(L, T);
-      for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, *seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
+      if (!tables.gdn || !gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B))
+        for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
       gdn_output(L, T);
     }
     norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);

@@ -38,8 +38,10 @@
 #include <vector>
 
 #include "cuda/argmax.cuh"
+#include "cuda/attention.cuh"
 #include "cuda/device_weights.h"
 #include "cuda/dmat.h"
+#include "cuda/gdn.cuh"
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
@@ -171,6 +173,19 @@ struct Model::Impl {
   // per-vector chain is the same for any number of output vectors (a GEMM above
   // gemm_min_tokens sequences would change a sequence's bits with B: DESIGN.md law 2).
   bool batch_step = false;
+  // a batched step's sequence tables (upload_seq_tables) and their host copies (alive until the
+  // uploads ran), and the batched attention's arrival counters
+  struct {
+    DeviceBuffer<cuda::GdnSeq> gdn;
+    DeviceBuffer<cuda::AttnSeq> attn;
+    std::vector<cuda::GdnSeq> gdn_host;
+    std::vector<cuda::AttnSeq> attn_host;
+  } seq_tables;
+  DeviceBuffer<uint32_t> batch_arrivals;
+  struct SeqTables {
+    const cuda::GdnSeq* gdn = nullptr;
+    const cuda::AttnSeq* attn = nullptr;
+  };
   // decode batch: per-row token selections and their results
   DeviceBuffer<float> logits_batch;        // [B, V]
   DeviceBuffer<cuda::RowSelect> row_jobs;  // [B]
@@ -211,10 +226,13 @@ struct Model::Impl {
     int64_t ctx_bound;  // attention grid bound (pos + rows, or max_ctx under a graph)
   };
   void attention_project(cuda::DevLayer& L, int64_t T);
-  void attention_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
+  void attention_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0,
+                      const cuda::AttnSeq* batch = nullptr);
   void attention_output(cuda::DevLayer& L, int64_t T);
   void gdn_project(cuda::DevLayer& L, int64_t T);
-  void gdn_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0);
+  bool gdn_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0,
+                const cuda::GdnSeq* batch = nullptr, int n_seq = 1);
+  SeqTables upload_seq_tables(std::span<const Seq> seqs, int64_t rows);
   void gdn_output(cuda::DevLayer& L, int64_t T);
   void mla_project(cuda::DevLayer& L, int64_t T);
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);

@@ -533,6 +533,88 @@ TEST_F(Kernels, DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention) {
   });
 }
 
+// A batched decode step's attention (AttnParams::seqs): three sequences in their own caches at
+// positions 5, 600 and 255 (one split, three splits finished by the last block to arrive, one
+// split ending at its last key), rows 0..2 of q / k / v / gate / out, in one launch, against one
+// one-launch call per sequence: outputs, q8_1 outputs and every cache bitwise, the [3, H] arrival
+// counters zero after each call. GQA 4:1, partial rotation, gated.
+TEST_F(Kernels, DecodeAttentionBatchedEqualsOneLaunchPerSequence) {
+  seeded([&] {
+    const int H = 8, KV = 2, hd = 128, n_rot = 32, B = 3;
+    const int64_t ctx = 1000, kvd = KV * hd;
+    const std::vector<int64_t> pos = {5, 600, 255};
+    auto q = rnd(B * H * hd, -2, 2), kk = rnd(B * kvd, -2, 2), v = rnd(B * kvd), g = rnd(B * H * hd, -3, 3);
+    auto qn = rnd(hd, 0.5f, 1.5f), kn = rnd(hd, 0.5f, 1.5f), kc = rnd(B * ctx * kvd), vc = rnd(B * ctx * kvd);
+    auto dg = up(g), dqn = up(qn), dkn = up(kn), dk = up(kk), dv = up(v);
+    auto dpos = up(pos);
+    DeviceBuffer<unsigned> arrivals(e(), B * H);
+    arrivals.fill_bytes(0);
+    struct Out {
+      std::vector<float> out, kc, vc;
+      std::vector<BlockQ8_1> oq;
+    };
+    auto run = [&](bool batched) {
+      auto dq = up(q), dkc = up(kc), dvc = up(vc);
+      DeviceBuffer<float> out(e(), B * H * hd), work(e(), cuda::attention_workspace_floats(B, ctx, H, hd));
+      out.fill_bytes(0xFF);
+      DeviceBuffer<BlockQ8_1> oq(e(), B * H * hd / 32);
+      oq.fill_bytes(0xFF);
+      std::vector<cuda::AttnSeq> table;
+      for (int i = 0; i < B; ++i)
+        table.push_back({dkc.data() + i * ctx * kvd, dvc.data() + i * ctx * kvd, dpos.data() + i});
+      auto dtable = up(table);
+      for (int i = 0; i < (batched ? 1 : B); ++i) {
+        const int r = batched ? 0 : i;
+        cuda::QkPrepParams qp;
+        qp.q = dq.data() + r * H * hd;
+        qp.k = dk.data() + r * kvd;
+        qp.v = dv.data() + r * kvd;
+        qp.q_norm = dqn.data();
+        qp.k_norm = dkn.data();
+        qp.k_cache = batched ? nullptr : table[i].k_cache;
+        qp.v_cache = batched ? nullptr : table[i].v_cache;
+        qp.pos0 = batched ? nullptr : dpos.data() + i;
+        qp.T = batched ? B : 1;
+        qp.H = H;
+        qp.KV = KV;
+        qp.hd = hd;
+        qp.n_rot = n_rot;
+        qp.eps = 1e-6f;
+        qp.theta = 1e6;
+        cuda::AttnParams p;
+        p.q = qp.q;
+        p.k_cache = qp.k_cache;
+        p.v_cache = qp.v_cache;
+        p.gate = dg.data() + r * H * hd;
+        p.out = out.data() + r * H * hd;
+        p.out_q = reinterpret_cast<cuda::Q81*>(oq.data()) + r * H * hd / 32;
+        p.work = work.data();
+        p.pos0 = qp.pos0;
+        p.ctx_bound = ctx;
+        p.T = qp.T;
+        p.H = H;
+        p.KV = KV;
+        p.hd = hd;
+        p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+        p.prep = qp;
+        p.arrivals = arrivals.data();
+        p.seqs = batched ? dtable.data() : nullptr;
+        cuda::attention_run(p, s());
+        e().synchronize();  // the workspace is shared by the calls
+        EXPECT_THAT(arrivals.download(), ::testing::Each(0u)) << "arrival counters left set";
+      }
+      return Out{out.download(), dkc.download(), dvc.download(), oq.download()};
+    };
+    const Out ref = run(false), got = run(true);
+    EXPECT_THAT(got.out, testing::BitIdentical(ref.out)) << "attention outputs";
+    EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K caches";
+    EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V caches";
+    EXPECT_NE(got.kc, kc) << "no K row stored";
+    for (size_t b = 0; b < ref.oq.size(); ++b)
+      ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
+  });
+}
+
 // Shared memory past 48 KB on a fresh process: head_dim 256 with a 21-23 key context stages
 // 21-23 keys, 42-46 KB of dynamic shared memory beside ~5 KB of static arrays, past what a
 // kernel gets without opting in: the launch fails 'invalid argument' unless something has raised
@@ -677,6 +759,86 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
           for (size_t i = 0; with_q && i < ref.q.size(); ++i)
             ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
         }
+  });
+}
+
+// A batched decode step's GDN layer (gdn_step_norm_run with GdnParams::seqs): three sequences,
+// each with its own state, conv ring and position (two of them wrapping the ring), their rows
+// 0..2 of every operand, in one launch, against one fused launch per sequence: states, rings,
+// outputs and q8_1 blocks bitwise. Both head shapes, grouped and tiled head maps.
+TEST_F(Kernels, GdnStepNormBatchedEqualsOneLaunchPerSequence) {
+  seeded([&] {
+    struct Shape {
+      int nk, nv, dk, dv;
+    };
+    constexpr int K = 4, B = 3;
+    for (const Shape sh : {Shape{4, 8, 128, 128}, Shape{2, 4, 8, 16}})
+      for (bool tiled : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "dk=" << sh.dk << " dv=" << sh.dv << " tiled=" << tiled);
+        const int kd = sh.nk * sh.dk, cd = 2 * kd + sh.nv * sh.dv, vd = sh.nv * sh.dv;
+        const bool with_q = sh.dv % 32 == 0;
+        const size_t ns = static_cast<size_t>(sh.nv) * sh.dk * sh.dv;
+        auto x = rnd(B * cd), b = rnd(B * sh.nv, -2, 2), a = rnd(B * sh.nv, -2, 2), A = rnd(sh.nv, -4, -0.5f),
+             dt = rnd(sh.nv, 0, 1), z = rnd(B * vd, -3, 3), w = rnd(sh.dv, 0.5f, 1.5f);
+        auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f);
+        auto S0 = rnd(B * ns, -0.1f, 0.1f), ring0 = rnd(static_cast<size_t>(B) * K * cd);
+        auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dz = up(z), dw = up(w), dtaps = up(taps);
+        auto dpos = up(std::vector<int64_t>{5, 0, 9});
+        struct Out {
+          std::vector<float> S, y, ring;
+          std::vector<BlockQ8_1> q;
+        };
+        auto run = [&](bool batched) {
+          auto dS = up(S0), dring = up(ring0);
+          DeviceBuffer<float> o(e(), B * vd), xc(e(), B * cd);
+          o.fill_bytes(0xFF);
+          DeviceBuffer<BlockQ8_1> q(e(), with_q ? B * vd / 32 : 1);
+          q.fill_bytes(0xFF);
+          std::vector<cuda::GdnSeq> table;
+          for (int i = 0; i < B; ++i) table.push_back({dS.data() + i * ns, dring.data() + i * K * cd, dpos.data() + i});
+          auto dtable = up(table);
+          for (int i = 0; i < (batched ? 1 : B); ++i) {
+            const int r = batched ? 0 : i;  // the launch's first row
+            cuda::GdnConvParams cp;
+            cp.x = dx.data() + r * cd;
+            cp.taps = dtaps.data();
+            cp.state = batched ? nullptr : dring.data() + i * K * cd;
+            cp.pos0 = batched ? nullptr : dpos.data() + i;
+            cp.y = xc.data() + r * cd;
+            cp.T = 1;
+            cp.cd = cd;
+            cp.K = K;
+            cuda::GdnParams gp;
+            gp.qkv = cp.y;
+            gp.b = db.data() + r * sh.nv;
+            gp.a = da.data() + r * sh.nv;
+            gp.ssm_a = dA.data();
+            gp.dt_bias = ddt.data();
+            gp.state = batched ? nullptr : dS.data() + i * ns;
+            gp.o = o.data() + r * vd;
+            gp.T = 1;
+            gp.nk = sh.nk;
+            gp.nv = sh.nv;
+            gp.dk = sh.dk;
+            gp.dv = sh.dv;
+            gp.tiled = tiled;
+            gp.seqs = batched ? dtable.data() : nullptr;
+            gp.n_seq = batched ? B : 1;
+            cuda::Q81* qp = with_q ? reinterpret_cast<cuda::Q81*>(q.data()) + r * vd / 32 : nullptr;
+            EXPECT_TRUE(cuda::gdn_step_norm_run(gp, cuda::GdnOutNorm{dz.data() + r * vd, dw.data(), 1e-6f, gp.o, qp},
+                                                s(), &cp));
+          }
+          e().synchronize();
+          return Out{dS.download(), o.download(), dring.download(), q.download()};
+        };
+        const Out ref = run(false), got = run(true);
+        EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "states";
+        EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm outputs";
+        EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv rings";
+        EXPECT_NE(got.S, S0) << "no state moved";
+        for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+          ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
+      }
   });
 }
 
