@@ -99,13 +99,6 @@ class Kernels : public ::testing::Test {
     return eng;
   }
   cudaStream_t s() { return reinterpret_cast<cudaStream_t>(e().stream()); }
-  // q8_1 blocks byte for byte (padding included: the kernels write whole blocks); the first
-  // differing block is named.
-  static void expect_same_blocks(const std::vector<BlockQ8_1>& got, const std::vector<BlockQ8_1>& want) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t b = 0; b < want.size(); ++b)
-      ASSERT_EQ(std::memcmp(&got[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
-  }
   template <class T>
   DeviceBuffer<T> up(const std::vector<T>& v) {
     DeviceBuffer<T> b(e(), v.size());
@@ -523,7 +516,8 @@ void Kernels::check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, in
   EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K cache";
   EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V cache";
   EXPECT_THAT(got.q, testing::BitIdentical(q)) << "the raw q was written";
-  expect_same_blocks(got.oq, ref.oq);
+  for (size_t b = 0; b < ref.oq.size(); ++b)
+    ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
   EXPECT_FALSE(compare_to_contract(run(true, 1e4).out, ref.out, Tolerance::exact())) << "another RoPE base gave the same bits";
 }
 
@@ -616,7 +610,8 @@ TEST_F(Kernels, DecodeAttentionBatchedEqualsOneLaunchPerSequence) {
     EXPECT_THAT(got.kc, testing::BitIdentical(ref.kc)) << "K caches";
     EXPECT_THAT(got.vc, testing::BitIdentical(ref.vc)) << "V caches";
     EXPECT_NE(got.kc, kc) << "no K row stored";
-    expect_same_blocks(got.oq, ref.oq);
+    for (size_t b = 0; b < ref.oq.size(); ++b)
+      ASSERT_EQ(std::memcmp(&got.oq[b], &ref.oq[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b;
   });
 }
 
@@ -761,7 +756,8 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
           EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm output";
           EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv ring";
           if (with_conv) { EXPECT_NE(got.ring, ring0) << "the conv never wrote its ring slot"; }
-          if (with_q) expect_same_blocks(got.q, ref.q);
+          for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+            ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
         }
   });
 }
@@ -840,7 +836,8 @@ TEST_F(Kernels, GdnStepNormBatchedEqualsOneLaunchPerSequence) {
         EXPECT_THAT(got.y, testing::BitIdentical(ref.y)) << "gated norm outputs";
         EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv rings";
         EXPECT_NE(got.S, S0) << "no state moved";
-        if (with_q) expect_same_blocks(got.q, ref.q);
+        for (size_t i = 0; with_q && i < ref.q.size(); ++i)
+          ASSERT_EQ(std::memcmp(&got.q[i], &ref.q[i], sizeof(BlockQ8_1)), 0) << "q8_1 block " << i;
       }
   });
 }
