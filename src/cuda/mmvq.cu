@@ -390,9 +390,9 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors; its 8 warps split the 32 lane
 // classes of the contract, warp w taking classes w, w + 8, w + 16, w + 24, and for each class l
 // the units l, l + 32, l + 64, ... in order into that class's accumulator: exactly lane l's chain
-// of the m = 1 kernel. The 32 class sums then meet in shared memory and one thread per output
-// adds them in the butterfly's tree (off = 16, 8, 4, 2, 1), scales and stores as matvec_kernel
-// does. p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
+// of the m = 1 kernel. The 32 class sums are then added in the butterfly's tree (off = 16, 8, 4,
+// 2, 1): the first two levels join a warp's own classes in registers, the last three meet in
+// shared memory, and one thread per output scales and stores as matvec_kernel does. p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
 // ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec.
 //
 // Why: the 8- / 16-vector dp4a tile reads a weight unit once per tile but spends a dp4a chain and
@@ -406,7 +406,8 @@ constexpr int kTileClasses = 32 / kTileWarps;  // lane classes per warp
 constexpr int kTileRows = 16;                  // weight rows per block (the mma's M)
 
 template <int W, int NTILE>
-__global__ void __launch_bounds__(32 * kTileWarps) matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
+__global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
+  static_assert(kTileWarps == 8 && kTileClasses == 4, "the epilogue's tree below is written for 8 warps of 4 classes");
   using U = Unit<W>;
   constexpr int kVec = 8 * NTILE;  // output vectors per block
   int j = 0;
@@ -416,35 +417,64 @@ __global__ void __launch_bounds__(32 * kTileWarps) matvec_mma_kernel(const __gri
   const int64_t rows = p.w.slab_rows, cols = p.w.cols, nqb = cols / 32;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y - batch.block_start[j]) * kTileRows;
   const int64_t a0 = static_cast<int64_t>(blockIdx.x) * kVec;
-  // rows and vectors past the end are loaded clamped and never stored
+  // Rows and vectors past the end are read clamped and never stored. The lane's activation rows
+  // are found once: the B fragment reads vector g of each n-tile, the accumulators' scales
+  // vectors 2q and 2q + 1.
   const uint8_t* wa = p.w.data + (r0 + g < rows ? r0 + g : rows - 1) * p.w.row_bytes;
   const uint8_t* wb = p.w.data + (r0 + g + 8 < rows ? r0 + g + 8 : rows - 1) * p.w.row_bytes;
+  // (q8_1 blocks from p.xq; the launch checks that n_out * cols / 32 fits in an int)
+  int xb[NTILE], xd0[NTILE], xd1[NTILE];
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) {
+    const int64_t last = p.n_out - 1, vb = a0 + 8 * n + g, v0 = a0 + 8 * n + 2 * q;
+    xb[n] = static_cast<int>((vb < last ? vb : last) * nqb);
+    xd0[n] = static_cast<int>((v0 < last ? v0 : last) * nqb);
+    xd1[n] = static_cast<int>((v0 + 1 < last ? v0 + 1 : last) * nqb);
+  }
   const int nu = static_cast<int>(U::count(cols));
-  auto vec = [&](int64_t a) { return a < p.n_out ? a : p.n_out - 1; };
 
-  // A unit's weight fragments: rows g and g + 8, k = 4q.. (and 4q + 16.. for Q8_0), and the two
-  // rows' scales.
+  // A unit's weight fragments (rows g and g + 8) and the two rows' scales. An integer dot is
+  // exact in any order of k, so for Q8_0 the mma's k slots 4q..4q+3 and 16+4q..16+4q+3 hold
+  // values 8q..8q+7 of the block, A and B alike: one 8-byte load per row and vector instead of two.
   struct Frag {
     int a0, a1, a2, a3;
-    float da, db;
+    uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits
   };
   auto load = [&](int u) {
     Frag f;
     if constexpr (W == 3) {
-      f.a0 = *reinterpret_cast<const int*>(wa + 32 * u + 4 * q);
-      f.a2 = *reinterpret_cast<const int*>(wa + 32 * u + 16 + 4 * q);
-      f.a1 = *reinterpret_cast<const int*>(wb + 32 * u + 4 * q);
-      f.a3 = *reinterpret_cast<const int*>(wb + 32 * u + 16 + 4 * q);
-      f.da = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wa + cols)[u]);
-      f.db = dev_fp16_fast(reinterpret_cast<const uint16_t*>(wb + cols)[u]);
+      const int2 ra = *reinterpret_cast<const int2*>(wa + 32 * u + 8 * q);
+      const int2 rb = *reinterpret_cast<const int2*>(wb + 32 * u + 8 * q);
+      f.a0 = ra.x, f.a2 = ra.y, f.a1 = rb.x, f.a3 = rb.y;
+      f.s0 = reinterpret_cast<const uint16_t*>(wa + cols)[u] |
+             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(wb + cols)[u]) << 16;
+      f.s1 = 0;
     } else {
       f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wa + 8 * u + 2 * q));
       f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wb + 8 * u + 2 * q));
       f.a2 = f.a3 = 0;
-      f.da = dev_ue4m3_half(wa[cols / 2 + u]);
-      f.db = dev_ue4m3_half(wb[cols / 2 + u]);
+      f.s0 = __float_as_uint(dev_ue4m3_half(wa[cols / 2 + u]));
+      f.s1 = __float_as_uint(dev_ue4m3_half(wb[cols / 2 + u]));
     }
     return f;
+  };
+  // A unit's activation operands for n-tile n: the B fragment and the two vectors' scales.
+  struct Act {
+    int b0, b1;
+    uint32_t d;  // the two vectors' fp16 scales, 2q in the low half
+  };
+  auto load_act = [&](int n, int u) {
+    Act a;
+    const int blk = W == 3 ? u : u >> 1;
+    if constexpr (W == 3) {
+      const int2 b = *reinterpret_cast<const int2*>(p.xq[xb[n] + blk].qs + 8 * q);
+      a.b0 = b.x, a.b1 = b.y;
+    } else {
+      a.b0 = *reinterpret_cast<const int*>(p.xq[xb[n] + blk].qs + (u & 1) * 16 + 4 * q);
+      a.b1 = 0;
+    }
+    a.d = p.xq[xd0[n] + blk].d | static_cast<uint32_t>(p.xq[xd1[n] + blk].d) << 16;
+    return a;
   };
 
   // The first step's weights before the wait (weights are immutable: launch.cuh).
@@ -463,8 +493,19 @@ __global__ void __launch_bounds__(32 * kTileWarps) matvec_mma_kernel(const __gri
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) acc[c][n][0] = acc[c][n][1] = acc[c][n][2] = acc[c][n][3] = 0.0f;
 
+  // A step: every class's activation loads issued together, then the next step's weights (in
+  // flight during this step's arithmetic), then the mma. One L1/L2 round trip per step: issued
+  // per mma, behind the previous mma's arithmetic, the loads cost one each.
   for (int u0 = 0; u0 < nu; u0 += 32) {
-    Frag nxt[kTileClasses];  // the next step's weights in flight during this step's arithmetic
+    Act act[kTileClasses][NTILE];
+#pragma unroll
+    for (int c = 0; c < kTileClasses; ++c) {
+      const int u = u0 + warp + kTileWarps * c;
+      if (u < nu)
+#pragma unroll
+        for (int n = 0; n < NTILE; ++n) act[c][n] = load_act(n, u);
+    }
+    Frag nxt[kTileClasses];
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) {
       const int u = u0 + 32 + warp + kTileWarps * c;
@@ -472,64 +513,66 @@ __global__ void __launch_bounds__(32 * kTileWarps) matvec_mma_kernel(const __gri
     }
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) {
-      const int u = u0 + warp + kTileWarps * c;
-      if (u >= nu) break;  // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
-      const int blk = W == 3 ? u : u >> 1, boff = W == 3 ? 0 : (u & 1) * 16;
+      if (u0 + warp + kTileWarps * c >= nu) break;  // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
+      const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0)) : __uint_as_float(cur[c].s0);
+      const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0 >> 16)) : __uint_as_float(cur[c].s1);
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
-        const Q81* xcol = p.xq + vec(a0 + 8 * n + g) * nqb + blk;  // B: vector g of the n-tile
-        const int* xi = reinterpret_cast<const int*>(xcol->qs + boff + 4 * q);
+        const Act& a = act[c][n];
         int r[4];
         if constexpr (W == 3)
-          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, xi[0], xi[4]);
+          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, a.b0, a.b1);
         else
-          mma_k16(r, cur[c].a0, cur[c].a1, xi[0]);
-        const float dx0 = dev_fp16_fast(p.xq[vec(a0 + 8 * n + 2 * q) * nqb + blk].d);
-        const float dx1 = dev_fp16_fast(p.xq[vec(a0 + 8 * n + 2 * q + 1) * nqb + blk].d);
-        acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(cur[c].da, dx0), mma_isum(r[0])));
-        acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(cur[c].da, dx1), mma_isum(r[1])));
-        acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(cur[c].db, dx0), mma_isum(r[2])));
-        acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(__fmul_rn(cur[c].db, dx1), mma_isum(r[3])));
+          mma_k16(r, cur[c].a0, cur[c].a1, a.b0);
+        const float dx0 = dev_fp16_fast(static_cast<uint16_t>(a.d)), dx1 = dev_fp16_fast(static_cast<uint16_t>(a.d >> 16));
+        acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
+        acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
+        acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));
+        acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(__fmul_rn(db, dx1), mma_isum(r[3])));
       }
     }
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) cur[c] = nxt[c];
   }
 
-  // the class sums: part[l][row][vector]
-  __shared__ float part[32][kTileRows][kVec + 1];
+  // The butterfly's tree over the 32 class sums t[l]: off = 16 and 8 join classes of one warp
+  // (t[w] + t[w + 16], t[w + 8] + t[w + 24], then those two), in registers; the 8 warps' sums
+  // meet in shared memory for off = 4, 2, 1.
+  __shared__ float part[kTileWarps][kTileRows][kVec + 1];
 #pragma unroll
-  for (int c = 0; c < kTileClasses; ++c)
+  for (int n = 0; n < NTILE; ++n) {
+    const int v = 8 * n + 2 * q;
+    float s[4];
 #pragma unroll
-    for (int n = 0; n < NTILE; ++n) {
-      const int l = warp + kTileWarps * c, v = 8 * n + 2 * q;
-      part[l][g][v] = acc[c][n][0];
-      part[l][g][v + 1] = acc[c][n][1];
-      part[l][g + 8][v] = acc[c][n][2];
-      part[l][g + 8][v + 1] = acc[c][n][3];
-    }
+    for (int k = 0; k < 4; ++k)
+      s[k] = __fadd_rn(__fadd_rn(acc[0][n][k], acc[2][n][k]), __fadd_rn(acc[1][n][k], acc[3][n][k]));
+    part[warp][g][v] = s[0];
+    part[warp][g][v + 1] = s[1];
+    part[warp][g + 8][v] = s[2];
+    part[warp][g + 8][v + 1] = s[3];
+  }
   __syncthreads();
   const float scale = p.w.slab_scale[0];
   for (int o = threadIdx.x; o < kTileRows * kVec; o += 32 * kTileWarps) {
     const int rr = o / kVec, v = o % kVec;
     const int64_t r = r0 + rr, a = a0 + v;
     if (r >= rows || a >= p.n_out) continue;
-    float t[32];
-#pragma unroll
-    for (int l = 0; l < 32; ++l) t[l] = part[l][rr][v];
-#pragma unroll
-    for (int off = 16; off >= 1; off >>= 1)
-#pragma unroll
-      for (int l = 0; l < off; ++l) t[l] = __fadd_rn(t[l], t[l + off]);
-    store(p, a * p.ld_y + r, __fmul_rn(t[0], scale));
+    const float* t = &part[0][rr][v];
+    constexpr int kW = kTileRows * (kVec + 1);  // one warp's stride in part
+    const float s0 = __fadd_rn(t[0], t[4 * kW]), s1 = __fadd_rn(t[kW], t[5 * kW]);
+    const float s2 = __fadd_rn(t[2 * kW], t[6 * kW]), s3 = __fadd_rn(t[3 * kW], t[7 * kW]);
+    store(p, a * p.ld_y + r, __fmul_rn(__fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3)), scale));
   }
 }
 
 template <int W, int NTILE>
 void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
   b.block_start[0] = 0;
-  for (int j = 0; j < b.n; ++j)
+  for (int j = 0; j < b.n; ++j) {
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(ceil_div(b.p[j].w.slab_rows, kTileRows));
+    if (b.p[j].n_out * (b.p[j].w.cols / 32) > 2147483647)
+      fail("matvec: ", b.p[j].n_out, " q8_1 rows of ", b.p[j].w.cols, " values exceed the tiles' int offsets");
+  }
   if (b.block_start[b.n] > 65535)
     fail("matvec: ", b.block_start[b.n], " row tiles of ", kTileRows, " exceed the grid (65535)");
   const int64_t gx = ceil_div(b.p[0].n_out, 8 * NTILE);
