@@ -433,9 +433,8 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   }
   const int nu = static_cast<int>(U::count(cols));
 
-  // A unit's weight fragments (rows g and g + 8) and the two rows' scales. An integer dot is
-  // exact in any order of k, so for Q8_0 the mma's k slots 4q..4q+3 and 16+4q..16+4q+3 hold
-  // values 8q..8q+7 of the block, A and B alike: one 8-byte load per row and vector instead of two.
+  // A unit's weight fragments: rows g and g + 8, k = 4q.. (and 4q + 16.. for Q8_0), and the two
+  // rows' scales. (4-byte loads: a planar row and a q8_1 block's values are 4-byte aligned only.)
   struct Frag {
     int a0, a1, a2, a3;
     uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits
@@ -443,9 +442,10 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   auto load = [&](int u) {
     Frag f;
     if constexpr (W == 3) {
-      const int2 ra = *reinterpret_cast<const int2*>(wa + 32 * u + 8 * q);
-      const int2 rb = *reinterpret_cast<const int2*>(wb + 32 * u + 8 * q);
-      f.a0 = ra.x, f.a2 = ra.y, f.a1 = rb.x, f.a3 = rb.y;
+      f.a0 = *reinterpret_cast<const int*>(wa + 32 * u + 4 * q);
+      f.a2 = *reinterpret_cast<const int*>(wa + 32 * u + 16 + 4 * q);
+      f.a1 = *reinterpret_cast<const int*>(wb + 32 * u + 4 * q);
+      f.a3 = *reinterpret_cast<const int*>(wb + 32 * u + 16 + 4 * q);
       f.s0 = reinterpret_cast<const uint16_t*>(wa + cols)[u] |
              static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(wb + cols)[u]) << 16;
       f.s1 = 0;
@@ -467,8 +467,8 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
     Act a;
     const int blk = W == 3 ? u : u >> 1;
     if constexpr (W == 3) {
-      const int2 b = *reinterpret_cast<const int2*>(p.xq[xb[n] + blk].qs + 8 * q);
-      a.b0 = b.x, a.b1 = b.y;
+      const int* xi = reinterpret_cast<const int*>(p.xq[xb[n] + blk].qs + 4 * q);
+      a.b0 = xi[0], a.b1 = xi[4];
     } else {
       a.b0 = *reinterpret_cast<const int*>(p.xq[xb[n] + blk].qs + (u & 1) * 16 + 4 * q);
       a.b1 = 0;
