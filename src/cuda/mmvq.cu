@@ -24,6 +24,7 @@
 // its units per lane and blocks per SM are chosen per row width (launch_stream). docs/PERF.md
 // lists the variants measured and not kept, and why.
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/argmax.cuh"
 #include "cuda/common.cuh"
@@ -417,73 +418,75 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   const int64_t rows = p.w.slab_rows, cols = p.w.cols, nqb = cols / 32;
   const int64_t r0 = static_cast<int64_t>(blockIdx.y - batch.block_start[j]) * kTileRows;
   const int64_t a0 = static_cast<int64_t>(blockIdx.x) * kVec;
-  // Rows and vectors past the end are read clamped and never stored. The lane's activation rows
-  // are found once: the B fragment reads vector g of each n-tile, the accumulators' scales
-  // vectors 2q and 2q + 1.
+  // Rows and vectors past the end are read clamped and never stored.
   const uint8_t* wa = p.w.data + (r0 + g < rows ? r0 + g : rows - 1) * p.w.row_bytes;
   const uint8_t* wb = p.w.data + (r0 + g + 8 < rows ? r0 + g + 8 : rows - 1) * p.w.row_bytes;
-  // (q8_1 blocks from p.xq; the launch checks that n_out * cols / 32 fits in an int)
+  const int nu = static_cast<int>(U::count(cols));
+
+  // Addresses. Class c of the step at unit u0 is unit u = warp + u0 + 8c, so every address below
+  // is a lane base fixed here plus a per-step term plus an immediate per class: no index
+  // arithmetic per unit. Weights: the unit's 4 bytes of rows g and g + 8 at k = 4q (and 4q + 16
+  // for Q8_0) and the two rows' scales (4-byte loads: a planar row and a q8_1 block's values are
+  // 4-byte aligned only). Activations, in q8_1 blocks from p.xq (the launch checks that
+  // n_out * cols / 32 fits in an int): the B fragment reads vector g of each n-tile at the unit's
+  // block (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and 8c are even), the
+  // accumulators' scales vectors 2q and 2q + 1.
+  constexpr int kUnitBytes = W == 3 ? 32 : 8, kUnitsPerBlock = W == 3 ? 1 : 2;
+  const uint8_t* const qa = wa + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
+  const uint8_t* const qb = wb + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
+  const uint8_t* const sa = wa + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
+  const uint8_t* const sb = wb + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
+  const int bq = (W == 3 ? 0 : (warp & 1) * 16) + 4 * q;  // the B fragment's byte in a block's values
   int xb[NTILE], xd0[NTILE], xd1[NTILE];
 #pragma unroll
   for (int n = 0; n < NTILE; ++n) {
     const int64_t last = p.n_out - 1, vb = a0 + 8 * n + g, v0 = a0 + 8 * n + 2 * q;
-    xb[n] = static_cast<int>((vb < last ? vb : last) * nqb);
-    xd0[n] = static_cast<int>((v0 < last ? v0 : last) * nqb);
-    xd1[n] = static_cast<int>((v0 + 1 < last ? v0 + 1 : last) * nqb);
+    const int wblk = warp / kUnitsPerBlock;
+    xb[n] = static_cast<int>((vb < last ? vb : last) * nqb) + wblk;
+    xd0[n] = static_cast<int>((v0 < last ? v0 : last) * nqb) + wblk;
+    xd1[n] = static_cast<int>((v0 + 1 < last ? v0 + 1 : last) * nqb) + wblk;
   }
-  const int nu = static_cast<int>(U::count(cols));
 
-  // A unit's weight fragments: rows g and g + 8, k = 4q.. (and 4q + 16.. for Q8_0), and the two
-  // rows' scales. (4-byte loads: a planar row and a q8_1 block's values are 4-byte aligned only.)
   struct Frag {
     int a0, a1, a2, a3;
     uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits
   };
-  auto load = [&](int u) {
+  auto load_w = [&](int du) {  // unit warp + du
     Frag f;
     if constexpr (W == 3) {
-      f.a0 = *reinterpret_cast<const int*>(wa + 32 * u + 4 * q);
-      f.a2 = *reinterpret_cast<const int*>(wa + 32 * u + 16 + 4 * q);
-      f.a1 = *reinterpret_cast<const int*>(wb + 32 * u + 4 * q);
-      f.a3 = *reinterpret_cast<const int*>(wb + 32 * u + 16 + 4 * q);
-      f.s0 = reinterpret_cast<const uint16_t*>(wa + cols)[u] |
-             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(wb + cols)[u]) << 16;
+      f.a0 = *reinterpret_cast<const int*>(qa + 32 * du);
+      f.a2 = *reinterpret_cast<const int*>(qa + 32 * du + 16);
+      f.a1 = *reinterpret_cast<const int*>(qb + 32 * du);
+      f.a3 = *reinterpret_cast<const int*>(qb + 32 * du + 16);
+      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] | static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
       f.s1 = 0;
     } else {
-      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wa + 8 * u + 2 * q));
-      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(wb + 8 * u + 2 * q));
+      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 8 * du));
+      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 8 * du));
       f.a2 = f.a3 = 0;
-      f.s0 = __float_as_uint(dev_ue4m3_half(wa[cols / 2 + u]));
-      f.s1 = __float_as_uint(dev_ue4m3_half(wb[cols / 2 + u]));
+      f.s0 = __float_as_uint(dev_ue4m3_half(sa[du]));
+      f.s1 = __float_as_uint(dev_ue4m3_half(sb[du]));
     }
     return f;
   };
-  // A unit's activation operands for n-tile n: the B fragment and the two vectors' scales.
   struct Act {
     int b0, b1;
     uint32_t d;  // the two vectors' fp16 scales, 2q in the low half
   };
-  auto load_act = [&](int n, int u) {
+  auto load_act = [&](int n, int dblk) {  // the block of unit warp + du, dblk = du / kUnitsPerBlock
     Act a;
-    const int blk = W == 3 ? u : u >> 1;
-    if constexpr (W == 3) {
-      const int* xi = reinterpret_cast<const int*>(p.xq[xb[n] + blk].qs + 4 * q);
-      a.b0 = xi[0], a.b1 = xi[4];
-    } else {
-      a.b0 = *reinterpret_cast<const int*>(p.xq[xb[n] + blk].qs + (u & 1) * 16 + 4 * q);
-      a.b1 = 0;
-    }
-    a.d = p.xq[xd0[n] + blk].d | static_cast<uint32_t>(p.xq[xd1[n] + blk].d) << 16;
+    const int* xi = reinterpret_cast<const int*>(p.xq[xb[n] + dblk].qs + bq);
+    a.b0 = xi[0];
+    a.b1 = W == 3 ? xi[4] : 0;
+    a.d = p.xq[xd0[n] + dblk].d | static_cast<uint32_t>(p.xq[xd1[n] + dblk].d) << 16;
     return a;
   };
 
   // The first step's weights before the wait (weights are immutable: launch.cuh).
   Frag cur[kTileClasses];
 #pragma unroll
-  for (int c = 0; c < kTileClasses; ++c) {
-    const int u = warp + kTileWarps * c;
-    if (u < nu) cur[c] = load(u);
-  }
+  for (int c = 0; c < kTileClasses; ++c)
+    if (warp + kTileWarps * c < nu) cur[c] = load_w(kTileWarps * c);
   pdl_wait();
   pdl_release();
 
@@ -493,27 +496,25 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) acc[c][n][0] = acc[c][n][1] = acc[c][n][2] = acc[c][n][3] = 0.0f;
 
-  // A step: every class's activation loads issued together, then the next step's weights (in
-  // flight during this step's arithmetic), then the mma. One L1/L2 round trip per step: issued
-  // per mma, behind the previous mma's arithmetic, the loads cost one each.
-  for (int u0 = 0; u0 < nu; u0 += 32) {
+  // One step: every class's activation loads issued together, then the next step's weights (in
+  // flight during this step's arithmetic), then the mma. kFull: this step and the next have all
+  // 32 units (every step but the last two of a model-shaped row), so no unit is bounds-checked.
+  auto step = [&](int u0, auto full) {
+    constexpr bool kFull = decltype(full)::value;
     Act act[kTileClasses][NTILE];
 #pragma unroll
-    for (int c = 0; c < kTileClasses; ++c) {
-      const int u = u0 + warp + kTileWarps * c;
-      if (u < nu)
+    for (int c = 0; c < kTileClasses; ++c)
+      if (kFull || warp + u0 + kTileWarps * c < nu)
 #pragma unroll
-        for (int n = 0; n < NTILE; ++n) act[c][n] = load_act(n, u);
-    }
+        for (int n = 0; n < NTILE; ++n) act[c][n] = load_act(n, (u0 + kTileWarps * c) / kUnitsPerBlock);
     Frag nxt[kTileClasses];
 #pragma unroll
-    for (int c = 0; c < kTileClasses; ++c) {
-      const int u = u0 + 32 + warp + kTileWarps * c;
-      if (u < nu) nxt[c] = load(u);
-    }
+    for (int c = 0; c < kTileClasses; ++c)
+      if (kFull || warp + u0 + 32 + kTileWarps * c < nu) nxt[c] = load_w(u0 + 32 + kTileWarps * c);
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) {
-      if (u0 + warp + kTileWarps * c >= nu) break;  // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
+      // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
+      if (!kFull && warp + u0 + kTileWarps * c >= nu) break;
       const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0)) : __uint_as_float(cur[c].s0);
       const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0 >> 16)) : __uint_as_float(cur[c].s1);
 #pragma unroll
@@ -533,7 +534,10 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
     }
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) cur[c] = nxt[c];
-  }
+  };
+  int u0 = 0;
+  for (; u0 + 64 <= nu; u0 += 32) step(u0, std::true_type{});
+  for (; u0 < nu; u0 += 32) step(u0, std::false_type{});
 
   // The butterfly's tree over the 32 class sums t[l]: off = 16 and 8 join classes of one warp
   // (t[w] + t[w + 16], t[w + 8] + t[w + 24], then those two), in registers; the 8 warps' sums
