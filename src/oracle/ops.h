@@ -102,5 +102,60 @@ void ffn(const FfnWeights& w, const float* x, int64_t T, float* out, int threads
 void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, float* out, int threads,
          std::vector<Selection>* record = nullptr, int64_t pos0 = 0, int32_t layer = 0);
 
+// --- DeepSeek-V4 (src/oracle/dsv4.cpp; equations in docs/deepseek-v4.md) ---------------------
+
+// One token's manifold-constrained hyper-connection weights over its N residual streams X [N, D]
+// (stream-major): h = X / rms(X) over all N·D values; z = fn h, split [pre N | post N | comb N²];
+// pre = sigmoid(z·s0 + b) + hc_eps; post = 2 sigmoid(z·s1 + b); comb[i][j] = softmax_j(z·s2 + b)
+// + hc_eps, then Sinkhorn: columns, then (rows, columns) iters - 1 times, each sum + hc_eps.
+// comb[i][j] carries source stream i into destination stream j.
+struct HcMix {
+  int64_t n = 0;
+  std::vector<double> pre, post, comb;  // [N], [N], [N*N] row-major
+};
+HcMix hc_mix(const float* X, int64_t N, int64_t D, const Matrix& fn, std::span<const float> base,
+             std::span<const float> scale, int64_t iters, double hc_eps, double rms_eps);
+// The block's input: c[d] = f32(sum_n pre[n] X[n][d]).
+void hc_collapse(std::span<const double> pre, const float* X, int64_t D, float* c);
+// The streams after the block (the mix replaces the residual add):
+// X[k][d] = f32(post[k] out[d] + sum_j comb[j][k] X[j][d]).
+void hc_expand(const HcMix& m, const float* out, float* X, int64_t D);
+// The final collapse's weights (hc_head): pre[n] = sigmoid((fn h)[n]·scale[0] + base[n]) + hc_eps.
+std::vector<double> hc_head_pre(const float* X, int64_t N, int64_t D, const Matrix& fn, std::span<const float> base,
+                                std::span<const float> scale, double hc_eps, double rms_eps);
+
+// A rope table's frequencies: theta^(-2i/n_rot), i < n_rot/2, or with YaRN (factor > 0) blended
+// towards theta^(-2i/n_rot)/factor for the slow dims (transformers' yarn with truncation; the
+// attention factor is 1 in DeepSeek-V4).
+struct Yarn {
+  double factor = 0;  // 0: plain rope
+  int64_t orig_ctx = 0;
+  double beta_fast = 32, beta_slow = 1;
+};
+std::vector<double> rope_inv_freq(int64_t n_rot, double theta, const Yarn& yarn);
+// Interleaved rotation of the 2·inv_freq.size() values at x (pair 2i, 2i+1 by pos·inv_freq[i]);
+// inverse rotates by -angle (DeepSeek-V4 undoes the query's rotation on the attention output).
+void rope_pairs_freq(float* x, std::span<const double> inv_freq, int64_t pos, bool inverse);
+// Gated pooling of S slots (kv, gate [S, width], the position bias already in gate; -inf: an empty
+// slot of weight 0): out[c] = sum_s softmax_s(gate[., c]) kv[s][c].
+void pool_window(const float* kv, const float* gate, int64_t S, int64_t width, float* out);
+// The lightning indexer's score of T keys K [T, hd] for one query q [n_head, hd] with per-head
+// weights w [n_head]: sum_h w_h / sqrt(n_head) * relu(q_h . K_t) / sqrt(hd).
+std::vector<double> indexer_scores(const float* q, const float* w, const float* K, int64_t T, int64_t n_head,
+                                   int64_t head_dim);
+// Attention of q [n_head, hd] over `keys` (rows of hd; K = V) with a sink logit per head: softmax
+// over [q.K_j / sqrt(hd) ..., sinks[h]], the sink's share dropped. out [n_head, hd].
+void sink_attention(const float* q, std::span<const float* const> keys, const float* sinks, int64_t n_head,
+                    int64_t head_dim, float* out);
+// The grouped low-rank output: o [groups · wo_a.cols] in groups of wo_a.cols, group g through rows
+// g·R .. g·R + R - 1 of wo_a (R = wo_a.rows / groups); y [wo_a.rows].
+void grouped_out(const Matrix& wo_a, int64_t groups, const float* o, float* y);
+// Score routing: s = sqrt(softplus(logit)); the top-k of s + bias (ties: lowest expert), or the
+// hash layer's `fixed` experts; weights s / (sum + 1e-20) * scale, in selection order.
+std::vector<std::pair<int64_t, double>> route_sqrt_softplus(std::span<const float> logits, std::span<const float> bias,
+                                                            std::span<const int32_t> fixed, int64_t k, double scale);
+// SwiGLU with the gate clamped from above and the up projection on both sides at `limit`.
+void ffn_clamped(const FfnWeights& w, const float* x, int64_t T, double limit, float* out, int threads);
+
 }  // namespace ops
 }  // namespace memra::oracle

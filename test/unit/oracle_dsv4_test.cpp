@@ -1,0 +1,227 @@
+// DeepSeek-V4's oracle pieces (src/oracle/dsv4.cpp) against values worked out here from the
+// equations of docs/deepseek-v4.md: the mHC mix and its Sinkhorn, YaRN's frequency blend, the
+// inverse rotation, gated pooling, indexer scores, sink attention, the grouped output, routing
+// and the clamped SwiGLU. Each case is built so that a plausible mistake (rows for columns in the
+// Sinkhorn, the mix's direction, the sink scaled like a score, the bias in the weights) changes
+// the expected value.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "memra/error.h"
+#include "oracle/ops.h"
+
+namespace memra::oracle {
+namespace {
+
+using ops::HcMix;
+
+Matrix mat(int64_t r, int64_t c, std::vector<float> v) {
+  Matrix m(r, c);
+  m.data = std::move(v);
+  return m;
+}
+
+double sig(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+TEST(Dsv4Hc, MixMatchesTheEquationsOnOneStream) {
+  // N = 1, D = 2: h = X / rms(X); z = fn h (3 rows: pre, post, comb).
+  const float X[2] = {3.0f, 4.0f};
+  const double rms = std::sqrt((9.0 + 16.0) / 2.0 + 1e-6);
+  const float h0 = static_cast<float>(3.0 / rms), h1 = static_cast<float>(4.0 / rms);
+  const Matrix fn = mat(3, 2, {1.0f, 0.0f, 0.0f, 1.0f, 0.5f, 0.5f});
+  const std::vector<float> base = {0.125f, -0.25f, 0.375f}, scale = {2.0f, 0.5f, 1.0f};
+  const HcMix m = ops::hc_mix(X, 1, 2, fn, base, scale, 3, 1e-6, 1e-6);
+  EXPECT_NEAR(m.pre[0], sig(h0 * 2.0 + 0.125) + 1e-6, 1e-12);
+  EXPECT_NEAR(m.post[0], 2.0 * sig(h1 * 0.5 - 0.25), 1e-12);
+  // comb: softmax of one entry is 1, + eps; column then (row, column) twice, each / (sum + eps)
+  double c = 1.0 + 1e-6;
+  for (int i = 0; i < 5; ++i) c = c / (c + 1e-6);
+  EXPECT_NEAR(m.comb[0], c, 1e-15);
+}
+
+TEST(Dsv4Hc, SinkhornLeavesRowsAndColumnsSummingToOne) {
+  // N = 4 with a comb block far from doubly stochastic: after 20 iterations every row and column
+  // sums to 1 (rows within 1e-4 here: 7.5e-5 by a separate f64 computation); after 1 only the
+  // columns do (columns are normalised last).
+  const int64_t N = 4, D = 3, M = (2 + N) * N;
+  std::vector<float> X(static_cast<size_t>(N * D));
+  for (size_t i = 0; i < X.size(); ++i) X[i] = static_cast<float>(std::sin(1.0 + static_cast<double>(i)));
+  Matrix fn(M, N * D);
+  for (size_t i = 0; i < fn.data.size(); ++i) fn.data[i] = static_cast<float>(std::cos(0.7 * static_cast<double>(i)));
+  std::vector<float> base(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) base[static_cast<size_t>(i)] = static_cast<float>(0.3 * static_cast<double>(i % 5) - 0.6);
+  const std::vector<float> scale = {1.0f, 1.0f, 1.0f};
+  auto sums = [&](const HcMix& m, bool rows) {
+    std::vector<double> s(static_cast<size_t>(N), 0.0);
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < N; ++j) s[static_cast<size_t>(rows ? i : j)] += m.comb[static_cast<size_t>(i * N + j)];
+    return s;
+  };
+  const HcMix m20 = ops::hc_mix(X.data(), N, D, fn, base, scale, 20, 1e-6, 1e-6);
+  for (double s : sums(m20, true)) EXPECT_NEAR(s, 1.0, 1e-4);
+  for (double s : sums(m20, false)) EXPECT_NEAR(s, 1.0, 1e-5);
+  const HcMix m1 = ops::hc_mix(X.data(), N, D, fn, base, scale, 1, 1e-6, 1e-6);
+  for (double s : sums(m1, false)) EXPECT_NEAR(s, 1.0, 1e-5);
+  double worst_row = 0;
+  for (double s : sums(m1, true)) worst_row = std::max(worst_row, std::abs(s - 1.0));
+  EXPECT_GT(worst_row, 0.05) << "one iteration normalises the columns only; rows came out balanced";
+}
+
+TEST(Dsv4Hc, ExpandCarriesSourceStreamsIntoDestinations) {
+  // comb[j][k] carries source j into destination k: comb = [[0, 1], [0, 0]] moves stream 0 into
+  // stream 1 and leaves stream 0 with the block output only.
+  HcMix m;
+  m.n = 2;
+  m.pre = {0.25, 0.75};
+  m.post = {2.0, 0.5};
+  m.comb = {0.0, 1.0, 0.0, 0.0};
+  std::vector<float> X = {1.0f, 2.0f, 10.0f, 20.0f};  // streams [1, 2] and [10, 20]
+  float c[2];
+  ops::hc_collapse(m.pre, X.data(), 2, c);
+  EXPECT_FLOAT_EQ(c[0], 0.25f * 1.0f + 0.75f * 10.0f);
+  EXPECT_FLOAT_EQ(c[1], 0.25f * 2.0f + 0.75f * 20.0f);
+  const float out[2] = {5.0f, 7.0f};
+  ops::hc_expand(m, out, X.data(), 2);
+  EXPECT_FLOAT_EQ(X[0], 10.0f);   // 2 * 5
+  EXPECT_FLOAT_EQ(X[1], 14.0f);   // 2 * 7
+  EXPECT_FLOAT_EQ(X[2], 3.5f);    // 0.5 * 5 + stream 0's 1
+  EXPECT_FLOAT_EQ(X[3], 5.5f);    // 0.5 * 7 + stream 0's 2
+}
+
+TEST(Dsv4Hc, ShapeMismatchFailsNamingTheShapes) {
+  const float X[4] = {1, 2, 3, 4};
+  const Matrix fn(7, 4);  // (2 + 2) * 2 = 8 rows expected
+  const std::vector<float> base(8), scale(3);
+  try {
+    ops::hc_mix(X, 2, 2, fn, base, scale, 3, 1e-6, 1e-6);
+    FAIL() << "a 7-row fn was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fn [7, 4]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Dsv4Rope, YarnKeepsFastDimsAndInterpolatesSlowOnes) {
+  // DeepSeek-V4 Flash's compress table: 64 rotated dims, theta 160000, factor 16 over an original
+  // 65536 positions, betas 32 / 1: the ramp runs from dim pair 15 to 25.
+  const ops::Yarn y{.factor = 16, .orig_ctx = 65536, .beta_fast = 32, .beta_slow = 1};
+  const std::vector<double> plain = ops::rope_inv_freq(64, 160000.0, {});
+  const std::vector<double> f = ops::rope_inv_freq(64, 160000.0, y);
+  ASSERT_EQ(f.size(), 32u);
+  for (int i = 0; i <= 15; ++i) EXPECT_DOUBLE_EQ(f[i], plain[i]) << i;
+  for (int i = 25; i < 32; ++i) EXPECT_NEAR(f[i], plain[i] / 16.0, 1e-18) << i;
+  const double r = (20.0 - 15.0) / (25.0 - 15.0);  // pair 20: halfway
+  EXPECT_NEAR(f[20], plain[20] / 16.0 * r + plain[20] * (1.0 - r), 1e-18);
+  EXPECT_DOUBLE_EQ(plain[1], std::pow(160000.0, -2.0 / 64.0));
+}
+
+TEST(Dsv4Rope, InterleavedPairsAndTheInverseRotation) {
+  const std::vector<double> f = {0.5, 0.01};
+  float x[4] = {1.0f, 0.0f, 0.0f, 2.0f};
+  ops::rope_pairs_freq(x, f, 3, false);
+  EXPECT_NEAR(x[0], std::cos(1.5), 1e-7);
+  EXPECT_NEAR(x[1], std::sin(1.5), 1e-7);  // (x0, x1) is a pair: NEOX would pair x0 with x2
+  EXPECT_NEAR(x[2], -2.0 * std::sin(0.03), 1e-7);
+  EXPECT_NEAR(x[3], 2.0 * std::cos(0.03), 1e-7);
+  ops::rope_pairs_freq(x, f, 3, true);
+  EXPECT_NEAR(x[0], 1.0, 1e-7);
+  EXPECT_NEAR(x[1], 0.0, 1e-7);
+  EXPECT_NEAR(x[2], 0.0, 1e-7);
+  EXPECT_NEAR(x[3], 2.0, 1e-7);
+}
+
+TEST(Dsv4Compressor, PoolsPerChannelAndEmptySlotsWeighNothing) {
+  // 3 slots x 2 channels. Channel 0: gates 0, 0, -inf -> the mean of slots 0 and 1. Channel 1:
+  // gates ln 1, ln 3, 0 -> weights 1/5, 3/5, 1/5.
+  const float ninf = -INFINITY;
+  const float kv[6] = {2.0f, 10.0f, 4.0f, 20.0f, 100.0f, 30.0f};
+  const float gate[6] = {0.0f, 0.0f, 0.0f, static_cast<float>(std::log(3.0)), ninf, 0.0f};
+  float out[2];
+  ops::pool_window(kv, gate, 3, 2, out);
+  EXPECT_FLOAT_EQ(out[0], 3.0f);
+  EXPECT_NEAR(out[1], 0.2 * 10 + 0.6 * 20 + 0.2 * 30, 1e-5);
+  const float all_empty[2] = {ninf, ninf};
+  EXPECT_THROW(ops::pool_window(kv, all_empty, 1, 2, out), Error);
+}
+
+TEST(Dsv4Indexer, ReluPerHeadThenWeightedSum) {
+  // 2 heads of 2 dims, 2 keys. Key 0: head 0 dot 3, head 1 dot -1 (clipped). Key 1: 1 and 2.
+  const float q[4] = {1.0f, 1.0f, 1.0f, -1.0f};
+  const float w[2] = {2.0f, 4.0f};
+  const float K[4] = {1.0f, 2.0f, 0.5f, 0.5f};
+  const std::vector<double> s = ops::indexer_scores(q, w, K, 2, 2, 2);
+  const double ks = 1.0 / std::sqrt(2.0), ws = 1.0 / std::sqrt(2.0);
+  // key 0: head 0 q.K = 3, head 1 q.K = 1 - 2 = -1 -> 0
+  EXPECT_NEAR(s[0], 2 * ws * 3 * ks, 1e-12);
+  // key 1: head 0 = 1, head 1 = 0
+  EXPECT_NEAR(s[1], 2 * ws * 1 * ks, 1e-12);
+}
+
+TEST(Dsv4Attention, TheSinkTakesMassUnscaled) {
+  // One head of 4 dims, one key: out = K * e^l / (e^l + e^sink), l = q.K / 2. A sink scaled by
+  // 1/sqrt(hd) like a score, or one that contributes a value, gives another number.
+  const float q[4] = {1.0f, 0.0f, 1.0f, 0.0f};
+  const float k0[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+  const float* keys[1] = {k0};
+  const float sink = 1.5f;
+  float out[4];
+  ops::sink_attention(q, keys, &sink, 1, 4, out);
+  const double l = 2.0 / 2.0, p = std::exp(l) / (std::exp(l) + std::exp(1.5));
+  for (int d = 0; d < 4; ++d) EXPECT_NEAR(out[d], p * k0[d], 1e-6) << d;
+}
+
+TEST(Dsv4Attention, GroupedOutputTakesEachGroupsOwnRows) {
+  // 2 groups of 2 input values, R = 1: y[g] = wo_a.row(g) . o[group g].
+  const Matrix wo_a = mat(2, 2, {1.0f, 2.0f, 3.0f, 4.0f});
+  const float o[4] = {1.0f, 1.0f, 10.0f, 100.0f};
+  float y[2];
+  ops::grouped_out(wo_a, 2, o, y);
+  EXPECT_FLOAT_EQ(y[0], 3.0f);
+  EXPECT_FLOAT_EQ(y[1], 430.0f);
+  EXPECT_THROW(ops::grouped_out(wo_a, 3, o, y), Error);
+}
+
+TEST(Dsv4Route, BiasChoosesButDoesNotWeigh) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, 25.0f};
+  auto s = [](double l) { return std::sqrt(l > 20 ? l : std::log1p(std::exp(l))); };
+  // no bias: experts 3 and 2
+  auto a = ops::route_sqrt_softplus(logits, {}, {}, 2, 1.5);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].first, 3);
+  EXPECT_EQ(a[1].first, 2);
+  EXPECT_NEAR(a[0].second, s(25) / (s(25) + s(2)) * 1.5, 1e-12);  // softplus(25) is 25 (threshold 20)
+  // a bias on expert 0 selects it; its weight is still its own score's share
+  const std::vector<float> bias = {10.0f, 0.0f, 0.0f, 0.0f};
+  auto b = ops::route_sqrt_softplus(logits, bias, {}, 2, 1.5);
+  EXPECT_EQ(b[0].first, 0);
+  EXPECT_EQ(b[1].first, 3);
+  EXPECT_NEAR(b[0].second, s(0) / (s(0) + s(25)) * 1.5, 1e-12);
+  EXPECT_NEAR(b[0].second + b[1].second, 1.5, 1e-12);
+  // a hash layer takes the table's experts, weighted the same way
+  const std::vector<int32_t> fixed = {1, 0};
+  auto h = ops::route_sqrt_softplus(logits, {}, fixed, 2, 1.0);
+  EXPECT_EQ(h[0].first, 1);
+  EXPECT_EQ(h[1].first, 0);
+  EXPECT_NEAR(h[0].second, s(1) / (s(1) + s(0)), 1e-12);
+  const std::vector<int32_t> bad = {1, 4};
+  EXPECT_THROW(ops::route_sqrt_softplus(logits, {}, bad, 2, 1.0), Error);
+}
+
+TEST(Dsv4Ffn, GateClampedAboveUpClampedBothWays) {
+  // D = F = 1: gate 30 -> 10 (an unclamped gate gives 3x more), up -40 -> -10.
+  FfnWeights f;
+  f.gate = mat(1, 1, {30.0f});
+  f.up = mat(1, 1, {-40.0f});
+  f.down = mat(1, 1, {1.0f});
+  const float x = 1.0f;
+  float out;
+  ops::ffn_clamped(f, &x, 1, 10.0, &out, 1);
+  EXPECT_NEAR(out, 10.0 / (1.0 + std::exp(-10.0)) * -10.0, 1e-4);
+  f.gate = mat(1, 1, {-30.0f});  // no lower clamp on the gate
+  ops::ffn_clamped(f, &x, 1, 10.0, &out, 1);
+  EXPECT_NEAR(out, -30.0 / (1.0 + std::exp(30.0)) * -10.0, 1e-15);
+}
+
+}  // namespace
+}  // namespace memra::oracle
