@@ -458,7 +458,8 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
       f.a2 = *reinterpret_cast<const int*>(qa + 32 * du + 16);
       f.a1 = *reinterpret_cast<const int*>(qb + 32 * du);
       f.a3 = *reinterpret_cast<const int*>(qb + 32 * du + 16);
-      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] | static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
+      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] |
+             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
       f.s1 = 0;
     } else {
       f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 8 * du));
@@ -525,7 +526,8 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
           mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, a.b0, a.b1);
         else
           mma_k16(r, cur[c].a0, cur[c].a1, a.b0);
-        const float dx0 = dev_fp16_fast(static_cast<uint16_t>(a.d)), dx1 = dev_fp16_fast(static_cast<uint16_t>(a.d >> 16));
+        const float dx0 = dev_fp16_fast(static_cast<uint16_t>(a.d)),
+                    dx1 = dev_fp16_fast(static_cast<uint16_t>(a.d >> 16));
         acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
         acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
         acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));

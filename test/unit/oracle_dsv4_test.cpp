@@ -51,7 +51,8 @@ TEST(Dsv4Hc, SinkhornLeavesRowsAndColumnsSummingToOne) {
   Matrix fn(M, N * D);
   for (size_t i = 0; i < fn.data.size(); ++i) fn.data[i] = static_cast<float>(std::cos(0.7 * static_cast<double>(i)));
   std::vector<float> base(static_cast<size_t>(M));
-  for (int64_t i = 0; i < M; ++i) base[static_cast<size_t>(i)] = static_cast<float>(0.3 * static_cast<double>(i % 5) - 0.6);
+  for (int64_t i = 0; i < M; ++i)
+    base[static_cast<size_t>(i)] = static_cast<float>(0.3 * static_cast<double>(i % 5) - 0.6);
   const std::vector<float> scale = {1.0f, 1.0f, 1.0f};
   auto sums = [&](const HcMix& m, bool rows) {
     std::vector<double> s(static_cast<size_t>(N), 0.0);
@@ -84,10 +85,10 @@ TEST(Dsv4Hc, ExpandCarriesSourceStreamsIntoDestinations) {
   EXPECT_FLOAT_EQ(c[1], 0.25f * 2.0f + 0.75f * 20.0f);
   const float out[2] = {5.0f, 7.0f};
   ops::hc_expand(m, out, X.data(), 2);
-  EXPECT_FLOAT_EQ(X[0], 10.0f);   // 2 * 5
-  EXPECT_FLOAT_EQ(X[1], 14.0f);   // 2 * 7
-  EXPECT_FLOAT_EQ(X[2], 3.5f);    // 0.5 * 5 + stream 0's 1
-  EXPECT_FLOAT_EQ(X[3], 5.5f);    // 0.5 * 7 + stream 0's 2
+  EXPECT_FLOAT_EQ(X[0], 10.0f);  // 2 * 5
+  EXPECT_FLOAT_EQ(X[1], 14.0f);  // 2 * 7
+  EXPECT_FLOAT_EQ(X[2], 3.5f);   // 0.5 * 5 + stream 0's 1
+  EXPECT_FLOAT_EQ(X[3], 5.5f);   // 0.5 * 7 + stream 0's 2
 }
 
 TEST(Dsv4Hc, ShapeMismatchFailsNamingTheShapes) {
@@ -97,9 +98,7 @@ TEST(Dsv4Hc, ShapeMismatchFailsNamingTheShapes) {
   try {
     ops::hc_mix(X, 2, 2, fn, base, scale, 3, 1e-6, 1e-6);
     FAIL() << "a 7-row fn was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fn [7, 4]"), std::string::npos) << e.what();
-  }
+  } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("fn [7, 4]"), std::string::npos) << e.what(); }
 }
 
 TEST(Dsv4Rope, YarnKeepsFastDimsAndInterpolatesSlowOnes) {
