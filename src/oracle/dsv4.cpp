@@ -159,6 +159,46 @@ void pool_window(const float* kv, const float* gate, int64_t S, int64_t width, f
   }
 }
 
+void compressor_append(CompressorState& s, const float* kv, const float* gate, int64_t T, std::span<const float> ape,
+                       std::span<const float> norm, double eps, std::span<const double> inv_freq) {
+  const int64_t m = s.ratio, w = s.width, cw = s.cw();
+  if (m <= 0 || w <= 0 || static_cast<int64_t>(ape.size()) != m * cw || static_cast<int64_t>(norm.size()) != w ||
+      2 * static_cast<int64_t>(inv_freq.size()) > w)
+    fail("compressor: ratio ", m, ", width ", w, ", ape ", ape.size(), " (expected ", m * cw, "), norm ", norm.size(),
+         ", rotated ", 2 * inv_freq.size());
+  const int64_t t0 = s.tokens();
+  s.kv.insert(s.kv.end(), kv, kv + T * cw);
+  s.gate.insert(s.gate.end(), gate, gate + T * cw);
+  const int64_t S = s.overlap ? 2 * m : m;
+  std::vector<float> skv(static_cast<size_t>(S * w)), sgate(static_cast<size_t>(S * w)), pooled(static_cast<size_t>(w));
+  // each slot: token `t`'s half starting at `off` of its projections, with ape row j
+  auto fill = [&](int64_t slot, int64_t t, int64_t off, int64_t j) {
+    for (int64_t c = 0; c < w; ++c) {
+      skv[slot * w + c] = s.kv[t * cw + off + c];
+      sgate[slot * w + c] = static_cast<float>(static_cast<double>(s.gate[t * cw + off + c]) + ape[j * cw + off + c]);
+    }
+  };
+  for (int64_t win = t0 / m; (win + 1) * m <= t0 + T; ++win) {  // the windows this call closes
+    if (s.overlap) {
+      for (int64_t j = 0; j < m; ++j) {
+        if (win == 0) {
+          for (int64_t c = 0; c < w; ++c) skv[j * w + c] = 0.0f, sgate[j * w + c] = -INFINITY;
+        } else {
+          fill(j, (win - 1) * m + j, 0, j);
+        }
+        fill(m + j, win * m + j, w, j);
+      }
+    } else {
+      for (int64_t j = 0; j < m; ++j) fill(j, win * m + j, 0, j);
+    }
+    pool_window(skv.data(), sgate.data(), S, w, pooled.data());
+    std::vector<float> row(static_cast<size_t>(w));
+    rmsnorm(pooled.data(), norm.data(), w, eps, row.data());
+    rope_pairs_freq(row.data() + w - 2 * static_cast<int64_t>(inv_freq.size()), inv_freq, win * m, false);
+    s.rows.insert(s.rows.end(), row.begin(), row.end());
+  }
+}
+
 std::vector<double> indexer_scores(const float* q, const float* w, const float* K, int64_t T, int64_t n_head,
                                    int64_t head_dim) {
   const double k_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));

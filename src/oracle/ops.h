@@ -139,6 +139,28 @@ void rope_pairs_freq(float* x, std::span<const double> inv_freq, int64_t pos, bo
 // Gated pooling of S slots (kv, gate [S, width], the position bias already in gate; -inf: an empty
 // slot of weight 0): out[c] = sum_s softmax_s(gate[., c]) kv[s][c].
 void pool_window(const float* kv, const float* gate, int64_t S, int64_t width, float* out);
+// One compressor's state over a sequence (a CSA or HCA layer's, or a CSA indexer's): every
+// token's projections kv and gate ([tokens, cw], cw = 2·width with overlap, else width; gate
+// without the position bias) and the rows closed so far ([rows, width]). Window w (tokens
+// w·ratio .. w·ratio + ratio - 1) closes with its last token. Its slots: without overlap (HCA)
+// token w·ratio + j with gate + ape[j]; with overlap (CSA) first the previous window's tokens'
+// first halves (gate[:width] + ape[j][:width]; empty slots for w = 0), then this window's
+// tokens' second halves (gate[width:] + ape[j][width:]). The row: pool_window over the slots,
+// RMSNorm with `norm`, rotated at position w·ratio on its last 2·inv_freq.size() dims.
+struct CompressorState {
+  int64_t ratio = 0, width = 0;
+  bool overlap = false;
+  std::vector<float> kv, gate, rows;
+  int64_t cw() const { return overlap ? 2 * width : width; }
+  int64_t tokens() const { return cw() ? static_cast<int64_t>(kv.size()) / cw() : 0; }
+  int64_t n_rows() const { return width ? static_cast<int64_t>(rows.size()) / width : 0; }
+};
+// Appends T tokens' projections (kv, gate [T, cw]) and closes the windows they complete.
+// ape [ratio, cw], norm [width].
+void compressor_append(CompressorState& s, const float* kv, const float* gate, int64_t T, std::span<const float> ape,
+                       std::span<const float> norm, double eps, std::span<const double> inv_freq);
+// The closed rows a query at position p may read: (p + 1) / ratio (whole windows at or before p).
+inline int64_t visible_rows(int64_t p, int64_t ratio) { return (p + 1) / ratio; }
 // The lightning indexer's score of T keys K [T, hd] for one query q [n_head, hd] with per-head
 // weights w [n_head]: sum_h w_h / sqrt(n_head) * relu(q_h . K_t) / sqrt(hd).
 std::vector<double> indexer_scores(const float* q, const float* w, const float* K, int64_t T, int64_t n_head,

@@ -144,6 +144,82 @@ TEST(Dsv4Compressor, PoolsPerChannelAndEmptySlotsWeighNothing) {
   EXPECT_THROW(ops::pool_window(kv, all_empty, 1, 2, out), Error);
 }
 
+// A compressor state with projections that differ per token and channel, fed in pieces.
+struct CompressorCase {
+  int64_t ratio, width;
+  bool overlap;
+  std::vector<float> kv, gate, ape, norm;
+  std::vector<double> freq = {0.3};  // the last 2 dims rotated
+  int64_t cw() const { return overlap ? 2 * width : width; }
+  CompressorCase(int64_t r, int64_t w, bool o, int64_t tokens) : ratio(r), width(w), overlap(o) {
+    for (int64_t i = 0; i < tokens * cw(); ++i) {
+      kv.push_back(static_cast<float>(std::sin(0.37 * static_cast<double>(i) + 0.1)));
+      gate.push_back(static_cast<float>(std::cos(1.3 * static_cast<double>(i))));
+    }
+    for (int64_t i = 0; i < r * cw(); ++i) ape.push_back(static_cast<float>(0.05 * static_cast<double>(i % 7)));
+    for (int64_t i = 0; i < w; ++i) norm.push_back(1.0f + 0.125f * static_cast<float>(i));
+  }
+  ops::CompressorState feed(std::initializer_list<int64_t> pieces) const {
+    ops::CompressorState s;
+    s.ratio = ratio;
+    s.width = width;
+    s.overlap = overlap;
+    int64_t t = 0;
+    for (int64_t n : pieces) {
+      ops::compressor_append(s, kv.data() + t * cw(), gate.data() + t * cw(), n, ape, norm, 1e-6, freq);
+      t += n;
+    }
+    return s;
+  }
+};
+
+TEST(Dsv4Compressor, RowsCloseWithTheirWindowsLastTokenWhateverThePieces) {
+  for (bool overlap : {false, true}) {
+    const CompressorCase c(4, 6, overlap, 13);
+    const ops::CompressorState all = c.feed({13}), one = c.feed({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}),
+                               mixed = c.feed({3, 5, 1, 4});
+    EXPECT_EQ(all.n_rows(), 3) << "13 tokens close windows 0..2";
+    EXPECT_EQ(all.rows, one.rows) << "overlap " << overlap;
+    EXPECT_EQ(all.rows, mixed.rows) << "overlap " << overlap;
+    EXPECT_EQ(c.feed({7}).n_rows(), 1);
+    EXPECT_EQ(c.feed({8}).n_rows(), 2);
+  }
+  EXPECT_EQ(ops::visible_rows(6, 4), 1);
+  EXPECT_EQ(ops::visible_rows(7, 4), 2);
+}
+
+TEST(Dsv4Compressor, SlotsAsTheEquationsSay) {
+  // Window 1 of each form, assembled here slot by slot and pooled, normed, rotated at position 4.
+  for (bool overlap : {false, true}) {
+    const CompressorCase c(4, 6, overlap, 8);
+    const ops::CompressorState s = c.feed({8});
+    const int64_t m = 4, w = 6, cw = c.cw(), S = overlap ? 8 : 4;
+    std::vector<float> skv, sg;
+    auto slot = [&](int64_t t, int64_t off, int64_t j) {
+      for (int64_t k = 0; k < w; ++k) {
+        skv.push_back(c.kv[static_cast<size_t>(t * cw + off + k)]);
+        sg.push_back(c.gate[static_cast<size_t>(t * cw + off + k)] + c.ape[static_cast<size_t>(j * cw + off + k)]);
+      }
+    };
+    if (overlap)
+      for (int64_t j = 0; j < m; ++j) slot(j, 0, j);  // window 0's first halves
+    for (int64_t j = 0; j < m; ++j) slot(m + j, overlap ? w : 0, j);
+    std::vector<float> pooled(static_cast<size_t>(w)), row(static_cast<size_t>(w));
+    ops::pool_window(skv.data(), sg.data(), S, w, pooled.data());
+    ops::rmsnorm(pooled.data(), c.norm.data(), w, 1e-6, row.data());
+    ops::rope_pairs_freq(row.data() + w - 2, c.freq, 4, false);
+    const std::vector<float> got(s.rows.begin() + w, s.rows.begin() + 2 * w);
+    EXPECT_EQ(got, row) << "overlap " << overlap;
+  }
+  // CSA's window 0 has no previous window: its first slots weigh nothing, so its row depends only
+  // on window 0's second halves.
+  CompressorCase c(4, 6, true, 4);
+  const std::vector<float> r0 = c.feed({4}).rows;
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t k = 0; k < 6; ++k) c.kv[static_cast<size_t>(t * 12 + k)] += 100.0f;  // first halves
+  EXPECT_EQ(c.feed({4}).rows, r0);
+}
+
 TEST(Dsv4Indexer, ReluPerHeadThenWeightedSum) {
   // 2 heads of 2 dims, 2 keys. Key 0: head 0 dot 3, head 1 dot -1 (clipped). Key 1: 1 and 2.
   const float q[4] = {1.0f, 1.0f, 1.0f, -1.0f};
