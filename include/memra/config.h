@@ -34,9 +34,14 @@ class HfConfig;
 class WeightSource;
 class MemorySource;
 
-enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe, GlmDsa };
-// full (softmax) attention | Gated DeltaNet | multi-head latent attention with the DSA indexer
-enum class LayerKind : uint8_t { Attention, Linear, Mla };
+enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe, GlmDsa, DeepseekV4 };
+// full (softmax) attention | Gated DeltaNet | multi-head latent attention with the DSA indexer |
+// DeepSeek-V4 attention (one key-value head over a sliding window plus compressed rows: Dsv4Attn)
+enum class LayerKind : uint8_t { Attention, Linear, Mla, Dsv4 };
+// A DeepSeek-V4 layer's keys beyond its sliding window: none; the indexer's choice among the rows
+// of an overlapping 4:1 compressor (compressed sparse attention); every row of a 128:1 compressor
+// (heavily compressed attention). docs/deepseek-v4.md.
+enum class Dsv4Attn : uint8_t { Sliding, Csa, Hca };
 enum class FfnKind : uint8_t { Dense, Moe };
 // How the router picks and weights experts:
 //   Softmax         p = softmax(logits); top-k of p; weights p (renormalised when norm_topk)
@@ -44,8 +49,11 @@ enum class FfnKind : uint8_t { Dense, Moe };
 //   SigmoidGrouped  s = sigmoid(logits); choice score s + router_bias; the n_expert_group_used
 //                   groups with the largest sum of their two best choice scores; top-k of the
 //                   choice scores inside them; weights s (renormalised when norm_topk) times
-//                   expert_weights_scale (DeepSeek-V3 / GLM-5 "noaux_tc").
-enum class MoeGating : uint8_t { Softmax, SigmoidGrouped };
+//                   expert_weights_scale (DeepSeek-V3 / GLM-5 "noaux_tc");
+//   SqrtSoftplus    s = sqrt(softplus(logits)); top-k of s + router_bias, or the token's row of
+//                   the hash table in the first n_hash_layers; weights s / (sum + 1e-20) times
+//                   expert_weights_scale (DeepSeek-V4).
+enum class MoeGating : uint8_t { Softmax, SigmoidGrouped, SqrtSoftplus };
 
 // llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe", "glm-dsa".
 std::string_view family_arch(Family f);
@@ -127,6 +135,23 @@ struct ModelConfig {
   int64_t dsa_topk = 0;             // index_topk
   std::vector<uint8_t> dsa_shared;  // [n_layer] for MLA models, else empty
 
+  // DeepSeek-V4 (LayerKind::Dsv4, docs/deepseek-v4.md): head_dim is the one key-value head's
+  // width (K = V) and the queries', n_rot its trailing rotated dims; mla_q_rank the query
+  // bottleneck; dsa_n_head / dsa_head_dim / dsa_topk the CSA layers' lightning indexer.
+  std::vector<Dsv4Attn> dsv4_attn;  // [n_layer] for DeepSeek-V4, else empty
+  int64_t csa_ratio = 0, hca_ratio = 0;  // compress rates
+  int64_t sliding_window = 0;            // raw keys per query, itself included
+  double compress_rope_theta = 0;        // the compressed layers' rope table (sliding: rope_theta)
+  double yarn_factor = 0;                // YaRN on the compressed layers' table (0: none)
+  int64_t yarn_orig_ctx = 0;
+  double yarn_beta_fast = 32, yarn_beta_slow = 1;
+  int64_t o_groups = 0, o_rank = 0;  // grouped low-rank output projection
+  int64_t hc_mult = 0;               // residual streams (manifold-constrained hyper-connections)
+  int64_t hc_iters = 0;              // Sinkhorn iterations
+  double hc_eps = 0;
+  int64_t n_hash_layers = 0;  // the first MoE layers route by the token's row of a hash table
+  double swiglu_limit = 0;    // experts' SwiGLU clamp (gate <= limit, |up| <= limit); 0: none
+
   int64_t n_mtp = 0;  // MTP (next-token prediction) layers present in the weights: 0 or 1
 
   bool is_qwen_hybrid() const {
@@ -136,7 +161,7 @@ struct ModelConfig {
   // HF stores zero-centred norms (multiplier 1+w) for Next/3.5 except linear_attn.norm.
   bool zero_centred_norms() const { return is_qwen_hybrid(); }
   // Qwen's shared expert is scaled by sigmoid(shared_gate . x); GLM-5's is added as is.
-  bool shared_expert_gated() const { return family != Family::GlmDsa; }
+  bool shared_expert_gated() const { return family != Family::GlmDsa && family != Family::DeepseekV4; }
   bool has_mla() const;
   // Widths of one position's cached key and value over all heads: GQA n_head_kv·head_dim for
   // both; MLA n_head·head_dim and n_head·mla_d_v (the expanded per-head keys and values).

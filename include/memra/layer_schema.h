@@ -125,6 +125,81 @@ struct DsaIndexerT {
   }
 };
 
+// DeepSeek-V4 attention (docs/deepseek-v4.md): queries through a low-rank bottleneck,
+// q = wq_b(rmsnorm(wq_a x)) then an unweighted RMSNorm per head; one key-value head
+// kv = rmsnorm(wkv x), K = V; the output grouped through wo_a (group g: rows g·o_rank..), then wo_b;
+// a sink logit per head in the softmax.
+template <class M, class V>
+struct Dsv4AttnT {
+  M wq_a;      // [q_rank, D]
+  V q_a_norm;  // [q_rank]
+  M wq_b;      // [H*hd, q_rank]
+  M wkv;       // [hd, D]
+  V kv_norm;   // [hd]
+  M wo_a;      // [o_groups*o_rank, H*hd/o_groups]
+  M wo_b;      // [D, o_groups*o_rank]
+  V sinks;     // [H]
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wq_a", s.wq_a...);
+    f("q_a_norm", s.q_a_norm...);
+    f("wq_b", s.wq_b...);
+    f("wkv", s.wkv...);
+    f("kv_norm", s.kv_norm...);
+    f("wo_a", s.wo_a...);
+    f("wo_b", s.wo_b...);
+    f("sinks", s.sinks...);
+  }
+};
+
+// A DeepSeek-V4 compressor: per token kv = wkv x and gate = wgate x of width cw (2w when windows
+// overlap (CSA), else w), the position bias of the ratio slots, the rows' RMSNorm of width w.
+template <class M, class V>
+struct CompressorT {
+  M wkv;    // [cw, D]
+  M wgate;  // [cw, D]
+  V ape;    // [ratio*cw]
+  V norm;   // [w]
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wkv", s.wkv...);
+    f("wgate", s.wgate...);
+    f("ape", s.ape...);
+    f("norm", s.norm...);
+  }
+};
+
+// The lightning indexer of a DeepSeek-V4 CSA layer: queries from the attention's query latent,
+// per-head weights, and its own overlapping compressor of width dsa_head_dim.
+template <class M, class V>
+struct Dsv4IndexerT {
+  M wq_b;     // [n_heads*hd, q_rank]
+  M weights;  // [n_heads, D]
+  CompressorT<M, V> comp;
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wq_b", s.wq_b...);
+    f("weights", s.weights...);
+    auto g = [&f](std::string_view name, auto&... t) { f("comp." + std::string(name), t...); };
+    CompressorT<M, V>::visit(g, s.comp...);
+  }
+};
+
+// A manifold-constrained hyper-connection (DeepSeek-V4): fn [(2+N)N, N·D], base [(2+N)N],
+// scale [3]; the final hc_head has fn [N, N·D], base [N], scale [1].
+template <class M, class V>
+struct HyperT {
+  M fn;
+  V base;
+  V scale;
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("fn", s.fn...);
+    f("base", s.base...);
+    f("scale", s.scale...);
+  }
+};
+
 // SwiGLU: down(silu(gate x) * up x). As routed experts (stacked): E slabs of each.
 template <class M>
 struct FfnT {
@@ -149,6 +224,7 @@ struct MoeT {
   E experts;       // FfnT<M> of E slabs, or std::vector<FfnT<M>> of E experts
   FfnT<M> shared;  // empty when n_ff_shexp == 0
   V shared_gate;   // [D]; empty without a shared expert or in GLM-5
+  V tid2eid;       // [n_vocab*top_k] a DeepSeek-V4 hash layer's expert ids (small integers, exact in f32); else empty
 };
 
 template <class M, class V, class C, class E>
@@ -159,12 +235,20 @@ struct LayerT {
   using Moe = MoeT<M, V, E>;
   using Mla = MlaT<M, V>;
   using Dsa = DsaIndexerT<M, V>;
+  using Dsv4 = Dsv4AttnT<M, V>;
+  using Compressor = CompressorT<M, V>;
+  using Dsv4Indexer = Dsv4IndexerT<M, V>;
+  using Hyper = HyperT<M, V>;
   V attn_norm;               // [D] pre-mixer norm
   V ffn_norm;                // [D] pre-FFN norm
   std::optional<Attn> attn;  // mixer: one of attn / gdn / mla
   std::optional<Gdn> gdn;
   std::optional<Mla> mla;
   std::optional<Dsa> dsa;  // with mla, unless the layer reuses the previous layer's selection
+  std::optional<Dsv4> dsv4;                // DeepSeek-V4: the mixer,
+  std::optional<Compressor> compressor;    // its compressor (CSA and HCA layers),
+  std::optional<Dsv4Indexer> dsv4_indexer;  // its indexer (CSA layers),
+  std::optional<Hyper> hc_attn, hc_ffn;    // the hyper-connections around the mixer and the FFN
   std::optional<Ffn> ffn;  // feed-forward: one of ffn / moe
   std::optional<Moe> moe;
 };
@@ -233,6 +317,11 @@ void for_each_tensor(F&& f, L&... layers) {
   with_part([&](auto&... p) { visit_part(f, "gdn.", p...); }, layers.gdn...);
   with_part([&](auto&... p) { visit_part(f, "mla.", p...); }, layers.mla...);
   with_part([&](auto&... p) { visit_part(f, "dsa.", p...); }, layers.dsa...);
+  with_part([&](auto&... p) { visit_part(f, "dsv4.", p...); }, layers.dsv4...);
+  with_part([&](auto&... p) { visit_part(f, "compressor.", p...); }, layers.compressor...);
+  with_part([&](auto&... p) { visit_part(f, "dsv4_indexer.", p...); }, layers.dsv4_indexer...);
+  with_part([&](auto&... p) { visit_part(f, "hc_attn.", p...); }, layers.hc_attn...);
+  with_part([&](auto&... p) { visit_part(f, "hc_ffn.", p...); }, layers.hc_ffn...);
   with_part([&](auto&... p) { visit_part(f, "ffn.", p...); }, layers.ffn...);
   with_part(
       [&](auto&... p) {
@@ -242,6 +331,7 @@ void for_each_tensor(F&& f, L&... layers) {
         visit_experts(moe, p.experts...);
         visit_part(f, "moe.shared.", p.shared...);
         f("moe.shared_gate", p.shared_gate...);
+        f("moe.tid2eid", p.tid2eid...);
       },
       layers.moe...);
 }

@@ -13,7 +13,7 @@
 //     same positions, and a position's chunked output never reads later tokens of its chunk);
 //   - chunked and recurrent GDN agree to <= 1e-5 relative.
 //
-// provides: Options, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
+// provides: Options, CompressorState, AttnCacheLayer, GdnCacheLayer, Cache, Step, Model, top_k
 #pragma once
 
 #include <cstdint>
@@ -45,11 +45,24 @@ struct Options {
   bool q8_1_activations = false;
 };
 
+// A DeepSeek-V4 compressor's state over a sequence (src/oracle/dsv4.cpp compressor_append):
+// every token's projections kv and gate ([tokens, cw], cw = 2·width with overlap, else width;
+// gate without the position bias) and the rows closed so far ([rows, width]).
+struct CompressorState {
+  int64_t ratio = 0, width = 0;
+  bool overlap = false;
+  std::vector<float> kv, gate, rows;
+  int64_t cw() const { return overlap ? 2 * width : width; }
+  int64_t tokens() const { return cw() ? static_cast<int64_t>(kv.size()) / cw() : 0; }
+  int64_t n_rows() const { return width ? static_cast<int64_t>(rows.size()) / width : 0; }
+};
+
 struct AttnCacheLayer {
   // [max_ctx, kv_k_width] post-norm, post-RoPE keys; [max_ctx, kv_v_width] values (GQA: per KV
-  // head; MLA: every head's expanded key and value)
+  // head; MLA: every head's expanded key and value; DeepSeek-V4: k only, its one head, K = V)
   std::vector<float> k, v;
   std::vector<float> index_k;  // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
+  CompressorState comp, index_comp;  // DeepSeek-V4: the layer's compressor and its CSA indexer's
 };
 struct GdnCacheLayer {
   std::vector<float> conv;    // [K-1, conv_dim]: the last K-1 conv inputs, oldest first
@@ -114,6 +127,8 @@ class Model {
     std::vector<float> last_hidden;
   };
   Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
+  // DeepSeek-V4's walk (src/oracle/dsv4_model.cpp): N residual streams per token, hyper-connected.
+  Run run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool all_logits) const;
   void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
   void check_cache(const Cache& cache) const;
   // `selection`: the DSA selection of the T tokens, passed from an MLA layer to the next.

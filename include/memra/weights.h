@@ -62,6 +62,10 @@ using AttnWeights = AttnT<Matrix, std::vector<float>>;
 using GdnWeights = GdnT<Matrix, std::vector<float>, Matrix>;  // value heads grouped
 using MlaWeights = MlaT<Matrix, std::vector<float>>;
 using DsaWeights = DsaIndexerT<Matrix, std::vector<float>>;
+using Dsv4AttnWeights = Dsv4AttnT<Matrix, std::vector<float>>;
+using CompressorWeights = CompressorT<Matrix, std::vector<float>>;
+using Dsv4IndexerWeights = Dsv4IndexerT<Matrix, std::vector<float>>;
+using HyperWeights = HyperT<Matrix, std::vector<float>>;
 using FfnWeights = FfnT<Matrix>;
 using MoeWeights = MoeT<Matrix, std::vector<float>, std::vector<FfnWeights>>;  // experts [E]
 using LayerWeights = LayerT<Matrix, std::vector<float>, Matrix, std::vector<FfnWeights>>;
@@ -80,6 +84,7 @@ struct ModelWeights {
   Matrix output;                    // [V, D]; empty when tied (embed is the lm_head)
   std::vector<LayerWeights> layers; // [n_layer]
   std::optional<MtpWeights> mtp;
+  std::optional<HyperWeights> hc_head;  // DeepSeek-V4: the streams' final collapse
   const Matrix& lm_head() const { return output.empty() ? embed : output; }
 };
 

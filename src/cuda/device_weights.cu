@@ -196,7 +196,8 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
              .router_bias = {grouped ? E : 0, 0.0f},
              .experts = {.gate = {E * I, D, E}, .up = {E * I, D, E}, .down = {E * D, I, E}},
              .shared = {.gate = {S, D}, .up = {S, D}, .down = {S > 0 ? D : 0, S}},
-             .shared_gate = {gated ? D : 0}};
+             .shared_gate = {gated ? D : 0},
+             .tid2eid = {0}};
   } else {
     L.ffn = {.gate = {c.n_ff, D}, .up = {c.n_ff, D}, .down = {D, c.n_ff}};
   }
@@ -206,6 +207,8 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
 }  // namespace
 
 void check_kernel_limits(const ModelConfig& c) {
+  if (c.family == Family::DeepseekV4)
+    fail("the GPU engine does not run DeepSeek-V4 yet (the CPU oracle does: docs/deepseek-v4.md)");
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };

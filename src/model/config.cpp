@@ -19,8 +19,8 @@ std::string_view family_arch(Family f) {
     case Family::Qwen3Next: return "qwen3next";
     case Family::Qwen35: return "qwen35";
     case Family::Qwen35Moe: return "qwen35moe";
-    case Family::GlmDsa:
-      return "glm-dsa";
+    case Family::GlmDsa: return "glm-dsa";
+    case Family::DeepseekV4: return "deepseek4";
   }
   return "?";
 }
@@ -31,7 +31,8 @@ Family family_from_arch(std::string_view arch) {
   if (arch == "qwen35") return Family::Qwen35;
   if (arch == "qwen35moe") return Family::Qwen35Moe;
   if (arch == "glm-dsa") return Family::GlmDsa;
-  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa)");
+  if (arch == "deepseek4") return Family::DeepseekV4;
+  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4)");
 }
 
 bool ModelConfig::has_linear() const {
@@ -60,6 +61,12 @@ void ModelConfig::check_prompt(std::span<const int32_t> tokens, int64_t pos, int
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
       fail("token id ", tokens[i], " at position ", pos + i, " out of range (vocab ", n_vocab, ")");
 }
+
+namespace {
+const char* gating_name(MoeGating g) {
+  return g == MoeGating::Softmax ? "softmax" : g == MoeGating::SigmoidGrouped ? "sigmoid-grouped" : "sqrt-softplus";
+}
+}  // namespace
 
 void ModelConfig::validate() const {
   auto pos = [&](const char* field, int64_t v) {
@@ -105,6 +112,41 @@ void ModelConfig::validate() const {
     if (has_mla()) fail(ctx, "family ", family_arch(family), " has no MLA layers");
     if (!dsa_shared.empty()) fail(ctx, "dsa_shared set for a model without MLA layers");
   }
+  if (family == Family::DeepseekV4) {
+    if (static_cast<int64_t>(dsv4_attn.size()) != n_layer)
+      fail(ctx, "dsv4_attn has ", dsv4_attn.size(), " entries, n_layer ", n_layer);
+    bool csa = false;
+    for (int64_t i = 0; i < n_layer; ++i) {
+      if (layer_kind[static_cast<size_t>(i)] != LayerKind::Dsv4)
+        fail(ctx, "layer ", i, " is not a DeepSeek-V4 attention layer (every deepseek4 layer is)");
+      if (ffn_kind[static_cast<size_t>(i)] != FfnKind::Moe) fail(ctx, "layer ", i, " is not MoE (every deepseek4 layer is)");
+      csa |= dsv4_attn[static_cast<size_t>(i)] == Dsv4Attn::Csa;
+    }
+    if (n_head_kv != 1) fail(ctx, "n_head_kv ", n_head_kv, " (DeepSeek-V4 has one key-value head)");
+    pos("mla_q_rank", mla_q_rank);
+    pos("csa_ratio", csa_ratio);
+    pos("hca_ratio", hca_ratio);
+    pos("sliding_window", sliding_window);
+    pos("o_groups", o_groups);
+    pos("o_rank", o_rank);
+    pos("hc_mult", hc_mult);
+    pos("hc_iters", hc_iters);
+    if (n_head % o_groups != 0) fail(ctx, "n_head ", n_head, " is not a multiple of o_groups ", o_groups);
+    if (!(compress_rope_theta > 0)) fail(ctx, "compress_rope_theta ", compress_rope_theta, " must be > 0");
+    if (!(hc_eps >= 0) || !(swiglu_limit >= 0) || !(yarn_factor >= 0))
+      fail(ctx, "hc_eps ", hc_eps, ", swiglu_limit ", swiglu_limit, ", yarn_factor ", yarn_factor, " must be >= 0");
+    if (yarn_factor > 0) pos("yarn_orig_ctx", yarn_orig_ctx);
+    if (n_hash_layers < 0 || n_hash_layers > n_layer)
+      fail(ctx, "n_hash_layers ", n_hash_layers, " outside [0, n_layer ", n_layer, "]");
+    if (csa) {
+      pos("dsa_n_head", dsa_n_head);
+      pos("dsa_head_dim", dsa_head_dim);
+      pos("dsa_topk", dsa_topk);
+      if (dsa_head_dim < n_rot) fail(ctx, "dsa_head_dim ", dsa_head_dim, " < n_rot ", n_rot);
+    }
+  } else if (!dsv4_attn.empty()) {
+    fail(ctx, "dsv4_attn set for a model without DeepSeek-V4 layers");
+  }
   if (has_linear()) {
     pos("ssm_n_k_heads", ssm_n_k_heads);
     pos("ssm_n_v_heads", ssm_n_v_heads);
@@ -126,9 +168,11 @@ void ModelConfig::validate() const {
     if (n_expert_used > n_expert)
       fail(ctx, "n_expert_used ", n_expert_used, " > n_expert ", n_expert);
     if (n_ff_shexp < 0) fail(ctx, "n_ff_shexp ", n_ff_shexp, " < 0");
-    if ((moe_gating == MoeGating::SigmoidGrouped) != (family == Family::GlmDsa))
-      fail(ctx, "MoE gating ", moe_gating == MoeGating::SigmoidGrouped ? "sigmoid-grouped" : "softmax",
-           " is not the gating of ", family_arch(family));
+    const MoeGating want = family == Family::GlmDsa       ? MoeGating::SigmoidGrouped
+                           : family == Family::DeepseekV4 ? MoeGating::SqrtSoftplus
+                                                          : MoeGating::Softmax;
+    if (moe_gating != want)
+      fail(ctx, "MoE gating ", gating_name(moe_gating), " is not the gating of ", family_arch(family));
     pos("n_expert_group", n_expert_group);
     pos("n_expert_group_used", n_expert_group_used);
     if (n_expert % n_expert_group != 0)
@@ -142,7 +186,7 @@ void ModelConfig::validate() const {
         fail(ctx, "n_expert_used ", n_expert_used, " exceeds the ", n_expert_group_used, " selectable groups of ",
              n_expert / n_expert_group);
     } else if (n_expert_group != 1 || n_expert_group_used != 1) {
-      fail(ctx, "expert groups with softmax gating");
+      fail(ctx, "expert groups with ", gating_name(moe_gating), " gating");
     }
     if (!(expert_weights_scale > 0)) fail(ctx, "expert_weights_scale ", expert_weights_scale, " must be > 0");
   }
@@ -151,9 +195,10 @@ void ModelConfig::validate() const {
 }
 
 namespace {
-std::string show_flags(const std::vector<uint8_t>& v) {
+template <class E>
+std::string show_flags(const std::vector<E>& v) {
   std::string s;
-  for (uint8_t e : v) s += static_cast<char>('0' + e);
+  for (E e : v) s += static_cast<char>('0' + static_cast<int>(e));
   return s;
 }
 }  // namespace
@@ -171,6 +216,10 @@ std::string ModelConfig::summary() const {
   if (has_moe()) os << " moe " << n_expert_used << "/" << n_expert << "x" << n_ff_exp << " shexp " << n_ff_shexp;
   if (moe_gating == MoeGating::SigmoidGrouped)
     os << " sigmoid groups " << n_expert_group_used << "/" << n_expert_group << " scale " << expert_weights_scale;
+  if (family == Family::DeepseekV4)
+    os << " dsv4 " << show_flags(dsv4_attn) << " window " << sliding_window << " rates " << csa_ratio << "/"
+       << hca_ratio << " q " << mla_q_rank << " out " << o_groups << "x" << o_rank << " hc " << hc_mult << " hash "
+       << n_hash_layers;
   if (n_ff) os << " ff " << n_ff;
   if (tied_embeddings) os << " tied";
   if (n_mtp) os << " mtp " << n_mtp;
@@ -187,7 +236,7 @@ std::string show(double v) {
   return os.str();
 }
 std::string show(Family f) { return std::string(family_arch(f)); }
-std::string show(MoeGating g) { return g == MoeGating::Softmax ? "softmax" : "sigmoid-grouped"; }
+std::string show(MoeGating g) { return gating_name(g); }
 template <class E>
 std::string show(const std::vector<E>& v) {
   std::string s;
@@ -241,6 +290,22 @@ std::string config_difference(const ModelConfig& a, const ModelConfig& b) {
   field("dsa_head_dim", a.dsa_head_dim, b.dsa_head_dim);
   field("dsa_topk", a.dsa_topk, b.dsa_topk);
   field("dsa_shared", a.dsa_shared, b.dsa_shared);
+  field("dsv4_attn", a.dsv4_attn, b.dsv4_attn);
+  field("csa_ratio", a.csa_ratio, b.csa_ratio);
+  field("hca_ratio", a.hca_ratio, b.hca_ratio);
+  field("sliding_window", a.sliding_window, b.sliding_window);
+  field("compress_rope_theta", a.compress_rope_theta, b.compress_rope_theta);
+  field("yarn_factor", a.yarn_factor, b.yarn_factor);
+  field("yarn_orig_ctx", a.yarn_orig_ctx, b.yarn_orig_ctx);
+  field("yarn_beta_fast", a.yarn_beta_fast, b.yarn_beta_fast);
+  field("yarn_beta_slow", a.yarn_beta_slow, b.yarn_beta_slow);
+  field("o_groups", a.o_groups, b.o_groups);
+  field("o_rank", a.o_rank, b.o_rank);
+  field("hc_mult", a.hc_mult, b.hc_mult);
+  field("hc_iters", a.hc_iters, b.hc_iters);
+  field("hc_eps", a.hc_eps, b.hc_eps);
+  field("n_hash_layers", a.n_hash_layers, b.n_hash_layers);
+  field("swiglu_limit", a.swiglu_limit, b.swiglu_limit);
   field("n_mtp", a.n_mtp, b.n_mtp);
   return out;
 }
@@ -374,6 +439,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
     ModelConfig c;
     c.family = family_from_arch(arch);
     if (c.family == Family::GlmDsa) return glm_from_gguf_keys(kv, c);
+    if (c.family == Family::DeepseekV4) fail("deepseek4: GGUF files are not read yet (docs/deepseek-v4.md)");
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -438,6 +504,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
 void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
   if (c.family == Family::GlmDsa) return write_glm_gguf_keys(c, dst);
+  if (c.family == Family::DeepseekV4) fail("deepseek4: GGUF files are not written yet (docs/deepseek-v4.md)");
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
@@ -738,6 +805,7 @@ void write_glm_hf_keys(const ModelConfig& c, MemorySource& dst) {
 void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Hf) fail(dst.path(), ": write_hf_keys needs an Hf-style source");
   if (c.family == Family::GlmDsa) return write_glm_hf_keys(c, dst);
+  if (c.family == Family::DeepseekV4) fail("deepseek_v4: config.json is not written yet (docs/deepseek-v4.md)");
   static const char* kArch[] = {"Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
                                 "Qwen3_5MoeForCausalLM"};
   static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};

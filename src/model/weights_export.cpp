@@ -52,7 +52,19 @@ FfnWeights rand_ffn(Rng& g, int64_t D, int64_t F) {
   return {rand_mat(g, F, D), rand_mat(g, F, D), rand_mat(g, D, F)};
 }
 
-LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ffn, bool dsa_indexer = false) {
+HyperWeights rand_hyper(Rng& g, int64_t rows, int64_t cols, int64_t n_scale) {
+  return {rand_mat(g, rows, cols), rand_vec(g, rows, -0.5f, 0.5f), rand_vec(g, n_scale, 0.5f, 1.5f)};
+}
+
+CompressorWeights rand_compressor(Rng& g, int64_t D, int64_t width, int64_t ratio, bool overlap) {
+  const int64_t cw = overlap ? 2 * width : width;
+  return {rand_mat(g, cw, D), rand_mat(g, cw, D), rand_vec(g, ratio * cw, -0.5f, 0.5f),
+          rand_vec(g, width, 0.75f, 1.25f)};
+}
+
+// layer: the layer's index (DeepSeek-V4's attention form and hash routing depend on it).
+LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ffn, bool dsa_indexer = false,
+                        int64_t layer = 0) {
   const int64_t D = c.n_embd;
   LayerWeights L;
   L.attn_norm = rand_vec(g, D, 0.75f, 1.25f);
@@ -88,6 +100,33 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
       x.weights = rand_mat(g, c.dsa_n_head, D);
       L.dsa = std::move(x);
     }
+  } else if (kind == LayerKind::Dsv4) {
+    Dsv4AttnWeights a;
+    const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank;
+    a.wq_a = rand_mat(g, qr, D);
+    a.q_a_norm = rand_vec(g, qr, 0.75f, 1.25f);
+    a.wq_b = rand_mat(g, H * hd, qr);
+    a.wkv = rand_mat(g, hd, D);
+    a.kv_norm = rand_vec(g, hd, 0.75f, 1.25f);
+    a.wo_a = rand_mat(g, G * R, H * hd / G);
+    a.wo_b = rand_mat(g, D, G * R);
+    a.sinks = rand_vec(g, H, -1.0f, 1.0f);
+    L.dsv4 = std::move(a);
+    const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(layer)];
+    if (form != Dsv4Attn::Sliding) {
+      const bool csa = form == Dsv4Attn::Csa;
+      L.compressor = rand_compressor(g, D, hd, csa ? c.csa_ratio : c.hca_ratio, csa);
+    }
+    if (form == Dsv4Attn::Csa) {
+      Dsv4IndexerWeights x;
+      x.wq_b = rand_mat(g, c.dsa_n_head * c.dsa_head_dim, qr);
+      x.weights = rand_mat(g, c.dsa_n_head, D);
+      x.comp = rand_compressor(g, D, c.dsa_head_dim, c.csa_ratio, true);
+      L.dsv4_indexer = std::move(x);
+    }
+    const int64_t N = c.hc_mult;
+    L.hc_attn = rand_hyper(g, (2 + N) * N, N * D, 3);
+    L.hc_ffn = rand_hyper(g, (2 + N) * N, N * D, 3);
   } else {
     GdnWeights w;
     const int64_t nv = c.ssm_n_v_heads;
@@ -105,7 +144,14 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
   if (ffn == FfnKind::Moe) {
     MoeWeights m;
     m.router = rand_mat(g, c.n_expert, D, 1.0f);  // spread logits so routing is not a near-tie
-    if (c.moe_gating == MoeGating::SigmoidGrouped) m.router_bias = rand_vec(g, c.n_expert, -0.1f, 0.1f);
+    const bool hash = c.moe_gating == MoeGating::SqrtSoftplus && layer < c.n_hash_layers;
+    if (c.moe_gating == MoeGating::SigmoidGrouped || (c.moe_gating == MoeGating::SqrtSoftplus && !hash))
+      m.router_bias = rand_vec(g, c.n_expert, -0.1f, 0.1f);
+    if (hash)  // each token's top_k distinct experts: a rotation of a random start
+      for (int64_t t = 0; t < c.n_vocab; ++t) {
+        const int64_t e0 = static_cast<int64_t>(g.next() % static_cast<uint64_t>(c.n_expert));
+        for (int64_t j = 0; j < c.n_expert_used; ++j) m.tid2eid.push_back(static_cast<float>((e0 + j) % c.n_expert));
+      }
     for (int64_t e = 0; e < c.n_expert; ++e) m.experts.push_back(rand_ffn(g, D, c.n_ff_exp));
     if (c.n_ff_shexp > 0) {
       m.shared = rand_ffn(g, D, c.n_ff_shexp);
@@ -344,8 +390,9 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t k = static_cast<size_t>(i);
     const bool indexer = c.layer_kind[k] == LayerKind::Mla && !c.dsa_shared[k];
-    w.layers.push_back(rand_layer(g, c, c.layer_kind[k], c.ffn_kind[k], indexer));
+    w.layers.push_back(rand_layer(g, c, c.layer_kind[k], c.ffn_kind[k], indexer, i));
   }
+  if (c.family == Family::DeepseekV4) w.hc_head = rand_hyper(g, c.hc_mult, c.hc_mult * c.n_embd, 1);
   if (c.n_mtp > 0) {
     MtpWeights m;
     m.eh_proj = rand_mat(g, c.n_embd, 2 * c.n_embd);

@@ -39,11 +39,47 @@ void check_ffn(const FfnWeights& f, int64_t D, int64_t F, const std::string& p) 
   check_mat(f.down, D, F, p + ".down");
 }
 
-void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, const std::string& p) {
+void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, const std::string& p, int64_t layer = 0) {
   const int64_t D = c.n_embd;
   check_vec(L.attn_norm, D, p + ".attn_norm");
   check_vec(L.ffn_norm, D, p + ".ffn_norm");
-  if (kind == LayerKind::Mla) {
+  if (kind == LayerKind::Dsv4) {
+    need(L.dsv4.has_value() && !L.attn && !L.gdn && !L.mla, p + ": DeepSeek-V4 layer without its attention weights");
+    const Dsv4AttnWeights& a = *L.dsv4;
+    const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank, N = c.hc_mult;
+    check_mat(a.wq_a, qr, D, p + ".dsv4.wq_a");
+    check_vec(a.q_a_norm, qr, p + ".dsv4.q_a_norm");
+    check_mat(a.wq_b, H * hd, qr, p + ".dsv4.wq_b");
+    check_mat(a.wkv, hd, D, p + ".dsv4.wkv");
+    check_vec(a.kv_norm, hd, p + ".dsv4.kv_norm");
+    check_mat(a.wo_a, G * R, H * hd / G, p + ".dsv4.wo_a");
+    check_mat(a.wo_b, D, G * R, p + ".dsv4.wo_b");
+    check_vec(a.sinks, H, p + ".dsv4.sinks");
+    auto check_comp = [&](const CompressorWeights& k, int64_t width, int64_t ratio, bool overlap, const std::string& n) {
+      const int64_t cw = overlap ? 2 * width : width;
+      check_mat(k.wkv, cw, D, n + ".wkv");
+      check_mat(k.wgate, cw, D, n + ".wgate");
+      check_vec(k.ape, ratio * cw, n + ".ape");
+      check_vec(k.norm, width, n + ".norm");
+    };
+    const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(layer)];
+    need(L.compressor.has_value() == (form != Dsv4Attn::Sliding), p + ": compressor presence differs from the layer's form");
+    need(L.dsv4_indexer.has_value() == (form == Dsv4Attn::Csa), p + ": indexer presence differs from the layer's form");
+    if (L.compressor)
+      check_comp(*L.compressor, hd, form == Dsv4Attn::Csa ? c.csa_ratio : c.hca_ratio, form == Dsv4Attn::Csa,
+                 p + ".compressor");
+    if (L.dsv4_indexer) {
+      check_mat(L.dsv4_indexer->wq_b, c.dsa_n_head * c.dsa_head_dim, qr, p + ".dsv4_indexer.wq_b");
+      check_mat(L.dsv4_indexer->weights, c.dsa_n_head, D, p + ".dsv4_indexer.weights");
+      check_comp(L.dsv4_indexer->comp, c.dsa_head_dim, c.csa_ratio, true, p + ".dsv4_indexer.comp");
+    }
+    for (const auto* hc : {&L.hc_attn, &L.hc_ffn}) {
+      need(hc->has_value(), p + ": hyper-connection weights missing");
+      check_mat((*hc)->fn, (2 + N) * N, N * D, p + ".hc.fn");
+      check_vec((*hc)->base, (2 + N) * N, p + ".hc.base");
+      check_vec((*hc)->scale, 3, p + ".hc.scale");
+    }
+  } else if (kind == LayerKind::Mla) {
     need(L.mla.has_value() && !L.attn && !L.gdn, p + ": MLA layer without MLA weights");
     const MlaWeights& a = *L.mla;
     const int64_t H = c.n_head;
@@ -93,10 +129,19 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
   if (L.moe) {
     const MoeWeights& m = *L.moe;
     check_mat(m.router, c.n_expert, D, p + ".router");
-    if (c.moe_gating == MoeGating::SigmoidGrouped)
+    const bool hash = c.moe_gating == MoeGating::SqrtSoftplus && layer < c.n_hash_layers;
+    if (c.moe_gating == MoeGating::SigmoidGrouped || (c.moe_gating == MoeGating::SqrtSoftplus && !hash))
       check_vec(m.router_bias, c.n_expert, p + ".router_bias");
     else
-      need(m.router_bias.empty(), p + ".router_bias: present with softmax gating");
+      need(m.router_bias.empty(), p + ".router_bias: present with softmax gating or in a hash layer");
+    if (hash) {
+      check_vec(m.tid2eid, c.n_vocab * c.n_expert_used, p + ".tid2eid");
+      for (float e : m.tid2eid)
+        need(e >= 0 && e < static_cast<float>(c.n_expert) && e == std::floor(e),
+             p + ".tid2eid: expert id " + std::to_string(e) + " is not one of the " + std::to_string(c.n_expert));
+    } else {
+      need(m.tid2eid.empty(), p + ".tid2eid: present in a layer that routes by score");
+    }
     need(static_cast<int64_t>(m.experts.size()) == c.n_expert, p + ": expert count");
     for (size_t e = 0; e < m.experts.size(); ++e)
       check_ffn(m.experts[e], D, c.n_ff_exp, p + ".experts." + std::to_string(e));
@@ -120,7 +165,7 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
        "layers: " + std::to_string(w.layers.size()) + ", config has " + std::to_string(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const LayerWeights& L = w.layers[static_cast<size_t>(i)];
-    check_layer(c, L, c.layer_kind[static_cast<size_t>(i)], "layer " + std::to_string(i));
+    check_layer(c, L, c.layer_kind[static_cast<size_t>(i)], "layer " + std::to_string(i), i);
     if (c.has_mla())
       need(L.dsa.has_value() == !c.dsa_shared[static_cast<size_t>(i)],
            "layer " + std::to_string(i) + ": DSA indexer " + (L.dsa ? "present" : "absent") + " but the config says " +
@@ -129,6 +174,13 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
          "layer " + std::to_string(i) + ": FFN kind differs from the config");
   }
   need(w.mtp.has_value() == (c.n_mtp > 0), "mtp: presence differs from the config");
+  need(w.hc_head.has_value() == (c.family == Family::DeepseekV4), "hc_head: presence differs from the family");
+  if (w.hc_head) {
+    const int64_t N = c.hc_mult;
+    check_mat(w.hc_head->fn, N, N * c.n_embd, "hc_head.fn");
+    check_vec(w.hc_head->base, N, "hc_head.base");
+    check_vec(w.hc_head->scale, 1, "hc_head.scale");
+  }
   if (w.mtp) {
     check_mat(w.mtp->eh_proj, c.n_embd, 2 * c.n_embd, "mtp.eh_proj");
     check_vec(w.mtp->enorm, c.n_embd, "mtp.enorm");
@@ -139,7 +191,10 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
 }
 
 const char* kind_name(LayerKind k) {
-  return k == LayerKind::Attention ? "attention" : k == LayerKind::Mla ? "MLA" : "linear attention";
+  return k == LayerKind::Attention ? "attention"
+         : k == LayerKind::Mla     ? "MLA"
+         : k == LayerKind::Dsv4    ? "DeepSeek-V4 attention"
+                                   : "linear attention";
 }
 
 std::string layer_name(int64_t layer) {
@@ -191,7 +246,21 @@ Cache Model::new_cache(int64_t max_ctx) const {
   const size_t kv = static_cast<size_t>(max_ctx * c.n_head_kv * c.head_dim);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const LayerKind kind = c.layer_kind[static_cast<size_t>(i)];
-    if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
+    if (kind == LayerKind::Dsv4) {
+      AttnCacheLayer& a = k.attn[static_cast<size_t>(i)];
+      a.k.assign(static_cast<size_t>(max_ctx * c.head_dim), 0.0f);  // its one head's rows, K = V
+      const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(i)];
+      if (form != Dsv4Attn::Sliding) {
+        a.comp.ratio = form == Dsv4Attn::Csa ? c.csa_ratio : c.hca_ratio;
+        a.comp.width = c.head_dim;
+        a.comp.overlap = form == Dsv4Attn::Csa;
+      }
+      if (form == Dsv4Attn::Csa) {
+        a.index_comp.ratio = c.csa_ratio;
+        a.index_comp.width = c.dsa_head_dim;
+        a.index_comp.overlap = true;
+      }
+    } else if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
       AttnCacheLayer& a = k.attn[static_cast<size_t>(i)];
       a.k.assign(static_cast<size_t>(max_ctx * c.kv_k_width()), 0.0f);
       a.v.assign(static_cast<size_t>(max_ctx * c.kv_v_width()), 0.0f);
@@ -256,6 +325,7 @@ std::vector<float> Model::logits_of(const float* hn, int64_t pos) const {
 Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const {
   check_cache(cache);
   check_tokens(tokens, cache);
+  if (cfg_.family == Family::DeepseekV4) return run_dsv4(tokens, cache, all_logits);
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.n_embd, pos0 = cache.pos;
   std::vector<float> x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);

@@ -147,14 +147,7 @@ void pool_window(const float* kv, const float* gate, int64_t S, int64_t width, f
 // first halves (gate[:width] + ape[j][:width]; empty slots for w = 0), then this window's
 // tokens' second halves (gate[width:] + ape[j][width:]). The row: pool_window over the slots,
 // RMSNorm with `norm`, rotated at position w·ratio on its last 2·inv_freq.size() dims.
-struct CompressorState {
-  int64_t ratio = 0, width = 0;
-  bool overlap = false;
-  std::vector<float> kv, gate, rows;
-  int64_t cw() const { return overlap ? 2 * width : width; }
-  int64_t tokens() const { return cw() ? static_cast<int64_t>(kv.size()) / cw() : 0; }
-  int64_t n_rows() const { return width ? static_cast<int64_t>(rows.size()) / width : 0; }
-};
+using oracle::CompressorState;  // memra/oracle.h
 // Appends T tokens' projections (kv, gate [T, cw]) and closes the windows they complete.
 // ape [ratio, cw], norm [width].
 void compressor_append(CompressorState& s, const float* kv, const float* gate, int64_t T, std::span<const float> ape,

@@ -5,11 +5,15 @@
 // Sinkhorn, the mix's direction, the sink scaled like a score, the bias in the weights) changes
 // the expected value.
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "memra/error.h"
+#include "memra/oracle.h"
+#include "memra/weights.h"
 #include "oracle/ops.h"
 
 namespace memra::oracle {
@@ -296,6 +300,173 @@ TEST(Dsv4Ffn, GateClampedAboveUpClampedBothWays) {
   f.gate = mat(1, 1, {-30.0f});  // no lower clamp on the gate
   ops::ffn_clamped(f, &x, 1, 10.0, &out, 1);
   EXPECT_NEAR(out, -30.0 / (1.0 + std::exp(30.0)) * -10.0, 1e-15);
+}
+
+}  // namespace
+}  // namespace memra::oracle
+
+// --- the model walk ---------------------------------------------------------------------------
+
+namespace memra::oracle {
+namespace {
+
+// A DeepSeek-V4 of the upstream tiny CI's layer pattern (sliding, sliding, CSA, HCA) at rates
+// small enough that a 20-token prompt closes windows of both compressors (CSA every 2 tokens,
+// HCA every 4) and the indexer (top 2) drops rows; the window (4) is shorter than the prompt.
+ModelConfig dsv4_tiny() {
+  ModelConfig c;
+  c.family = Family::DeepseekV4;
+  c.n_vocab = 64;
+  c.n_embd = 32;
+  c.n_layer = 4;
+  c.n_ctx_train = 4096;
+  c.n_head = 4;
+  c.n_head_kv = 1;
+  c.head_dim = 16;
+  c.n_rot = 4;
+  c.rope_theta = 10000;
+  c.layer_kind.assign(4, LayerKind::Dsv4);
+  c.ffn_kind.assign(4, FfnKind::Moe);
+  c.dsv4_attn = {Dsv4Attn::Sliding, Dsv4Attn::Sliding, Dsv4Attn::Csa, Dsv4Attn::Hca};
+  c.csa_ratio = 2;
+  c.hca_ratio = 4;
+  c.sliding_window = 4;
+  c.compress_rope_theta = 160000;
+  c.yarn_factor = 4;
+  c.yarn_orig_ctx = 16;
+  c.mla_q_rank = 16;
+  c.o_groups = 2;
+  c.o_rank = 8;
+  c.hc_mult = 2;
+  c.hc_iters = 3;
+  c.hc_eps = 1e-6;
+  c.dsa_n_head = 2;
+  c.dsa_head_dim = 8;
+  c.dsa_topk = 2;
+  c.n_expert = 4;
+  c.n_expert_used = 2;
+  c.n_ff_exp = 16;
+  c.n_ff_shexp = 16;
+  c.moe_gating = MoeGating::SqrtSoftplus;
+  c.expert_weights_scale = 1.5;
+  c.n_hash_layers = 1;
+  c.swiglu_limit = 10;
+  return c;
+}
+
+std::vector<int32_t> prompt20() {
+  std::vector<int32_t> p;
+  for (int i = 0; i < 20; ++i) p.push_back((i * 37 + 11) % 64);
+  return p;
+}
+
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+TEST(Dsv4Model, PrimeDecodeAndForwardAllAgreeBitwise) {
+  const ModelConfig c = dsv4_tiny();
+  Options o;
+  o.threads = 1;
+  const Model m = Model::from_weights(c, random_weights(c, 5), o);
+  const std::vector<int32_t> p = prompt20();
+  const std::vector<std::vector<float>> all = m.forward_all(p);
+  ASSERT_EQ(all.size(), p.size());
+  for (size_t n : {1u, 4u, 7u, 12u, 20u}) {
+    const std::span<const int32_t> head(p.data(), n);
+    const std::vector<float> last = m.forward_last(head);
+    EXPECT_TRUE(bit_equal(last, all[n - 1])) << "forward_all row " << n - 1;
+    if (n < 2) continue;
+    Cache k = m.new_cache(32);
+    m.prime(head.first(n - 1), k);
+    EXPECT_TRUE(bit_equal(m.decode_step(p[n - 1], k).logits, last)) << "prime " << n - 1 << " + decode";
+  }
+  // token by token over the whole prompt
+  Cache k = m.new_cache(32);
+  std::vector<float> l = m.prime(std::span<const int32_t>(p.data(), 1), k);
+  for (size_t i = 1; i < p.size(); ++i) l = m.decode_step(p[i], k).logits;
+  EXPECT_TRUE(bit_equal(l, all.back()));
+  Options o2 = o;
+  o2.threads = 2;
+  ops::set_min_parallel_work(1);
+  EXPECT_TRUE(bit_equal(Model::from_weights(c, random_weights(c, 5), o2).forward_last(p), all.back()))
+      << "the thread count changed a bit";
+  ops::set_min_parallel_work(1 << 20);
+}
+
+TEST(Dsv4Model, CompressedRowsArriveWithTheirWindowsLastToken) {
+  // The HCA layer's compressor closes its first row with token 4 (position 3): a change to its
+  // weights leaves positions 0..2 alone and moves position 3.
+  const ModelConfig c = dsv4_tiny();
+  Options o;
+  o.threads = 1;
+  ModelWeights w = random_weights(c, 5);
+  const Model a = Model::from_weights(c, w, o);
+  for (float& x : w.layers[3].compressor->wkv.data) x *= 2.0f;
+  const Model b = Model::from_weights(c, w, o);
+  const std::vector<int32_t> p = prompt20();
+  const auto la = a.forward_all(p), lb = b.forward_all(p);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(bit_equal(la[i], lb[i])) << "position " << i << " read an open window";
+  EXPECT_FALSE(bit_equal(la[3], lb[3])) << "position 3 did not read the row its token closed";
+}
+
+TEST(Dsv4Model, TheIndexerDropsRows) {
+  // CSA: 10 rows closed by 20 tokens, the indexer keeps 2 per query; keeping every row changes the
+  // last position's logits (so the selection is not a no-op), not the first ones' (< 3 rows).
+  ModelConfig c = dsv4_tiny();
+  Options o;
+  o.threads = 1;
+  const ModelWeights w = random_weights(c, 5);
+  const auto sparse = Model::from_weights(c, w, o).forward_all(prompt20());
+  c.dsa_topk = 100;
+  const auto dense = Model::from_weights(c, w, o).forward_all(prompt20());
+  EXPECT_TRUE(bit_equal(sparse[4], dense[4])) << "with 2 rows closed the top 2 are all of them";
+  EXPECT_FALSE(bit_equal(sparse[19], dense[19]));
+}
+
+TEST(Dsv4Model, RawKeysOnlyWithinTheWindow) {
+  // Window 4: up to position 3 every raw key is in the window, so a longer window changes nothing
+  // there; at position 19 it does.
+  ModelConfig c = dsv4_tiny();
+  Options o;
+  o.threads = 1;
+  const ModelWeights w = random_weights(c, 5);
+  const auto narrow = Model::from_weights(c, w, o).forward_all(prompt20());
+  c.sliding_window = 64;
+  const auto wide = Model::from_weights(c, w, o).forward_all(prompt20());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(bit_equal(narrow[i], wide[i])) << i;
+  EXPECT_FALSE(bit_equal(narrow[19], wide[19]));
+}
+
+TEST(Dsv4Model, BadWeightsAndConfigsFailNamingTheField) {
+  const ModelConfig c = dsv4_tiny();
+  auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  ModelWeights w = random_weights(c, 5);
+  w.layers[0].moe->tid2eid[3] = 7.0f;  // 4 experts
+  EXPECT_NE(message([&] { Model::from_weights(c, w, {}); }).find("tid2eid"), std::string::npos);
+  w = random_weights(c, 5);
+  w.layers[2].dsv4_indexer->comp.ape.pop_back();
+  EXPECT_NE(message([&] { Model::from_weights(c, w, {}); }).find("dsv4_indexer.comp.ape"), std::string::npos);
+  w = random_weights(c, 5);
+  w.hc_head.reset();
+  EXPECT_NE(message([&] { Model::from_weights(c, w, {}); }).find("hc_head"), std::string::npos);
+  ModelConfig bad = c;
+  bad.n_head_kv = 2;
+  EXPECT_NE(message([&] { bad.validate(); }).find("n_head_kv 2"), std::string::npos);
+  bad = c;
+  bad.o_groups = 3;
+  EXPECT_NE(message([&] { bad.validate(); }).find("o_groups 3"), std::string::npos);
+  const Model m = Model::from_weights(c, random_weights(c, 5), {});
+  Cache k = m.new_cache(4);
+  const std::vector<int32_t> five = {1, 2, 3, 4, 5};
+  EXPECT_NE(message([&] { m.prime(five, k); }).find("exceeds the cache's max_ctx 4"), std::string::npos);
 }
 
 }  // namespace
