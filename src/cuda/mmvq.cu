@@ -393,8 +393,10 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // the units l, l + 32, l + 64, ... in order into that class's accumulator: exactly lane l's chain
 // of the m = 1 kernel. The 32 class sums are then added in the butterfly's tree (off = 16, 8, 4,
 // 2, 1): the first two levels join a warp's own classes in registers, the last three meet in
-// shared memory, and one thread per output scales and stores as matvec_kernel does. p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
-// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec.
+// shared memory, and one thread per output scales and stores as matvec_kernel does.
+// p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
+// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec. Two blocks per
+// SM (__launch_bounds__): 128 registers, the tile's occupancy limit (docs/PERF.md).
 //
 // Why: the 8- / 16-vector dp4a tile reads a weight unit once per tile but spends a dp4a chain and
 // an activation load per vector, and holds one unit per lane in flight: at 16 sequences a
