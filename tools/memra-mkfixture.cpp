@@ -1,6 +1,6 @@
 // memra-mkfixture — deterministic seeded fixture models (include/memra/fixture.h).
 //
-//   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa [--preset tiny|bank|qwen3-0.6b|
+//   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset tiny|bank|qwen3-0.6b|
 //                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N]
 //                   [--type T[,T...]] [--gguf FILE] [--hf DIR]
 //                   [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run]
@@ -36,7 +36,7 @@ using namespace memra;
 
 int usage(const std::string& msg) {
   std::cerr << "memra-mkfixture: " << msg << "\n"
-            << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa [--preset P] [--seed S]\n"
+            << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
                "         [--layers N] [--vocab N] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] "
                "[--hf DIR]\n"
                "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";

@@ -105,7 +105,8 @@ ModelWeights random_weights(const ModelConfig& c, uint64_t seed);
 // Qwen3-Next, per-expert or fused experts). The GGUF values are derived from the HF values the
 // way the converter does (ssm_a = −exp(A_log), norm = 1 + w), so both load to the same weights.
 struct HfLayout {
-  bool fused_experts = false;           // experts.gate_up_proj [E,2I,D] + experts.down_proj
+  bool fused_experts = false;           // experts.gate_up_proj [E,2I,D] + experts.down_proj (DeepSeek-V4: always,
+                                        // as transformers saves it)
   bool language_model_prefix = false;   // model.language_model.* (VLM-style checkpoints)
 };
 struct GgufLayout {

@@ -10,6 +10,7 @@
 
 #include "memra/error.h"
 #include "memra/memory_source.h"
+#include "model/config_families.h"
 
 namespace memra {
 
@@ -563,9 +564,10 @@ Family family_from_hf(const MetaKeys& kv) {
       if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5ForConditionalGeneration") return Family::Qwen35;
       if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return Family::Qwen35Moe;
       if (a == "GlmMoeDsaForCausalLM") return Family::GlmDsa;
+      if (a == "DeepseekV4ForCausalLM") return Family::DeepseekV4;
       fail("unsupported architecture '", a,
            "' (supported: Qwen3ForCausalLM, Qwen3NextForCausalLM, "
-           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, GlmMoeDsaForCausalLM)");
+           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, GlmMoeDsaForCausalLM, DeepseekV4ForCausalLM)");
     }
   }
   if (!kv.has("model_type")) fail("neither architectures nor model_type present");
@@ -575,6 +577,7 @@ Family family_from_hf(const MetaKeys& kv) {
   if (t == "qwen3_5" || t == "qwen3_5_text") return Family::Qwen35;
   if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return Family::Qwen35Moe;
   if (t == "glm_moe_dsa") return Family::GlmDsa;
+  if (t == "deepseek_v4") return Family::DeepseekV4;
   fail("unsupported model_type '", t, "'");
 }
 
@@ -678,6 +681,7 @@ ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
     ModelConfig c;
     c.family = family_from_hf(kv);
     if (c.family == Family::GlmDsa) return glm_from_hf_keys(kv, c);
+    if (c.family == Family::DeepseekV4) return detail::dsv4_from_hf_keys(kv, c);
     auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
     c.n_vocab = kv.get_int("vocab_size");
     c.n_embd = kv.get_int("hidden_size");
@@ -805,7 +809,7 @@ void write_glm_hf_keys(const ModelConfig& c, MemorySource& dst) {
 void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Hf) fail(dst.path(), ": write_hf_keys needs an Hf-style source");
   if (c.family == Family::GlmDsa) return write_glm_hf_keys(c, dst);
-  if (c.family == Family::DeepseekV4) fail("deepseek_v4: config.json is not written yet (docs/deepseek-v4.md)");
+  if (c.family == Family::DeepseekV4) return detail::write_dsv4_hf_keys(c, dst);
   static const char* kArch[] = {"Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
                                 "Qwen3_5MoeForCausalLM"};
   static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};

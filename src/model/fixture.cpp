@@ -68,7 +68,8 @@ Family family_from_name(std::string_view name) {
   if (name == "qwen35") return Family::Qwen35;
   if (name == "qwen35moe") return Family::Qwen35Moe;
   if (name == "glm-dsa") return Family::GlmDsa;
-  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe, glm-dsa)");
+  if (name == "deepseek4") return Family::DeepseekV4;
+  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4)");
 }
 
 uint64_t fixture_seed(const FixtureSpec& s) {
@@ -140,8 +141,68 @@ ModelConfig tiny_glm_shapes() {
   return c;
 }
 
+// DeepSeek-V4's layers at n_layer: sliding, sliding, then CSA and HCA alternating (so a deeper
+// model has several of each); every layer MoE, the first one hash-routed.
+void dsv4_layers(ModelConfig& c, int64_t n_layer) {
+  c.n_layer = n_layer;
+  c.layer_kind.assign(static_cast<size_t>(n_layer), LayerKind::Dsv4);
+  c.ffn_kind.assign(static_cast<size_t>(n_layer), FfnKind::Moe);
+  c.dsv4_attn.clear();
+  for (int64_t i = 0; i < n_layer; ++i)
+    c.dsv4_attn.push_back(i < 2 ? Dsv4Attn::Sliding : i % 2 == 0 ? Dsv4Attn::Csa : Dsv4Attn::Hca);
+  c.n_hash_layers = std::min<int64_t>(1, n_layer);
+}
+
+// DeepSeek-V4 (deepseek_v4) at tiny width, the upstream tiny CI's layer pattern (sliding,
+// sliding, CSA, HCA): D = 64, 4 query heads and the one key-value head of 32 with 8 rotated dims
+// (the release's 1/8), a query latent of 32, the output in 2 groups of 16; a window of 8, CSA
+// rows every 4 tokens with an indexer of 2 heads of 16 keeping 4 rows, HCA rows every 8, so a
+// 24-token prompt closes rows of both and the indexer drops some; YaRN (factor 4 over 64
+// positions) on the compressed layers; 4 hyper-connection streams with 20 Sinkhorn iterations
+// (as released); 4 experts of 32, top 2, layer 0 hash-routed.
+ModelConfig tiny_dsv4_shapes() {
+  ModelConfig c;
+  c.family = Family::DeepseekV4;
+  c.n_vocab = kQwen3Vocab;
+  c.n_embd = 64;
+  c.n_ctx_train = 4096;
+  c.rms_eps = 1e-6;
+  c.tied_embeddings = false;
+  dsv4_layers(c, 4);
+  c.n_head = 4;
+  c.n_head_kv = 1;
+  c.head_dim = 32;
+  c.n_rot = 8;
+  c.rope_theta = 10000;
+  c.compress_rope_theta = 160000;
+  c.yarn_factor = 4;
+  c.yarn_orig_ctx = 64;
+  c.mla_q_rank = 32;
+  c.o_groups = 2;
+  c.o_rank = 16;
+  c.sliding_window = 8;
+  c.csa_ratio = 4;
+  c.hca_ratio = 8;
+  c.dsa_n_head = 2;
+  c.dsa_head_dim = 16;
+  c.dsa_topk = 4;
+  c.hc_mult = 4;
+  c.hc_iters = 20;
+  c.hc_eps = 1e-6;
+  c.moe_gating = MoeGating::SqrtSoftplus;
+  c.n_expert = 4;
+  c.n_expert_used = 2;
+  c.n_ff_exp = 32;
+  c.n_ff_shexp = 32;
+  c.norm_topk = true;
+  c.expert_weights_scale = 1.5;
+  c.swiglu_limit = 10;
+  return c;
+}
+
 ModelConfig tiny_shapes(Family f) {
   if (f == Family::GlmDsa) return tiny_glm_shapes();
+  if (f == Family::DeepseekV4) return tiny_dsv4_shapes();
   // Every row length is a multiple of 64 so that the same model can be stored as NVFP4:
   // D = H*hd = nv*dv = n_ff_exp = 64, n_ff = 128. d_k != d_v and n_v = 2 n_k exercise every
   // GDN split; Qwen3-Next keeps one dense layer among MoE layers (mlp_only_layers = [2]).
@@ -192,7 +253,7 @@ ModelConfig tiny_shapes(Family f) {
 ModelConfig unit_shapes(Family f) {
   ModelConfig c = tiny_shapes(f);
   c.n_vocab = 512;
-  if (f == Family::GlmDsa) return c;  // tiny's GLM-5 shapes with the unit vocabulary
+  if (f == Family::GlmDsa || f == Family::DeepseekV4) return c;  // tiny's shapes with the unit vocabulary
   c.rms_eps = 1e-6;
   c.tied_embeddings = false;
   if (f == Family::Qwen3) {
@@ -312,7 +373,7 @@ ModelConfig fixture_config(const FixtureSpec& s) {
     case Preset::Bank:
       c = tiny_shapes(s.family);
       c.n_vocab = kBankVocab;
-      if (s.family == Family::GlmDsa) break;  // tiny's GLM-5 shapes, untied as GLM-5 is
+      if (s.family == Family::GlmDsa || s.family == Family::DeepseekV4) break;  // tiny's shapes, untied
       c.rms_eps = 1e-6;  // as banked (test/fixtures/banks were computed with it)
       // Both lm_head forms meet transformers: tied (qwen3, qwen35) and untied (the MoE ones).
       c.tied_embeddings = s.family == Family::Qwen3 || s.family == Family::Qwen35;
@@ -321,7 +382,9 @@ ModelConfig fixture_config(const FixtureSpec& s) {
   }
   if (s.n_vocab < 0 || s.n_layer < 0) fail("fixture: negative n_vocab/n_layer override");
   if (s.n_vocab > 0) c.n_vocab = s.n_vocab;
-  if (s.n_layer > 0) {
+  if (s.n_layer > 0 && c.family == Family::DeepseekV4) {
+    dsv4_layers(c, s.n_layer);
+  } else if (s.n_layer > 0) {
     const FfnKind fk = c.ffn_kind.empty() ? FfnKind::Dense : c.ffn_kind.back();
     if (c.family == Family::GlmDsa) {
       glm_layers(c, s.n_layer);
@@ -382,6 +445,7 @@ void scale_layer(LayerWeights& L, const FixtureScales& s) {
   }
   if (L.gdn) scale(L.gdn->wout, s.mixer_out);
   if (L.mla) scale(L.mla->wo, s.mixer_out);
+  if (L.dsv4) scale(L.dsv4->wo_b, s.mixer_out);
   if (L.ffn) scale_ffn(*L.ffn, s.ffn_out);
   if (L.moe) {
     for (FfnWeights& e : L.moe->experts) scale_ffn(e, s.ffn_out);
@@ -701,6 +765,7 @@ TensorPlan draw_plan(const detail::PlannedTensor& t, NameStyle style, const Mode
 std::vector<TensorPlan> tensor_plan(const ModelConfig& c, NameStyle style, const char* who) {
   c.validate();
   if (c.n_mtp > 0) fail(who, ": MTP layers are not generated by the streamed writer");
+  if (c.family == Family::DeepseekV4) fail(who, ": deepseek4 models are not generated by the streamed writer yet");
   const FixtureScales s = fixture_scales(c.family);
   const auto experts = style == NameStyle::Gguf ? detail::ExpertLayout::Stacked : detail::ExpertLayout::PerExpert;
   std::vector<TensorPlan> p;

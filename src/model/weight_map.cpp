@@ -2,6 +2,7 @@
 // of the whole-row layout changes.
 #include "model/weight_map.h"
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -63,6 +64,16 @@ void split_kv_b(const float* kv_b, float* k_b, float* v_b, const ModelConfig& c)
     for (int64_t n = 0; n < dn; ++n)
       for (int64_t l = 0; l < L; ++l) k_b[(h * L + l) * dn + n] = head[n * L + l];
     std::memcpy(v_b + h * dv * L, head + dn * L, sizeof(float) * static_cast<size_t>(dv * L));
+  }
+}
+
+void check_tid2eid(const std::vector<float>& t, const ModelConfig& c, const std::string& name) {
+  const int64_t k = c.n_expert_used;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const float e = t[i];
+    if (!(e >= 0) || e >= static_cast<float>(c.n_expert) || e != std::floor(e))
+      fail("tensor '", name, "': token ", static_cast<int64_t>(i) / k, " slot ", static_cast<int64_t>(i) % k,
+           " names expert ", e, " (experts 0..", c.n_expert - 1, ")");
   }
 }
 
@@ -180,6 +191,38 @@ constexpr SlotNames kNames[] = {
     {Slot::RouterBias, "exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
     {Slot::MlaKB, "attn_k_b.weight", nullptr},
     {Slot::MlaVB, "attn_v_b.weight", nullptr},
+    // DeepSeek-V4 as transformers 5.17's deepseek_v4 names it (save_pretrained); llama.cpp's
+    // deepseek4 GGUF names are not mapped yet (docs/deepseek-v4.md).
+    {Slot::Dsv4QANorm, nullptr, "self_attn.q_a_norm.weight"},
+    {Slot::Dsv4Kv, nullptr, "self_attn.kv_proj.weight"},
+    {Slot::Dsv4KvNorm, nullptr, "self_attn.kv_norm.weight"},
+    {Slot::Dsv4OA, nullptr, "self_attn.o_a_proj.weight"},
+    {Slot::Dsv4OB, nullptr, "self_attn.o_b_proj.weight"},
+    {Slot::Dsv4Sinks, nullptr, "self_attn.sinks"},
+    {Slot::HcaKv, nullptr, "self_attn.compressor.kv_proj.weight"},
+    {Slot::HcaGate, nullptr, "self_attn.compressor.gate_proj.weight"},
+    {Slot::HcaApe, nullptr, "self_attn.compressor.position_bias"},
+    {Slot::HcaNorm, nullptr, "self_attn.compressor.kv_norm.weight"},
+    {Slot::CsaKv, nullptr, "self_attn.compressor.kv_proj.weight"},
+    {Slot::CsaGate, nullptr, "self_attn.compressor.gate_proj.weight"},
+    {Slot::CsaApe, nullptr, "self_attn.compressor.position_bias"},
+    {Slot::CsaNorm, nullptr, "self_attn.compressor.kv_norm.weight"},
+    {Slot::IdxKv, nullptr, "self_attn.compressor.indexer.kv_proj.weight"},
+    {Slot::IdxGate, nullptr, "self_attn.compressor.indexer.gate_proj.weight"},
+    {Slot::IdxApe, nullptr, "self_attn.compressor.indexer.position_bias"},
+    {Slot::IdxNorm, nullptr, "self_attn.compressor.indexer.kv_norm.weight"},
+    {Slot::IdxQB, nullptr, "self_attn.compressor.indexer.q_b_proj.weight"},
+    {Slot::IdxWeights, nullptr, "self_attn.compressor.indexer.scorer.weights_proj.weight"},
+    {Slot::HcAttnFn, nullptr, "attn_hc.fn"},
+    {Slot::HcAttnBase, nullptr, "attn_hc.base"},
+    {Slot::HcAttnScale, nullptr, "attn_hc.scale"},
+    {Slot::HcFfnFn, nullptr, "ffn_hc.fn"},
+    {Slot::HcFfnBase, nullptr, "ffn_hc.base"},
+    {Slot::HcFfnScale, nullptr, "ffn_hc.scale"},
+    {Slot::Tid2eid, nullptr, "mlp.gate.tid2eid"},
+    {Slot::HcHeadFn, nullptr, "hc_head.hc_fn"},
+    {Slot::HcHeadBase, nullptr, "hc_head.hc_base"},
+    {Slot::HcHeadScale, nullptr, "hc_head.hc_scale"},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -197,7 +240,10 @@ std::string tensor_name(Slot k, const NameAt& at) {
   if (!t) fail("weight map: slot ", static_cast<int>(k), " has no ", gguf ? "GGUF" : "HF", " tensor");
   switch (k) {
     case Slot::Embed:
-    case Slot::OutputNorm: return gguf ? t : names::hf_model_prefix(at.lm) + t;
+    case Slot::OutputNorm:
+    case Slot::HcHeadFn:
+    case Slot::HcHeadBase:
+    case Slot::HcHeadScale: return gguf ? t : names::hf_model_prefix(at.lm) + t;
     case Slot::Output: return t;
     case Slot::MtpEhProj:
     case Slot::MtpEnorm:
@@ -208,8 +254,8 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::ShGate:
     case Slot::ShUp:
     case Slot::ShDown:
-      // GLM-5 names its shared expert module in the plural.
-      if (!gguf && at.family == Family::GlmDsa) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
+      // GLM-5 and DeepSeek-V4 name their shared expert module in the plural.
+      if (!gguf && (at.family == Family::GlmDsa || at.family == Family::DeepseekV4)) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
         std::string n(t);
         n.insert(std::string_view("mlp.shared_expert").size(), "s");
         return at.prefix + n;
@@ -304,6 +350,36 @@ std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
       return {c.mla_d_nope, c.mla_kv_rank, H};
     case Slot::MlaVB:  // torch [H, v, kv_lora]: head h's v rows of kv_b as they are
       return {c.mla_kv_rank, c.mla_d_v, H};
+    case Slot::Dsv4QANorm: return {c.mla_q_rank};
+    case Slot::Dsv4Kv: return {D, hd};
+    case Slot::Dsv4KvNorm:
+    case Slot::HcaNorm:
+    case Slot::CsaNorm: return {hd};
+    case Slot::Dsv4OA: return {c.o_groups > 0 ? H * hd / c.o_groups : 0, c.o_groups * c.o_rank};
+    case Slot::Dsv4OB: return {c.o_groups * c.o_rank, D};
+    case Slot::Dsv4Sinks: return {H};
+    case Slot::HcaKv:
+    case Slot::HcaGate: return {D, hd};
+    case Slot::HcaApe: return {hd, c.hca_ratio};  // torch position_bias [ratio, width]
+    case Slot::CsaKv:
+    case Slot::CsaGate: return {D, 2 * hd};
+    case Slot::CsaApe: return {2 * hd, c.csa_ratio};
+    case Slot::IdxKv:
+    case Slot::IdxGate: return {D, 2 * c.dsa_head_dim};
+    case Slot::IdxApe: return {2 * c.dsa_head_dim, c.csa_ratio};
+    case Slot::IdxNorm: return {c.dsa_head_dim};
+    case Slot::IdxQB: return {c.mla_q_rank, c.dsa_n_head * c.dsa_head_dim};
+    case Slot::IdxWeights: return {D, c.dsa_n_head};
+    case Slot::HcAttnFn:
+    case Slot::HcFfnFn: return {c.hc_mult * D, (2 + c.hc_mult) * c.hc_mult};
+    case Slot::HcAttnBase:
+    case Slot::HcFfnBase: return {(2 + c.hc_mult) * c.hc_mult};
+    case Slot::HcAttnScale:
+    case Slot::HcFfnScale: return {3};
+    case Slot::Tid2eid: return {c.n_expert_used, V};  // torch [vocab, top_k]
+    case Slot::HcHeadFn: return {c.hc_mult * D, c.hc_mult};
+    case Slot::HcHeadBase: return {c.hc_mult};
+    case Slot::HcHeadScale: return {1};
   }
   fail("weight map: slot ", static_cast<int>(k), " has no shape");
 }
@@ -334,6 +410,8 @@ std::vector<PlannedTensor> head_tensors(const ModelConfig& c, NameStyle style, b
   p.add(Slot::Embed);
   p.add(Slot::OutputNorm);
   if (!c.tied_embeddings) p.add(Slot::Output);
+  if (c.family == Family::DeepseekV4)
+    for (Slot k : {Slot::HcHeadFn, Slot::HcHeadBase, Slot::HcHeadScale}) p.add(k);
   return std::move(p.out);
 }
 
@@ -344,7 +422,8 @@ std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle styl
 }
 
 std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
-                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer) {
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer,
+                                         int64_t layer) {
   const bool gguf = style == NameStyle::Gguf, next = c.family == Family::Qwen3Next;
   Planner p{c, style, {style, c.family, prefix}, {}};
   p.add(Slot::AttnNorm);
@@ -362,6 +441,20 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
     p.add(Slot::MlaO);
     if (dsa_indexer)
       for (Slot k : {Slot::DsaQB, Slot::DsaK, Slot::DsaKNorm, Slot::DsaKNormBias, Slot::DsaWeights}) p.add(k);
+  } else if (kind == LayerKind::Dsv4) {
+    for (Slot k : {Slot::MlaQA, Slot::Dsv4QANorm, Slot::MlaQB, Slot::Dsv4Kv, Slot::Dsv4KvNorm, Slot::Dsv4OA,
+                   Slot::Dsv4OB, Slot::Dsv4Sinks})
+      p.add(k);
+    const Dsv4Attn form = c.dsv4_attn.at(static_cast<size_t>(layer));
+    if (form == Dsv4Attn::Hca)
+      for (Slot k : {Slot::HcaKv, Slot::HcaGate, Slot::HcaApe, Slot::HcaNorm}) p.add(k);
+    if (form == Dsv4Attn::Csa)
+      for (Slot k : {Slot::CsaKv, Slot::CsaGate, Slot::CsaApe, Slot::CsaNorm, Slot::IdxKv, Slot::IdxGate, Slot::IdxApe,
+                     Slot::IdxNorm, Slot::IdxQB, Slot::IdxWeights})
+        p.add(k);
+    for (Slot k : {Slot::HcAttnFn, Slot::HcAttnBase, Slot::HcAttnScale, Slot::HcFfnFn, Slot::HcFfnBase,
+                   Slot::HcFfnScale})
+      p.add(k);
   } else {
     if (!gguf && next) {
       p.add(Slot::Qkvz);
@@ -379,7 +472,10 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
   }
   if (ffn == FfnKind::Moe) {
     p.add(Slot::Router);
-    if (c.moe_gating == MoeGating::SigmoidGrouped) p.add(Slot::RouterBias);
+    const bool hash = c.moe_gating == MoeGating::SqrtSoftplus && layer >= 0 && layer < c.n_hash_layers;
+    if (c.moe_gating == MoeGating::SigmoidGrouped || (c.moe_gating == MoeGating::SqrtSoftplus && !hash))
+      p.add(Slot::RouterBias);
+    if (hash) p.add(Slot::Tid2eid);
     switch (experts) {
       case ExpertLayout::Stacked:
         for (Slot k : {Slot::GateExps, Slot::UpExps, Slot::DownExps}) p.add(k);

@@ -28,10 +28,12 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "memra/config.h"
+#include "memra/error.h"
 #include "memra/source.h"
 #include "model/names.h"
 #include "model/weights_internal.h"
@@ -134,6 +136,39 @@ enum class Slot {
   RouterBias,  // sigmoid-grouped gating's bias
   MlaKB,
   MlaVB,  // GGUF's split kv_b: k_b per head transposed [kv_lora, nope], v_b [v, kv_lora]
+  // DeepSeek-V4 (HF deepseek_v4; wq_a / wq_b are MlaQA / MlaQB, same names and shapes). A
+  // compressor's tensors share their names between the HCA form (width hd) and the CSA form
+  // (2·hd, overlapping windows), so each form has its own slots for its shapes.
+  Dsv4QANorm,
+  Dsv4Kv,
+  Dsv4KvNorm,
+  Dsv4OA,
+  Dsv4OB,
+  Dsv4Sinks,
+  HcaKv,
+  HcaGate,
+  HcaApe,
+  HcaNorm,
+  CsaKv,
+  CsaGate,
+  CsaApe,
+  CsaNorm,
+  IdxKv,
+  IdxGate,
+  IdxApe,
+  IdxNorm,
+  IdxQB,
+  IdxWeights,  // the CSA layers' lightning indexer
+  HcAttnFn,
+  HcAttnBase,
+  HcAttnScale,
+  HcFfnFn,
+  HcFfnBase,
+  HcFfnScale,  // the hyper-connections around a layer's two blocks
+  Tid2eid,     // a hash layer's token -> experts table (integers)
+  HcHeadFn,
+  HcHeadBase,
+  HcHeadScale,  // model level: the streams' final collapse
 };
 
 // Where a name sits: `prefix` is the layer prefix (LayerSpec::prefix) for layer slots; model
@@ -169,8 +204,10 @@ struct PlannedTensor {
 // one layer, and the MTP head's own four. A layer's GDN projections are written split except
 // HF Qwen3-Next (in_proj_qkvz / in_proj_ba) and GGUF Qwen3-Next ssm_ba.
 std::vector<PlannedTensor> head_tensors(const ModelConfig& c, NameStyle style, bool lm);
+// `layer`: the main layer's index (DeepSeek-V4's attention form and hash routing depend on it).
 std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, const std::string& prefix,
-                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer = false);
+                                         LayerKind kind, FfnKind ffn, ExpertLayout experts, bool dsa_indexer = false,
+                                         int64_t layer = -1);
 std::vector<PlannedTensor> mtp_head_tensors(const ModelConfig& c, NameStyle style);
 
 // One decoder layer: names are "<prefix><gguf or hf name>", prefix "blk.N." (GGUF) or
@@ -181,7 +218,12 @@ struct LayerSpec {
   LayerKind kind;
   FfnKind ffn;
   bool dsa_indexer = false;  // an MLA layer with its own indexer (ModelConfig::dsa_shared)
+  int64_t layer = -1;        // the main layer's index (DeepSeek-V4: attention form, hash routing)
 };
+
+// A DeepSeek-V4 hash layer's table as read (f32 values of an integer tensor): every entry an
+// integer expert id in [0, n_expert), else an error naming the tensor, the token and the value.
+void check_tid2eid(const std::vector<float>& t, const ModelConfig& c, const std::string& name);
 
 template <class R>
 typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& s) {
@@ -247,6 +289,48 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
       x.weights = mat(Slot::DsaWeights);
       L.dsa = std::move(x);
     }
+  } else if (s.kind == LayerKind::Dsv4) {
+    // DeepSeek-V4's norms are plain multipliers (no zero-centring).
+    auto vec = [&](Slot k) { return rd.vec(N(k), ne(k)); };
+    typename R::Layer::Dsv4 a;
+    a.wq_a = mat(Slot::MlaQA);
+    a.q_a_norm = vec(Slot::Dsv4QANorm);
+    a.wq_b = mat(Slot::MlaQB);
+    a.wkv = mat(Slot::Dsv4Kv);
+    a.kv_norm = vec(Slot::Dsv4KvNorm);
+    a.wo_a = mat(Slot::Dsv4OA);
+    a.wo_b = mat(Slot::Dsv4OB);
+    a.sinks = vec(Slot::Dsv4Sinks);
+    L.dsv4 = std::move(a);
+    const Dsv4Attn form = c.dsv4_attn.at(static_cast<size_t>(s.layer));
+    if (form != Dsv4Attn::Sliding) {
+      const bool csa = form == Dsv4Attn::Csa;
+      typename R::Layer::Compressor k;
+      k.wkv = mat(csa ? Slot::CsaKv : Slot::HcaKv);
+      k.wgate = mat(csa ? Slot::CsaGate : Slot::HcaGate);
+      k.ape = vec(csa ? Slot::CsaApe : Slot::HcaApe);
+      k.norm = vec(csa ? Slot::CsaNorm : Slot::HcaNorm);
+      L.compressor = std::move(k);
+    }
+    if (form == Dsv4Attn::Csa) {
+      typename R::Layer::Dsv4Indexer x;
+      x.wq_b = mat(Slot::IdxQB);
+      x.weights = mat(Slot::IdxWeights);
+      x.comp.wkv = mat(Slot::IdxKv);
+      x.comp.wgate = mat(Slot::IdxGate);
+      x.comp.ape = vec(Slot::IdxApe);
+      x.comp.norm = vec(Slot::IdxNorm);
+      L.dsv4_indexer = std::move(x);
+    }
+    typename R::Layer::Hyper ha, hf;
+    ha.fn = mat(Slot::HcAttnFn);
+    ha.base = vec(Slot::HcAttnBase);
+    ha.scale = vec(Slot::HcAttnScale);
+    hf.fn = mat(Slot::HcFfnFn);
+    hf.base = vec(Slot::HcFfnBase);
+    hf.scale = vec(Slot::HcFfnScale);
+    L.hc_attn = std::move(ha);
+    L.hc_ffn = std::move(hf);
   } else {
     typename R::Gdn g;
     const int64_t conv_dim = c.ssm_conv_dim();
@@ -286,7 +370,14 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
     typename R::Moe m;
     const int64_t E = c.n_expert, I = c.n_ff_exp;
     m.router = mat(Slot::Router);
-    if (c.moe_gating == MoeGating::SigmoidGrouped) m.router_bias = rd.vec(N(Slot::RouterBias), ne(Slot::RouterBias));
+    // DeepSeek-V4: the first n_hash_layers route by the token's table, the rest by score with a bias.
+    const bool hash = c.moe_gating == MoeGating::SqrtSoftplus && s.layer >= 0 && s.layer < c.n_hash_layers;
+    if (c.moe_gating == MoeGating::SigmoidGrouped || (c.moe_gating == MoeGating::SqrtSoftplus && !hash))
+      m.router_bias = rd.vec(N(Slot::RouterBias), ne(Slot::RouterBias));
+    if (hash) {
+      m.tid2eid = rd.vec(N(Slot::Tid2eid), ne(Slot::Tid2eid));
+      check_tid2eid(m.tid2eid, c, N(Slot::Tid2eid));
+    }
     std::vector<typename R::Mat> gate, up, down;
     // Fused gate_up: GGUF ffn_gate_up_exps {D, 2I, E}, HF experts.gate_up_proj [E, 2I, D];
     // slab e holds rows [gate_e ; up_e]. Down is stacked {I, D, E} alongside.
@@ -353,7 +444,21 @@ void map_model(const R& rd, const ModelConfig& c, NameStyle style, bool lm, W& w
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t k = static_cast<size_t>(i);
     const bool indexer = c.layer_kind[k] == LayerKind::Mla && !c.dsa_shared[k];
-    w.layers.push_back(map_layer(rd, c, {style, layer_prefix(style, lm, i), c.layer_kind[k], c.ffn_kind[k], indexer}));
+    w.layers.push_back(
+        map_layer(rd, c, {style, layer_prefix(style, lm, i), c.layer_kind[k], c.ffn_kind[k], indexer, i}));
+  }
+  if (c.family == Family::DeepseekV4) {
+    if constexpr (requires { w.hc_head; }) {
+      auto vec = [&](Slot k) { return rd.vec(tensor_name(k, at), tensor_ne(k, style, c)); };
+      const std::vector<int64_t> fn = tensor_ne(Slot::HcHeadFn, style, c);
+      typename std::remove_reference_t<decltype(*w.hc_head)> h;
+      h.fn = rd.mat(tensor_name(Slot::HcHeadFn, at), fn[1], fn[0]);
+      h.base = vec(Slot::HcHeadBase);
+      h.scale = vec(Slot::HcHeadScale);
+      w.hc_head = std::move(h);
+    } else {
+      fail("deepseek4: the file-typed (GPU) weights do not hold DeepSeek-V4's hc_head yet (docs/deepseek-v4.md)");
+    }
   }
 }
 

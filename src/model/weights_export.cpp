@@ -236,9 +236,20 @@ void put_tensor(MemorySource& s, const PlannedTensor& t, std::span<const float> 
   s.add_f32(t.name, t.ne, values);  // checks the value count against the planned shape
 }
 
-// One layer (main or MTP) under `prefix`; its kinds are the ones its weights have.
+// A hash layer's table as the checkpoint stores it: int64 expert ids.
+void put_tid2eid(MemorySource& s, const PlannedTensor& t, const std::vector<float>& ids) {
+  std::vector<std::byte> bytes(ids.size() * sizeof(int64_t));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int64_t e = static_cast<int64_t>(ids[i]);
+    std::memcpy(bytes.data() + i * sizeof(int64_t), &e, sizeof(int64_t));
+  }
+  s.add(t.name, DType::I64, t.ne, std::move(bytes));
+}
+
+// One layer (main or MTP) under `prefix`; its kinds are the ones its weights have. `layer`: the
+// main layer's index (-1 for the MTP layer).
 void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std::string& prefix,
-               const LayerWeights& L, ExpertLayout experts) {
+               const LayerWeights& L, ExpertLayout experts, int64_t layer = -1) {
   const bool gguf = style == NameStyle::Gguf;
   const bool zc = c.zero_centred_norms();
   auto norm = [&](const std::vector<float>& m) { return zc ? stored_norm(style, m) : m; };
@@ -249,9 +260,13 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
     for (float& a : g->ssm_a) a = gguf ? detail::ssm_a_from_a_log(a_log_of(a)) : a_log_of(a);
     if (gguf && c.gguf_tiled_v_heads()) detail::permute_v_heads(*g, c, /*to_tiled=*/true);
   }
-  const LayerKind kind = L.attn ? LayerKind::Attention : L.mla ? LayerKind::Mla : LayerKind::Linear;
+  const LayerKind kind = L.attn   ? LayerKind::Attention
+                         : L.mla  ? LayerKind::Mla
+                         : L.dsv4 ? LayerKind::Dsv4
+                                  : LayerKind::Linear;
   const FfnKind ffn = L.moe ? FfnKind::Moe : FfnKind::Dense;
-  for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value())) {
+  for (const PlannedTensor& t :
+       detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value(), layer)) {
     auto need = [&](const auto& opt) -> const auto& {
       if (!opt) fail("export: tensor '", t.name, "': the layer's weights lack this part");
       return *opt;
@@ -296,14 +311,14 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::Gate: put_tensor(s, t, need(L.ffn).gate.data); break;
       case Slot::Up: put_tensor(s, t, need(L.ffn).up.data); break;
       case Slot::Down: put_tensor(s, t, need(L.ffn).down.data); break;
-      case Slot::MlaQA:
-        put_tensor(s, t, need(L.mla).wq_a.data);
+      case Slot::MlaQA:  // also DeepSeek-V4's query latent (same name and shape)
+        put_tensor(s, t, L.dsv4 ? L.dsv4->wq_a.data : need(L.mla).wq_a.data);
         break;
       case Slot::MlaQANorm:
         put_tensor(s, t, need(L.mla).q_a_norm);
         break;
       case Slot::MlaQB:
-        put_tensor(s, t, need(L.mla).wq_b.data);
+        put_tensor(s, t, L.dsv4 ? L.dsv4->wq_b.data : need(L.mla).wq_b.data);
         break;
       case Slot::MlaKvA:
         put_tensor(s, t, need(L.mla).wkv_a.data);
@@ -343,6 +358,33 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::RouterBias:
         put_tensor(s, t, need(L.moe).router_bias);
         break;
+      case Slot::Dsv4QANorm: put_tensor(s, t, need(L.dsv4).q_a_norm); break;
+      case Slot::Dsv4Kv: put_tensor(s, t, need(L.dsv4).wkv.data); break;
+      case Slot::Dsv4KvNorm: put_tensor(s, t, need(L.dsv4).kv_norm); break;
+      case Slot::Dsv4OA: put_tensor(s, t, need(L.dsv4).wo_a.data); break;
+      case Slot::Dsv4OB: put_tensor(s, t, need(L.dsv4).wo_b.data); break;
+      case Slot::Dsv4Sinks: put_tensor(s, t, need(L.dsv4).sinks); break;
+      case Slot::HcaKv:
+      case Slot::CsaKv: put_tensor(s, t, need(L.compressor).wkv.data); break;
+      case Slot::HcaGate:
+      case Slot::CsaGate: put_tensor(s, t, need(L.compressor).wgate.data); break;
+      case Slot::HcaApe:
+      case Slot::CsaApe: put_tensor(s, t, need(L.compressor).ape); break;
+      case Slot::HcaNorm:
+      case Slot::CsaNorm: put_tensor(s, t, need(L.compressor).norm); break;
+      case Slot::IdxKv: put_tensor(s, t, need(L.dsv4_indexer).comp.wkv.data); break;
+      case Slot::IdxGate: put_tensor(s, t, need(L.dsv4_indexer).comp.wgate.data); break;
+      case Slot::IdxApe: put_tensor(s, t, need(L.dsv4_indexer).comp.ape); break;
+      case Slot::IdxNorm: put_tensor(s, t, need(L.dsv4_indexer).comp.norm); break;
+      case Slot::IdxQB: put_tensor(s, t, need(L.dsv4_indexer).wq_b.data); break;
+      case Slot::IdxWeights: put_tensor(s, t, need(L.dsv4_indexer).weights.data); break;
+      case Slot::HcAttnFn: put_tensor(s, t, need(L.hc_attn).fn.data); break;
+      case Slot::HcAttnBase: put_tensor(s, t, need(L.hc_attn).base); break;
+      case Slot::HcAttnScale: put_tensor(s, t, need(L.hc_attn).scale); break;
+      case Slot::HcFfnFn: put_tensor(s, t, need(L.hc_ffn).fn.data); break;
+      case Slot::HcFfnBase: put_tensor(s, t, need(L.hc_ffn).base); break;
+      case Slot::HcFfnScale: put_tensor(s, t, need(L.hc_ffn).scale); break;
+      case Slot::Tid2eid: put_tid2eid(s, t, need(L.moe).tid2eid); break;
       default: fail("export: tensor '", t.name, "' is not a layer tensor");
     }
   }
@@ -358,11 +400,21 @@ void put_model(MemorySource& s, const ModelConfig& c, const ModelWeights& w, Nam
         put_tensor(s, t, c.zero_centred_norms() ? stored_norm(style, w.output_norm) : w.output_norm);
         break;
       case Slot::Output: put_tensor(s, t, w.output.data); break;
+      case Slot::HcHeadFn:
+      case Slot::HcHeadBase:
+      case Slot::HcHeadScale: {
+        if (!w.hc_head) fail("export: tensor '", t.name, "': the weights lack hc_head");
+        const HyperWeights& h = *w.hc_head;
+        put_tensor(s, t, t.slot == Slot::HcHeadFn ? std::span<const float>(h.fn.data)
+                         : t.slot == Slot::HcHeadBase ? std::span<const float>(h.base)
+                                                      : std::span<const float>(h.scale));
+        break;
+      }
       default: fail("export: tensor '", t.name, "' is not a model-head tensor");
     }
   }
   for (int64_t i = 0; i < c.n_layer; ++i)
-    put_layer(s, c, style, detail::layer_prefix(style, lm, i), w.layers[static_cast<size_t>(i)], experts);
+    put_layer(s, c, style, detail::layer_prefix(style, lm, i), w.layers[static_cast<size_t>(i)], experts, i);
   if (c.n_mtp > 0 && w.mtp) {
     // MTP exists only for Next/3.5: its norms are zero-centred in HF.
     for (const PlannedTensor& t : detail::mtp_head_tensors(c, style)) {
@@ -416,8 +468,8 @@ MemorySource to_gguf_source(const ModelConfig& c, const ModelWeights& w, GgufLay
 MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout layout) {
   MemorySource s(MetaStyle::Hf, std::string("<memory hf ") + std::string(family_arch(c.family)) + ">");
   write_hf_keys(c, s);
-  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix,
-            layout.fused_experts ? ExpertLayout::Fused : ExpertLayout::PerExpert);
+  const bool fused = layout.fused_experts || c.family == Family::DeepseekV4;
+  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix, fused ? ExpertLayout::Fused : ExpertLayout::PerExpert);
   return s;
 }
 

@@ -1,0 +1,18 @@
+// The config.json readers and writers of the families whose keys share little with Qwen's
+// (config.cpp dispatches to them by family).
+#pragma once
+
+#include "memra/config.h"
+
+namespace memra {
+class MemorySource;
+}
+
+namespace memra::detail {
+
+// DeepSeek-V4 (model_type deepseek_v4): `c` arrives with its family set; every field named in
+// an error is the config.json key. config_dsv4.cpp.
+ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c);
+void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst);
+
+}  // namespace memra::detail
