@@ -35,11 +35,12 @@ namespace {
 using namespace memra;
 
 int usage(const std::string& msg) {
-  std::cerr << "memra-mkfixture: " << msg << "\n"
-            << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
-               "         [--layers N] [--vocab N] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] "
-               "[--hf DIR]\n"
-               "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
+  std::cerr
+      << "memra-mkfixture: " << msg << "\n"
+      << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
+         "         [--layers N] [--vocab N] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] "
+         "[--hf DIR]\n"
+         "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
 

@@ -138,7 +138,7 @@ struct ModelConfig {
   // DeepSeek-V4 (LayerKind::Dsv4, docs/deepseek-v4.md): head_dim is the one key-value head's
   // width (K = V) and the queries', n_rot its trailing rotated dims; mla_q_rank the query
   // bottleneck; dsa_n_head / dsa_head_dim / dsa_topk the CSA layers' lightning indexer.
-  std::vector<Dsv4Attn> dsv4_attn;  // [n_layer] for DeepSeek-V4, else empty
+  std::vector<Dsv4Attn> dsv4_attn;       // [n_layer] for DeepSeek-V4, else empty
   int64_t csa_ratio = 0, hca_ratio = 0;  // compress rates
   int64_t sliding_window = 0;            // raw keys per query, itself included
   double compress_rope_theta = 0;        // the compressed layers' rope table (sliding: rope_theta)

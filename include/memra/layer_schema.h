@@ -244,12 +244,12 @@ struct LayerT {
   std::optional<Attn> attn;  // mixer: one of attn / gdn / mla
   std::optional<Gdn> gdn;
   std::optional<Mla> mla;
-  std::optional<Dsa> dsa;  // with mla, unless the layer reuses the previous layer's selection
-  std::optional<Dsv4> dsv4;                // DeepSeek-V4: the mixer,
-  std::optional<Compressor> compressor;    // its compressor (CSA and HCA layers),
+  std::optional<Dsa> dsa;                   // with mla, unless the layer reuses the previous layer's selection
+  std::optional<Dsv4> dsv4;                 // DeepSeek-V4: the mixer,
+  std::optional<Compressor> compressor;     // its compressor (CSA and HCA layers),
   std::optional<Dsv4Indexer> dsv4_indexer;  // its indexer (CSA layers),
-  std::optional<Hyper> hc_attn, hc_ffn;    // the hyper-connections around the mixer and the FFN
-  std::optional<Ffn> ffn;  // feed-forward: one of ffn / moe
+  std::optional<Hyper> hc_attn, hc_ffn;     // the hyper-connections around the mixer and the FFN
+  std::optional<Ffn> ffn;                   // feed-forward: one of ffn / moe
   std::optional<Moe> moe;
 };
 

@@ -61,7 +61,7 @@ struct AttnCacheLayer {
   // [max_ctx, kv_k_width] post-norm, post-RoPE keys; [max_ctx, kv_v_width] values (GQA: per KV
   // head; MLA: every head's expanded key and value; DeepSeek-V4: k only, its one head, K = V)
   std::vector<float> k, v;
-  std::vector<float> index_k;  // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
+  std::vector<float> index_k;        // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
   CompressorState comp, index_comp;  // DeepSeek-V4: the layer's compressor and its CSA indexer's
 };
 struct GdnCacheLayer {

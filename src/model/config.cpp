@@ -20,8 +20,10 @@ std::string_view family_arch(Family f) {
     case Family::Qwen3Next: return "qwen3next";
     case Family::Qwen35: return "qwen35";
     case Family::Qwen35Moe: return "qwen35moe";
-    case Family::GlmDsa: return "glm-dsa";
-    case Family::DeepseekV4: return "deepseek4";
+    case Family::GlmDsa:
+      return "glm-dsa";
+    case Family::DeepseekV4:
+      return "deepseek4";
   }
   return "?";
 }
@@ -120,7 +122,8 @@ void ModelConfig::validate() const {
     for (int64_t i = 0; i < n_layer; ++i) {
       if (layer_kind[static_cast<size_t>(i)] != LayerKind::Dsv4)
         fail(ctx, "layer ", i, " is not a DeepSeek-V4 attention layer (every deepseek4 layer is)");
-      if (ffn_kind[static_cast<size_t>(i)] != FfnKind::Moe) fail(ctx, "layer ", i, " is not MoE (every deepseek4 layer is)");
+      if (ffn_kind[static_cast<size_t>(i)] != FfnKind::Moe)
+        fail(ctx, "layer ", i, " is not MoE (every deepseek4 layer is)");
       csa |= dsv4_attn[static_cast<size_t>(i)] == Dsv4Attn::Csa;
     }
     if (n_head_kv != 1) fail(ctx, "n_head_kv ", n_head_kv, " (DeepSeek-V4 has one key-value head)");

@@ -84,7 +84,8 @@ ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
     c.yarn_factor = kv.get_float(compress_rope_key(kv, "factor"));
     c.yarn_orig_ctx = kv.get_int(compress_rope_key(kv, "original_max_position_embeddings"));
     // transformers reads `or 32` / `or 1`: a 0 or null means the default too.
-    const double bf = float_or(compress_rope_key(kv, "beta_fast"), 0), bs = float_or(compress_rope_key(kv, "beta_slow"), 0);
+    const double bf = float_or(compress_rope_key(kv, "beta_fast"), 0),
+                 bs = float_or(compress_rope_key(kv, "beta_slow"), 0);
     c.yarn_beta_fast = bf != 0 ? bf : 32;
     c.yarn_beta_slow = bs != 0 ? bs : 1;
     const std::string af = compress_rope_key(kv, "attention_factor");
@@ -96,9 +97,9 @@ ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
 
   // Compress rates: compress_rates, or the legacy compress_rate_csa / compress_rate_hca.
   c.csa_ratio = kv.has(std::string("compress_rates.") + kCsa) ? kv.get_int(std::string("compress_rates.") + kCsa)
-                                                                : int_or("compress_rate_csa", 4);
+                                                              : int_or("compress_rate_csa", 4);
   c.hca_ratio = kv.has(std::string("compress_rates.") + kHca) ? kv.get_int(std::string("compress_rates.") + kHca)
-                                                                : int_or("compress_rate_hca", 128);
+                                                              : int_or("compress_rate_hca", 128);
   // Attention schedule: layer_types, else the legacy compress_ratios (0 / 4 / 128 per layer),
   // else DeepseekV4Config's default (two HCA layers, then HCA and CSA alternating).
   c.layer_kind.assign(L, LayerKind::Dsv4);
@@ -107,21 +108,26 @@ ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
     const std::vector<std::string> t = kv.get_string_array("layer_types");
     if (t.size() != L) fail("layer_types has ", t.size(), " entries, num_hidden_layers ", c.n_layer);
     for (size_t i = 0; i < L; ++i) {
-      if (t[i] == kCsa) c.dsv4_attn[i] = Dsv4Attn::Csa;
-      else if (t[i] == kHca) c.dsv4_attn[i] = Dsv4Attn::Hca;
-      else if (t[i] != kSliding) fail("layer_types[", i, "] = '", t[i], "' (", kSliding, ", ", kCsa, " or ", kHca, ")");
+      if (t[i] == kCsa)
+        c.dsv4_attn[i] = Dsv4Attn::Csa;
+      else if (t[i] == kHca)
+        c.dsv4_attn[i] = Dsv4Attn::Hca;
+      else if (t[i] != kSliding)
+        fail("layer_types[", i, "] = '", t[i], "' (", kSliding, ", ", kCsa, " or ", kHca, ")");
     }
   } else if (kv.has("compress_ratios")) {  // a release lists its MTP layers' too: the first L count
     const std::vector<int64_t> r = kv.get_int_array("compress_ratios");
     if (r.size() < L) fail("compress_ratios has ", r.size(), " entries, num_hidden_layers ", c.n_layer);
     for (size_t i = 0; i < L; ++i) {
-      if (r[i] == 4) c.dsv4_attn[i] = Dsv4Attn::Csa;
-      else if (r[i] == 128) c.dsv4_attn[i] = Dsv4Attn::Hca;
-      else if (r[i] != 0) fail("compress_ratios[", i, "] = ", r[i], " (0, 4 or 128)");
+      if (r[i] == 4)
+        c.dsv4_attn[i] = Dsv4Attn::Csa;
+      else if (r[i] == 128)
+        c.dsv4_attn[i] = Dsv4Attn::Hca;
+      else if (r[i] != 0)
+        fail("compress_ratios[", i, "] = ", r[i], " (0, 4 or 128)");
     }
   } else {
-    for (size_t i = 0; i < L; ++i)
-      c.dsv4_attn[i] = i < 2 || (i - 2) % 2 == 0 ? Dsv4Attn::Hca : Dsv4Attn::Csa;
+    for (size_t i = 0; i < L; ++i) c.dsv4_attn[i] = i < 2 || (i - 2) % 2 == 0 ? Dsv4Attn::Hca : Dsv4Attn::Csa;
   }
 
   // MoE in every layer: the first ones routed by the hash table (mlp_layer_types, else the legacy

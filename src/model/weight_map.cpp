@@ -243,7 +243,8 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::OutputNorm:
     case Slot::HcHeadFn:
     case Slot::HcHeadBase:
-    case Slot::HcHeadScale: return gguf ? t : names::hf_model_prefix(at.lm) + t;
+    case Slot::HcHeadScale:
+      return gguf ? t : names::hf_model_prefix(at.lm) + t;
     case Slot::Output: return t;
     case Slot::MtpEhProj:
     case Slot::MtpEnorm:
@@ -255,7 +256,8 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::ShUp:
     case Slot::ShDown:
       // GLM-5 and DeepSeek-V4 name their shared expert module in the plural.
-      if (!gguf && (at.family == Family::GlmDsa || at.family == Family::DeepseekV4)) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
+      if (!gguf && (at.family == Family::GlmDsa ||
+                    at.family == Family::DeepseekV4)) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
         std::string n(t);
         n.insert(std::string_view("mlp.shared_expert").size(), "s");
         return at.prefix + n;
@@ -350,36 +352,58 @@ std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
       return {c.mla_d_nope, c.mla_kv_rank, H};
     case Slot::MlaVB:  // torch [H, v, kv_lora]: head h's v rows of kv_b as they are
       return {c.mla_kv_rank, c.mla_d_v, H};
-    case Slot::Dsv4QANorm: return {c.mla_q_rank};
-    case Slot::Dsv4Kv: return {D, hd};
+    case Slot::Dsv4QANorm:
+      return {c.mla_q_rank};
+    case Slot::Dsv4Kv:
+      return {D, hd};
     case Slot::Dsv4KvNorm:
     case Slot::HcaNorm:
-    case Slot::CsaNorm: return {hd};
-    case Slot::Dsv4OA: return {c.o_groups > 0 ? H * hd / c.o_groups : 0, c.o_groups * c.o_rank};
-    case Slot::Dsv4OB: return {c.o_groups * c.o_rank, D};
-    case Slot::Dsv4Sinks: return {H};
+    case Slot::CsaNorm:
+      return {hd};
+    case Slot::Dsv4OA:
+      return {c.o_groups > 0 ? H * hd / c.o_groups : 0, c.o_groups * c.o_rank};
+    case Slot::Dsv4OB:
+      return {c.o_groups * c.o_rank, D};
+    case Slot::Dsv4Sinks:
+      return {H};
     case Slot::HcaKv:
-    case Slot::HcaGate: return {D, hd};
-    case Slot::HcaApe: return {hd, c.hca_ratio};  // torch position_bias [ratio, width]
+    case Slot::HcaGate:
+      return {D, hd};
+    case Slot::HcaApe:
+      return {hd, c.hca_ratio};  // torch position_bias [ratio, width]
     case Slot::CsaKv:
-    case Slot::CsaGate: return {D, 2 * hd};
-    case Slot::CsaApe: return {2 * hd, c.csa_ratio};
+    case Slot::CsaGate:
+      return {D, 2 * hd};
+    case Slot::CsaApe:
+      return {2 * hd, c.csa_ratio};
     case Slot::IdxKv:
-    case Slot::IdxGate: return {D, 2 * c.dsa_head_dim};
-    case Slot::IdxApe: return {2 * c.dsa_head_dim, c.csa_ratio};
-    case Slot::IdxNorm: return {c.dsa_head_dim};
-    case Slot::IdxQB: return {c.mla_q_rank, c.dsa_n_head * c.dsa_head_dim};
-    case Slot::IdxWeights: return {D, c.dsa_n_head};
+    case Slot::IdxGate:
+      return {D, 2 * c.dsa_head_dim};
+    case Slot::IdxApe:
+      return {2 * c.dsa_head_dim, c.csa_ratio};
+    case Slot::IdxNorm:
+      return {c.dsa_head_dim};
+    case Slot::IdxQB:
+      return {c.mla_q_rank, c.dsa_n_head * c.dsa_head_dim};
+    case Slot::IdxWeights:
+      return {D, c.dsa_n_head};
     case Slot::HcAttnFn:
-    case Slot::HcFfnFn: return {c.hc_mult * D, (2 + c.hc_mult) * c.hc_mult};
+    case Slot::HcFfnFn:
+      return {c.hc_mult * D, (2 + c.hc_mult) * c.hc_mult};
     case Slot::HcAttnBase:
-    case Slot::HcFfnBase: return {(2 + c.hc_mult) * c.hc_mult};
+    case Slot::HcFfnBase:
+      return {(2 + c.hc_mult) * c.hc_mult};
     case Slot::HcAttnScale:
-    case Slot::HcFfnScale: return {3};
-    case Slot::Tid2eid: return {c.n_expert_used, V};  // torch [vocab, top_k]
-    case Slot::HcHeadFn: return {c.hc_mult * D, c.hc_mult};
-    case Slot::HcHeadBase: return {c.hc_mult};
-    case Slot::HcHeadScale: return {1};
+    case Slot::HcFfnScale:
+      return {3};
+    case Slot::Tid2eid:
+      return {c.n_expert_used, V};  // torch [vocab, top_k]
+    case Slot::HcHeadFn:
+      return {c.hc_mult * D, c.hc_mult};
+    case Slot::HcHeadBase:
+      return {c.hc_mult};
+    case Slot::HcHeadScale:
+      return {1};
   }
   fail("weight map: slot ", static_cast<int>(k), " has no shape");
 }
@@ -452,8 +476,8 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
       for (Slot k : {Slot::CsaKv, Slot::CsaGate, Slot::CsaApe, Slot::CsaNorm, Slot::IdxKv, Slot::IdxGate, Slot::IdxApe,
                      Slot::IdxNorm, Slot::IdxQB, Slot::IdxWeights})
         p.add(k);
-    for (Slot k : {Slot::HcAttnFn, Slot::HcAttnBase, Slot::HcAttnScale, Slot::HcFfnFn, Slot::HcFfnBase,
-                   Slot::HcFfnScale})
+    for (Slot k :
+         {Slot::HcAttnFn, Slot::HcAttnBase, Slot::HcAttnScale, Slot::HcFfnFn, Slot::HcFfnBase, Slot::HcFfnScale})
       p.add(k);
   } else {
     if (!gguf && next) {

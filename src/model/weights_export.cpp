@@ -248,8 +248,8 @@ void put_tid2eid(MemorySource& s, const PlannedTensor& t, const std::vector<floa
 
 // One layer (main or MTP) under `prefix`; its kinds are the ones its weights have. `layer`: the
 // main layer's index (-1 for the MTP layer).
-void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std::string& prefix,
-               const LayerWeights& L, ExpertLayout experts, int64_t layer = -1) {
+void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std::string& prefix, const LayerWeights& L,
+               ExpertLayout experts, int64_t layer = -1) {
   const bool gguf = style == NameStyle::Gguf;
   const bool zc = c.zero_centred_norms();
   auto norm = [&](const std::vector<float>& m) { return zc ? stored_norm(style, m) : m; };
@@ -265,8 +265,7 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
                          : L.dsv4 ? LayerKind::Dsv4
                                   : LayerKind::Linear;
   const FfnKind ffn = L.moe ? FfnKind::Moe : FfnKind::Dense;
-  for (const PlannedTensor& t :
-       detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value(), layer)) {
+  for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value(), layer)) {
     auto need = [&](const auto& opt) -> const auto& {
       if (!opt) fail("export: tensor '", t.name, "': the layer's weights lack this part");
       return *opt;
@@ -358,33 +357,79 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::RouterBias:
         put_tensor(s, t, need(L.moe).router_bias);
         break;
-      case Slot::Dsv4QANorm: put_tensor(s, t, need(L.dsv4).q_a_norm); break;
-      case Slot::Dsv4Kv: put_tensor(s, t, need(L.dsv4).wkv.data); break;
-      case Slot::Dsv4KvNorm: put_tensor(s, t, need(L.dsv4).kv_norm); break;
-      case Slot::Dsv4OA: put_tensor(s, t, need(L.dsv4).wo_a.data); break;
-      case Slot::Dsv4OB: put_tensor(s, t, need(L.dsv4).wo_b.data); break;
-      case Slot::Dsv4Sinks: put_tensor(s, t, need(L.dsv4).sinks); break;
+      case Slot::Dsv4QANorm:
+        put_tensor(s, t, need(L.dsv4).q_a_norm);
+        break;
+      case Slot::Dsv4Kv:
+        put_tensor(s, t, need(L.dsv4).wkv.data);
+        break;
+      case Slot::Dsv4KvNorm:
+        put_tensor(s, t, need(L.dsv4).kv_norm);
+        break;
+      case Slot::Dsv4OA:
+        put_tensor(s, t, need(L.dsv4).wo_a.data);
+        break;
+      case Slot::Dsv4OB:
+        put_tensor(s, t, need(L.dsv4).wo_b.data);
+        break;
+      case Slot::Dsv4Sinks:
+        put_tensor(s, t, need(L.dsv4).sinks);
+        break;
       case Slot::HcaKv:
-      case Slot::CsaKv: put_tensor(s, t, need(L.compressor).wkv.data); break;
+      case Slot::CsaKv:
+        put_tensor(s, t, need(L.compressor).wkv.data);
+        break;
       case Slot::HcaGate:
-      case Slot::CsaGate: put_tensor(s, t, need(L.compressor).wgate.data); break;
+      case Slot::CsaGate:
+        put_tensor(s, t, need(L.compressor).wgate.data);
+        break;
       case Slot::HcaApe:
-      case Slot::CsaApe: put_tensor(s, t, need(L.compressor).ape); break;
+      case Slot::CsaApe:
+        put_tensor(s, t, need(L.compressor).ape);
+        break;
       case Slot::HcaNorm:
-      case Slot::CsaNorm: put_tensor(s, t, need(L.compressor).norm); break;
-      case Slot::IdxKv: put_tensor(s, t, need(L.dsv4_indexer).comp.wkv.data); break;
-      case Slot::IdxGate: put_tensor(s, t, need(L.dsv4_indexer).comp.wgate.data); break;
-      case Slot::IdxApe: put_tensor(s, t, need(L.dsv4_indexer).comp.ape); break;
-      case Slot::IdxNorm: put_tensor(s, t, need(L.dsv4_indexer).comp.norm); break;
-      case Slot::IdxQB: put_tensor(s, t, need(L.dsv4_indexer).wq_b.data); break;
-      case Slot::IdxWeights: put_tensor(s, t, need(L.dsv4_indexer).weights.data); break;
-      case Slot::HcAttnFn: put_tensor(s, t, need(L.hc_attn).fn.data); break;
-      case Slot::HcAttnBase: put_tensor(s, t, need(L.hc_attn).base); break;
-      case Slot::HcAttnScale: put_tensor(s, t, need(L.hc_attn).scale); break;
-      case Slot::HcFfnFn: put_tensor(s, t, need(L.hc_ffn).fn.data); break;
-      case Slot::HcFfnBase: put_tensor(s, t, need(L.hc_ffn).base); break;
-      case Slot::HcFfnScale: put_tensor(s, t, need(L.hc_ffn).scale); break;
-      case Slot::Tid2eid: put_tid2eid(s, t, need(L.moe).tid2eid); break;
+      case Slot::CsaNorm:
+        put_tensor(s, t, need(L.compressor).norm);
+        break;
+      case Slot::IdxKv:
+        put_tensor(s, t, need(L.dsv4_indexer).comp.wkv.data);
+        break;
+      case Slot::IdxGate:
+        put_tensor(s, t, need(L.dsv4_indexer).comp.wgate.data);
+        break;
+      case Slot::IdxApe:
+        put_tensor(s, t, need(L.dsv4_indexer).comp.ape);
+        break;
+      case Slot::IdxNorm:
+        put_tensor(s, t, need(L.dsv4_indexer).comp.norm);
+        break;
+      case Slot::IdxQB:
+        put_tensor(s, t, need(L.dsv4_indexer).wq_b.data);
+        break;
+      case Slot::IdxWeights:
+        put_tensor(s, t, need(L.dsv4_indexer).weights.data);
+        break;
+      case Slot::HcAttnFn:
+        put_tensor(s, t, need(L.hc_attn).fn.data);
+        break;
+      case Slot::HcAttnBase:
+        put_tensor(s, t, need(L.hc_attn).base);
+        break;
+      case Slot::HcAttnScale:
+        put_tensor(s, t, need(L.hc_attn).scale);
+        break;
+      case Slot::HcFfnFn:
+        put_tensor(s, t, need(L.hc_ffn).fn.data);
+        break;
+      case Slot::HcFfnBase:
+        put_tensor(s, t, need(L.hc_ffn).base);
+        break;
+      case Slot::HcFfnScale:
+        put_tensor(s, t, need(L.hc_ffn).scale);
+        break;
+      case Slot::Tid2eid:
+        put_tid2eid(s, t, need(L.moe).tid2eid);
+        break;
       default: fail("export: tensor '", t.name, "' is not a layer tensor");
     }
   }
@@ -405,9 +450,10 @@ void put_model(MemorySource& s, const ModelConfig& c, const ModelWeights& w, Nam
       case Slot::HcHeadScale: {
         if (!w.hc_head) fail("export: tensor '", t.name, "': the weights lack hc_head");
         const HyperWeights& h = *w.hc_head;
-        put_tensor(s, t, t.slot == Slot::HcHeadFn ? std::span<const float>(h.fn.data)
-                         : t.slot == Slot::HcHeadBase ? std::span<const float>(h.base)
-                                                      : std::span<const float>(h.scale));
+        put_tensor(s, t,
+                   t.slot == Slot::HcHeadFn     ? std::span<const float>(h.fn.data)
+                   : t.slot == Slot::HcHeadBase ? std::span<const float>(h.base)
+                                                : std::span<const float>(h.scale));
         break;
       }
       default: fail("export: tensor '", t.name, "' is not a model-head tensor");
@@ -469,7 +515,8 @@ MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout 
   MemorySource s(MetaStyle::Hf, std::string("<memory hf ") + std::string(family_arch(c.family)) + ">");
   write_hf_keys(c, s);
   const bool fused = layout.fused_experts || c.family == Family::DeepseekV4;
-  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix, fused ? ExpertLayout::Fused : ExpertLayout::PerExpert);
+  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix,
+            fused ? ExpertLayout::Fused : ExpertLayout::PerExpert);
   return s;
 }
 

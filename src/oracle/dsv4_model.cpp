@@ -41,10 +41,11 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
   const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, IH = c.dsa_n_head, ihd = c.dsa_head_dim;
   const double eps = c.rms_eps;
   const std::vector<double> main_freq = ops::rope_inv_freq(c.n_rot, c.rope_theta, {});
-  const std::vector<double> comp_freq =
-      ops::rope_inv_freq(c.n_rot, c.compress_rope_theta,
-                         {.factor = c.yarn_factor, .orig_ctx = c.yarn_orig_ctx, .beta_fast = c.yarn_beta_fast,
-                          .beta_slow = c.yarn_beta_slow});
+  const std::vector<double> comp_freq = ops::rope_inv_freq(c.n_rot, c.compress_rope_theta,
+                                                           {.factor = c.yarn_factor,
+                                                            .orig_ctx = c.yarn_orig_ctx,
+                                                            .beta_fast = c.yarn_beta_fast,
+                                                            .beta_slow = c.yarn_beta_slow});
   const double limit = c.swiglu_limit > 0 ? c.swiglu_limit : std::numeric_limits<double>::infinity();
 
   // X [T, N, D]: the embedding in every stream
@@ -57,7 +58,8 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
   std::vector<ops::HcMix> mix(static_cast<size_t>(T));
   // One block between hyper-connections: the streams collapse into its input (then its norm),
   // `block` maps h [T, D] to o [T, D], the output expands back into the streams.
-  auto hyper_block = [&](const HyperWeights& hc, const std::vector<float>& norm, auto&& block, const std::string& what) {
+  auto hyper_block = [&](const HyperWeights& hc, const std::vector<float>& norm, auto&& block,
+                         const std::string& what) {
     for (int64_t t = 0; t < T; ++t) {
       float* Xt = X.data() + t * N * D;
       mix[static_cast<size_t>(t)] = ops::hc_mix(Xt, N, D, hc.fn, hc.base, hc.scale, c.hc_iters, c.hc_eps, eps);
@@ -65,7 +67,8 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
       ops::rmsnorm(cin.data(), norm.data(), D, eps, h.data() + t * D);
     }
     block();
-    for (int64_t t = 0; t < T; ++t) ops::hc_expand(mix[static_cast<size_t>(t)], o.data() + t * D, X.data() + t * N * D, D);
+    for (int64_t t = 0; t < T; ++t)
+      ops::hc_expand(mix[static_cast<size_t>(t)], o.data() + t * D, X.data() + t * N * D, D);
     check_finite(X, D, {.call = "oracle", .layer = what, .pos0 = pos0});
   };
 
@@ -77,84 +80,94 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
     const std::vector<double>& freq = form == Dsv4Attn::Sliding ? main_freq : comp_freq;
     const std::string name = "layer " + std::to_string(li);
 
-    hyper_block(*L.hc_attn, L.attn_norm, [&] {
-      std::vector<float> qlat(static_cast<size_t>(T * qr)), q(static_cast<size_t>(T * H * hd)), kv(static_cast<size_t>(T * hd));
-      ops::matmul(a.wq_a, h.data(), T, qlat.data(), th);
-      for (int64_t t = 0; t < T; ++t) ops::rmsnorm(qlat.data() + t * qr, a.q_a_norm.data(), qr, eps, qlat.data() + t * qr);
-      ops::matmul(a.wq_b, qlat.data(), T, q.data(), th);
-      ops::matmul(a.wkv, h.data(), T, kv.data(), th);
-      for (int64_t t = 0; t < T; ++t) {
-        head_rmsnorm(q.data() + t * H * hd, H, hd, eps);
-        rope_heads(q.data() + t * H * hd, H, hd, freq, pos0 + t, false);
-        ops::rmsnorm(kv.data() + t * hd, a.kv_norm.data(), hd, eps, kv.data() + t * hd);
-        rope_heads(kv.data() + t * hd, 1, hd, freq, pos0 + t, false);
-        std::memcpy(ac.k.data() + (pos0 + t) * hd, kv.data() + t * hd, sizeof(float) * hd);
-      }
-      // the compressors take this call's tokens first: a query reads only the rows its own
-      // position has closed (visible_rows)
-      auto compress = [&](const CompressorWeights& k, CompressorState& st) {
-        const int64_t cw = st.cw();
-        std::vector<float> kvc(static_cast<size_t>(T * cw)), gc(static_cast<size_t>(T * cw));
-        ops::matmul(k.wkv, h.data(), T, kvc.data(), th);
-        ops::matmul(k.wgate, h.data(), T, gc.data(), th);
-        ops::compressor_append(st, kvc.data(), gc.data(), T, k.ape, k.norm, eps, comp_freq);
-      };
-      if (L.compressor) compress(*L.compressor, ac.comp);
-      std::vector<float> qi, wi;
-      if (L.dsv4_indexer) {
-        compress(L.dsv4_indexer->comp, ac.index_comp);
-        qi.resize(static_cast<size_t>(T * IH * ihd));
-        wi.resize(static_cast<size_t>(T * IH));
-        ops::matmul(L.dsv4_indexer->wq_b, qlat.data(), T, qi.data(), th);
-        ops::matmul(L.dsv4_indexer->weights, h.data(), T, wi.data(), th);
-        for (int64_t t = 0; t < T; ++t) rope_heads(qi.data() + t * IH * ihd, IH, ihd, comp_freq, pos0 + t, false);
-      }
-      std::vector<float> att(static_cast<size_t>(H * hd)), grouped(static_cast<size_t>(c.o_groups * c.o_rank));
-      for (int64_t t = 0; t < T; ++t) {
-        const int64_t p = pos0 + t;
-        std::vector<const float*> keys;
-        for (int64_t j = std::max<int64_t>(0, p - c.sliding_window + 1); j <= p; ++j) keys.push_back(ac.k.data() + j * hd);
-        if (form == Dsv4Attn::Hca) {
-          for (int64_t r = 0; r < ops::visible_rows(p, ac.comp.ratio); ++r) keys.push_back(ac.comp.rows.data() + r * hd);
-        } else if (form == Dsv4Attn::Csa) {
-          const int64_t nvis = ops::visible_rows(p, ac.comp.ratio);
-          const std::vector<double> score = ops::indexer_scores(qi.data() + t * IH * ihd, wi.data() + t * IH,
-                                                                ac.index_comp.rows.data(), nvis, IH, ihd);
-          for (int32_t r : ops::select_top(score, c.dsa_topk)) keys.push_back(ac.comp.rows.data() + r * hd);
-        }
-        ops::sink_attention(q.data() + t * H * hd, keys, a.sinks.data(), H, hd, att.data());
-        rope_heads(att.data(), H, hd, freq, p, true);
-        ops::grouped_out(a.wo_a, c.o_groups, att.data(), grouped.data());
-        ops::matvec(a.wo_b, grouped.data(), o.data() + t * D, th);
-      }
-    }, name + " (DeepSeek-V4 attention)");
+    hyper_block(
+        *L.hc_attn, L.attn_norm,
+        [&] {
+          std::vector<float> qlat(static_cast<size_t>(T * qr)), q(static_cast<size_t>(T * H * hd)),
+              kv(static_cast<size_t>(T * hd));
+          ops::matmul(a.wq_a, h.data(), T, qlat.data(), th);
+          for (int64_t t = 0; t < T; ++t)
+            ops::rmsnorm(qlat.data() + t * qr, a.q_a_norm.data(), qr, eps, qlat.data() + t * qr);
+          ops::matmul(a.wq_b, qlat.data(), T, q.data(), th);
+          ops::matmul(a.wkv, h.data(), T, kv.data(), th);
+          for (int64_t t = 0; t < T; ++t) {
+            head_rmsnorm(q.data() + t * H * hd, H, hd, eps);
+            rope_heads(q.data() + t * H * hd, H, hd, freq, pos0 + t, false);
+            ops::rmsnorm(kv.data() + t * hd, a.kv_norm.data(), hd, eps, kv.data() + t * hd);
+            rope_heads(kv.data() + t * hd, 1, hd, freq, pos0 + t, false);
+            std::memcpy(ac.k.data() + (pos0 + t) * hd, kv.data() + t * hd, sizeof(float) * hd);
+          }
+          // the compressors take this call's tokens first: a query reads only the rows its own
+          // position has closed (visible_rows)
+          auto compress = [&](const CompressorWeights& k, CompressorState& st) {
+            const int64_t cw = st.cw();
+            std::vector<float> kvc(static_cast<size_t>(T * cw)), gc(static_cast<size_t>(T * cw));
+            ops::matmul(k.wkv, h.data(), T, kvc.data(), th);
+            ops::matmul(k.wgate, h.data(), T, gc.data(), th);
+            ops::compressor_append(st, kvc.data(), gc.data(), T, k.ape, k.norm, eps, comp_freq);
+          };
+          if (L.compressor) compress(*L.compressor, ac.comp);
+          std::vector<float> qi, wi;
+          if (L.dsv4_indexer) {
+            compress(L.dsv4_indexer->comp, ac.index_comp);
+            qi.resize(static_cast<size_t>(T * IH * ihd));
+            wi.resize(static_cast<size_t>(T * IH));
+            ops::matmul(L.dsv4_indexer->wq_b, qlat.data(), T, qi.data(), th);
+            ops::matmul(L.dsv4_indexer->weights, h.data(), T, wi.data(), th);
+            for (int64_t t = 0; t < T; ++t) rope_heads(qi.data() + t * IH * ihd, IH, ihd, comp_freq, pos0 + t, false);
+          }
+          std::vector<float> att(static_cast<size_t>(H * hd)), grouped(static_cast<size_t>(c.o_groups * c.o_rank));
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t p = pos0 + t;
+            std::vector<const float*> keys;
+            for (int64_t j = std::max<int64_t>(0, p - c.sliding_window + 1); j <= p; ++j)
+              keys.push_back(ac.k.data() + j * hd);
+            if (form == Dsv4Attn::Hca) {
+              for (int64_t r = 0; r < ops::visible_rows(p, ac.comp.ratio); ++r)
+                keys.push_back(ac.comp.rows.data() + r * hd);
+            } else if (form == Dsv4Attn::Csa) {
+              const int64_t nvis = ops::visible_rows(p, ac.comp.ratio);
+              const std::vector<double> score = ops::indexer_scores(qi.data() + t * IH * ihd, wi.data() + t * IH,
+                                                                    ac.index_comp.rows.data(), nvis, IH, ihd);
+              for (int32_t r : ops::select_top(score, c.dsa_topk)) keys.push_back(ac.comp.rows.data() + r * hd);
+            }
+            ops::sink_attention(q.data() + t * H * hd, keys, a.sinks.data(), H, hd, att.data());
+            rope_heads(att.data(), H, hd, freq, p, true);
+            ops::grouped_out(a.wo_a, c.o_groups, att.data(), grouped.data());
+            ops::matvec(a.wo_b, grouped.data(), o.data() + t * D, th);
+          }
+        },
+        name + " (DeepSeek-V4 attention)");
 
-    hyper_block(*L.hc_ffn, L.ffn_norm, [&] {
-      const MoeWeights& m = *L.moe;
-      const bool hash = li < c.n_hash_layers;
-      std::vector<float> logits(static_cast<size_t>(c.n_expert)), e_out(static_cast<size_t>(D)),
-          s_out(static_cast<size_t>(D));
-      for (int64_t t = 0; t < T; ++t) {
-        const float* ht = h.data() + t * D;
-        ops::matvec(m.router, ht, logits.data(), th);
-        std::vector<int32_t> fixed;
-        if (hash)
-          for (int64_t j = 0; j < c.n_expert_used; ++j)
-            fixed.push_back(static_cast<int32_t>(m.tid2eid[static_cast<size_t>(tokens[t] * c.n_expert_used + j)]));
-        auto sel = ops::route_sqrt_softplus(logits, m.router_bias, fixed, c.n_expert_used, c.expert_weights_scale);
-        std::sort(sel.begin(), sel.end());  // experts added in ascending id, as transformers does
-        std::vector<double> acc(static_cast<size_t>(D), 0.0);
-        for (const auto& [e, wgt] : sel) {
-          ops::ffn_clamped(m.experts[static_cast<size_t>(e)], ht, 1, limit, e_out.data(), th);
-          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += wgt * static_cast<double>(e_out[d]);
-        }
-        if (c.n_ff_shexp > 0) {
-          ops::ffn_clamped(m.shared, ht, 1, limit, s_out.data(), th);
-          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += static_cast<double>(s_out[d]);
-        }
-        for (int64_t d = 0; d < D; ++d) o[t * D + d] = static_cast<float>(acc[static_cast<size_t>(d)]);
-      }
-    }, name + " (MoE)");
+    hyper_block(
+        *L.hc_ffn, L.ffn_norm,
+        [&] {
+          const MoeWeights& m = *L.moe;
+          const bool hash = li < c.n_hash_layers;
+          std::vector<float> logits(static_cast<size_t>(c.n_expert)), e_out(static_cast<size_t>(D)),
+              s_out(static_cast<size_t>(D));
+          for (int64_t t = 0; t < T; ++t) {
+            const float* ht = h.data() + t * D;
+            ops::matvec(m.router, ht, logits.data(), th);
+            std::vector<int32_t> fixed;
+            if (hash)
+              for (int64_t j = 0; j < c.n_expert_used; ++j)
+                fixed.push_back(static_cast<int32_t>(m.tid2eid[static_cast<size_t>(tokens[t] * c.n_expert_used + j)]));
+            auto sel = ops::route_sqrt_softplus(logits, m.router_bias, fixed, c.n_expert_used, c.expert_weights_scale);
+            std::sort(sel.begin(), sel.end());  // experts added in ascending id, as transformers does
+            std::vector<double> acc(static_cast<size_t>(D), 0.0);
+            for (const auto& [e, wgt] : sel) {
+              ops::ffn_clamped(m.experts[static_cast<size_t>(e)], ht, 1, limit, e_out.data(), th);
+              for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += wgt * static_cast<double>(e_out[d]);
+            }
+            if (c.n_ff_shexp > 0) {
+              ops::ffn_clamped(m.shared, ht, 1, limit, s_out.data(), th);
+              for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += static_cast<double>(s_out[d]);
+            }
+            for (int64_t d = 0; d < D; ++d) o[t * D + d] = static_cast<float>(acc[static_cast<size_t>(d)]);
+          }
+        },
+        name + " (MoE)");
   }
   cache.pos += T;
 

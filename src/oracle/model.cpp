@@ -55,7 +55,8 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
     check_mat(a.wo_a, G * R, H * hd / G, p + ".dsv4.wo_a");
     check_mat(a.wo_b, D, G * R, p + ".dsv4.wo_b");
     check_vec(a.sinks, H, p + ".dsv4.sinks");
-    auto check_comp = [&](const CompressorWeights& k, int64_t width, int64_t ratio, bool overlap, const std::string& n) {
+    auto check_comp = [&](const CompressorWeights& k, int64_t width, int64_t ratio, bool overlap,
+                          const std::string& n) {
       const int64_t cw = overlap ? 2 * width : width;
       check_mat(k.wkv, cw, D, n + ".wkv");
       check_mat(k.wgate, cw, D, n + ".wgate");
@@ -63,7 +64,8 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
       check_vec(k.norm, width, n + ".norm");
     };
     const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(layer)];
-    need(L.compressor.has_value() == (form != Dsv4Attn::Sliding), p + ": compressor presence differs from the layer's form");
+    need(L.compressor.has_value() == (form != Dsv4Attn::Sliding),
+         p + ": compressor presence differs from the layer's form");
     need(L.dsv4_indexer.has_value() == (form == Dsv4Attn::Csa), p + ": indexer presence differs from the layer's form");
     if (L.compressor)
       check_comp(*L.compressor, hd, form == Dsv4Attn::Csa ? c.csa_ratio : c.hca_ratio, form == Dsv4Attn::Csa,

@@ -116,10 +116,10 @@ TEST(Dsv4Config, TransformersDefaultsAndTheReleasesLegacyKeys) {
 
 TEST(Dsv4Config, NestedRopeParametersAsTransformersSavesThem) {
   MemorySource s = dsv4_keys();
-  for (const char* k : {"rope_parameters.rope_type", "rope_parameters.factor",
-                        "rope_parameters.original_max_position_embeddings", "rope_parameters.beta_fast",
-                        "rope_parameters.beta_slow", "rope_parameters.attention_factor", "rope_theta",
-                        "compress_rope_theta"})
+  for (const char* k :
+       {"rope_parameters.rope_type", "rope_parameters.factor", "rope_parameters.original_max_position_embeddings",
+        "rope_parameters.beta_fast", "rope_parameters.beta_slow", "rope_parameters.attention_factor", "rope_theta",
+        "compress_rope_theta"})
     s.erase_meta(k);
   s.set("rope_parameters.main.rope_type", std::string("default"));
   s.set("rope_parameters.main.rope_theta", 20000.0);
@@ -140,8 +140,8 @@ TEST(Dsv4Config, NestedRopeParametersAsTransformersSavesThem) {
 
 TEST(Dsv4Config, UnsupportedOrInconsistentFieldsAreNamed) {
   MemorySource s = dsv4_keys();
-  s.set("layer_types", std::vector<std::string>{"sliding_attention", "full_attention", "sliding_attention",
-                                                "sliding_attention"});
+  s.set("layer_types",
+        std::vector<std::string>{"sliding_attention", "full_attention", "sliding_attention", "sliding_attention"});
   EXPECT_THAT(config_error(s), HasSubstr("layer_types[1] = 'full_attention'"));
   s = dsv4_keys();
   s.set("layer_types", std::vector<std::string>{"sliding_attention"});
@@ -253,7 +253,8 @@ TEST(Dsv4Files, BadTensorsAreNamed) {
   {  // a missing indexer tensor
     MemorySource h = to_hf_source(c, w);
     h.remove("model.layers.2.self_attn.compressor.indexer.q_b_proj.weight");
-    EXPECT_THAT(load_error(h), HasSubstr("tensor 'model.layers.2.self_attn.compressor.indexer.q_b_proj.weight' missing"));
+    EXPECT_THAT(load_error(h),
+                HasSubstr("tensor 'model.layers.2.self_attn.compressor.indexer.q_b_proj.weight' missing"));
   }
   {  // the HCA position bias read as the CSA one's width
     ModelConfig other = c;

@@ -443,9 +443,7 @@ TEST(Dsv4Model, BadWeightsAndConfigsFailNamingTheField) {
   auto message = [](auto&& f) -> std::string {
     try {
       f();
-    } catch (const Error& e) {
-      return e.what();
-    }
+    } catch (const Error& e) { return e.what(); }
     return "";
   };
   ModelWeights w = random_weights(c, 5);
