@@ -43,6 +43,15 @@ struct Options {
   // tips), not by the quantisation of every activation. Off (the default): f32 activations,
   // the model's own value; float matrices (F32, F16, BF16) are unaffected either way.
   bool q8_1_activations = false;
+  // Which rows a DeepSeek-V4 lightning indexer keeps when scores tie at its top-k cut. Its
+  // scores are sums of ReLUs, so with few indexer heads exact zeros (every head negative) tie
+  // often. LowestPosition, the contract (the GPU's too): the earliest rows, whatever the call.
+  // TorchCpu: the rows torch.topk (torch 2.11, CPU) returns over the call's whole score row,
+  // rows not yet closed at -inf, as transformers' prefill and decode build it. Not a contract
+  // (it depends on how many rows the call closed, so a prompt and its decode can differ): it
+  // exists so a transformers bank can be compared row by row (hf_bank_test).
+  enum class TopkTies { LowestPosition, TorchCpu };
+  TopkTies topk_ties = TopkTies::LowestPosition;
 };
 
 // A DeepSeek-V4 compressor's state over a sequence (src/oracle/dsv4.cpp compressor_append):

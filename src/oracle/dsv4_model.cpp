@@ -129,7 +129,11 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
               const int64_t nvis = ops::visible_rows(p, ac.comp.ratio);
               const std::vector<double> score = ops::indexer_scores(qi.data() + t * IH * ihd, wi.data() + t * IH,
                                                                     ac.index_comp.rows.data(), nvis, IH, ihd);
-              for (int32_t r : ops::select_top(score, c.dsa_topk)) keys.push_back(ac.comp.rows.data() + r * hd);
+              const std::vector<int32_t> chosen =
+                  opt_.topk_ties == Options::TopkTies::TorchCpu
+                      ? ops::select_top_torch_cpu(score, ac.index_comp.n_rows(), c.dsa_topk)
+                      : ops::select_top(score, c.dsa_topk);
+              for (int32_t r : chosen) keys.push_back(ac.comp.rows.data() + r * hd);
             }
             ops::sink_attention(q.data() + t * H * hd, keys, a.sinks.data(), H, hd, att.data());
             rope_heads(att.data(), H, hd, freq, p, true);

@@ -65,6 +65,29 @@ std::vector<int32_t> select_top(std::span<const double> scores, int64_t k) {
   return idx;
 }
 
+std::vector<int32_t> select_top_torch_cpu(std::span<const double> scores, int64_t n_total, int64_t k) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  if (n_total < n) fail("select_top_torch_cpu: ", n, " scores in a row of ", n_total);
+  k = std::min(k, n_total);
+  if (k <= 0) return {};
+  if (k * 64 <= n_total)
+    fail("select_top_torch_cpu: a row of ", n_total, " for top ", k,
+         " takes torch's partial-sort branch, which is not reproduced");
+  using Entry = std::pair<float, int64_t>;
+  std::vector<Entry> row(static_cast<size_t>(n_total));
+  for (int64_t j = 0; j < n_total; ++j) row[j] = {j < n ? static_cast<float>(scores[j]) : -INFINITY, j};
+  auto before = [](const Entry& a, const Entry& b) {
+    return (std::isnan(a.first) && !std::isnan(b.first)) || a.first > b.first;
+  };
+  std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), before);
+  std::sort(row.begin(), row.begin() + (k - 1), before);
+  std::vector<int32_t> out;
+  for (int64_t j = 0; j < k; ++j)
+    if (row[j].second < n) out.push_back(static_cast<int32_t>(row[j].second));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const float* x, int64_t T, int64_t pos0,
          AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads) {
   const int64_t H = c.n_head, hd = c.head_dim, dn = c.mla_d_nope, dr = c.n_rot, dv = c.mla_d_v;

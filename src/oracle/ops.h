@@ -58,6 +58,12 @@ void layernorm(const float* x, const float* w, const float* b, int64_t n, double
 // The positions of the k largest scores in increasing position order (all of them when there are
 // at most k); ties at the cut go to the lowest position.
 std::vector<int32_t> select_top(std::span<const double> scores, int64_t k);
+// The same choice as torch.topk(largest, sorted) on the CPU (ATen's topk loop: (f32 value,
+// index) pairs, nth_element at k - 1 then a sort of the first k - 1, NaN first) over a row of
+// n_total scores whose entries past scores.size() are -inf; the chosen entries below
+// scores.size() in increasing position order. Only the nth_element branch (k·64 > n_total) is
+// reproduced; a longer row is refused rather than approximated.
+std::vector<int32_t> select_top_torch_cpu(std::span<const double> scores, int64_t n_total, int64_t k);
 
 // Softmax in f64 of the router logits, the top-k by probability (ties: lowest expert index),
 // renormalised to sum 1 when `renorm`. Returns (expert, weight) in selection order.

@@ -4,6 +4,7 @@
 // and the clamped SwiGLU. Each case is built so that a plausible mistake (rows for columns in the
 // Sinkhorn, the mix's direction, the sink scaled like a score, the bias in the weights) changes
 // the expected value.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -235,6 +236,27 @@ TEST(Dsv4Indexer, ReluPerHeadThenWeightedSum) {
   EXPECT_NEAR(s[0], 2 * ws * 3 * ks, 1e-12);
   // key 1: head 0 = 1, head 1 = 0
   EXPECT_NEAR(s[1], 2 * ws * 1 * ks, 1e-12);
+}
+
+TEST(Dsv4Indexer, TiesAtTheCutFollowTheChosenRule) {
+  // Six rows, top 4, rows 1..5 tied at 0 (every head's ReLU clipped): the contract keeps the
+  // lowest rows; torch's order keeps four distinct rows including the one clear winner.
+  const std::vector<double> s = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  EXPECT_EQ(ops::select_top(s, 4), (std::vector<int32_t>{0, 1, 2, 3}));
+  const std::vector<double> t = {0.0, 0.0, 0.0, 0.0, 2.0, 0.0};
+  EXPECT_EQ(ops::select_top(t, 4), (std::vector<int32_t>{0, 1, 2, 4}));
+  const std::vector<int32_t> torch = ops::select_top_torch_cpu(t, 6, 4);
+  ASSERT_EQ(torch.size(), 4u);
+  EXPECT_TRUE(std::is_sorted(torch.begin(), torch.end()));
+  EXPECT_TRUE(std::adjacent_find(torch.begin(), torch.end()) == torch.end());
+  EXPECT_TRUE(std::binary_search(torch.begin(), torch.end(), 4));
+  // Without ties both rules keep the same rows, and rows not closed yet (-inf past the scores)
+  // are never returned, even when fewer than k rows are closed.
+  const std::vector<double> u = {0.5, -1.0, 3.0, 0.25, 2.0, 1.0, -0.5};
+  EXPECT_EQ(ops::select_top_torch_cpu(u, 9, 4), ops::select_top(u, 4));
+  EXPECT_EQ(ops::select_top_torch_cpu(std::vector<double>{1.0, 2.0}, 8, 4), (std::vector<int32_t>{0, 1}));
+  // torch's partial-sort branch (k·64 <= row length) is not reproduced: refused, not guessed.
+  EXPECT_THROW(ops::select_top_torch_cpu(std::vector<double>(256, 0.0), 256, 4), Error);
 }
 
 TEST(Dsv4Attention, TheSinkTakesMassUnscaled) {
