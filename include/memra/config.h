@@ -73,6 +73,7 @@ class MetaKeys {
   virtual bool get_bool(std::string_view key) const = 0;
   virtual std::string get_string(std::string_view key) const = 0;
   virtual std::vector<int64_t> get_int_array(std::string_view key) const = 0;  // bools as 0/1
+  virtual std::vector<double> get_float_array(std::string_view key) const = 0;  // integers accepted
   virtual std::vector<std::string> get_string_array(std::string_view key) const = 0;
 };
 

@@ -56,6 +56,7 @@ class HfConfig {
   bool get_bool(std::string_view key) const;
   std::string get_string(std::string_view key) const;
   std::vector<int64_t> get_int_array(std::string_view key) const;
+  std::vector<double> get_float_array(std::string_view key) const;  // any JSON numbers
   std::vector<std::string> get_string_array(std::string_view key) const;
 
   // `fallback` when absent or null; a present value of the wrong type is still an error.

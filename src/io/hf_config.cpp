@@ -163,6 +163,19 @@ std::vector<int64_t> HfConfig::get_int_array(std::string_view key) const {
   return out;
 }
 
+std::vector<double> HfConfig::get_float_array(std::string_view key) const {
+  std::string shown;
+  const Json& v = require(key, &shown);
+  if (!v.is_array()) wrong_type(path_, shown, v, "array of numbers");
+  std::vector<double> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number()) wrong_type(path_, shown + "[" + std::to_string(i) + "]", v[i], "number");
+    out.push_back(v[i].get<double>());
+  }
+  return out;
+}
+
 std::vector<std::string> HfConfig::get_string_array(std::string_view key) const {
   std::string shown;
   const Json& v = require(key, &shown);

@@ -443,7 +443,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
     ModelConfig c;
     c.family = family_from_arch(arch);
     if (c.family == Family::GlmDsa) return glm_from_gguf_keys(kv, c);
-    if (c.family == Family::DeepseekV4) fail("deepseek4: GGUF files are not read yet (docs/deepseek-v4.md)");
+    if (c.family == Family::DeepseekV4) return detail::dsv4_from_gguf_keys(kv, c);
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -508,7 +508,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
 void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
   if (c.family == Family::GlmDsa) return write_glm_gguf_keys(c, dst);
-  if (c.family == Family::DeepseekV4) fail("deepseek4: GGUF files are not written yet (docs/deepseek-v4.md)");
+  if (c.family == Family::DeepseekV4) return detail::write_dsv4_gguf_keys(c, dst);
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
@@ -899,6 +899,12 @@ class MemoryKeys final : public MetaKeys {
     const MetaValue& v = at(key);
     if (auto* a = std::get_if<std::vector<int64_t>>(&v)) return *a;
     type_error(key, "an integer array");
+  }
+  std::vector<double> get_float_array(std::string_view key) const override {
+    const MetaValue& v = at(key);
+    if (auto* a = std::get_if<std::vector<double>>(&v)) return *a;
+    if (auto* a = std::get_if<std::vector<int64_t>>(&v)) return {a->begin(), a->end()};
+    type_error(key, "a number array");
   }
   std::vector<std::string> get_string_array(std::string_view key) const override {
     const MetaValue& v = at(key);

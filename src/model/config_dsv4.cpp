@@ -1,6 +1,7 @@
-// DeepSeek-V4's config.json (model_type deepseek_v4): read as transformers 5.17's
+// DeepSeek-V4's metadata. config.json (model_type deepseek_v4): read as transformers 5.17's
 // DeepseekV4Config reads it, defaults and the release's legacy keys included, and written with
-// every field explicit. docs/deepseek-v4.md lists the keys and what memra refuses.
+// every field explicit. GGUF (arch deepseek4): the keys llama.cpp's loader reads, as its
+// converter writes them. docs/deepseek-v4.md lists the keys and what memra refuses.
 #include "model/config_families.h"
 
 #include <algorithm>
@@ -229,6 +230,182 @@ void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set("norm_topk_prob", true);
   dst.set("routed_scaling_factor", c.expert_weights_scale);
   dst.set("num_nextn_predict_layers", int64_t{0});
+}
+
+// --- GGUF (llama.cpp deepseek4) -----------------------------------------------------------------
+
+namespace {
+constexpr const char* kArch = "deepseek4";
+std::string gguf_key(const char* k) { return std::string(kArch) + "." + k; }
+}  // namespace
+
+ModelConfig dsv4_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
+  auto get = [&](const char* k) { return kv.get_int(gguf_key(k)); };
+  auto get_or = [&](const char* k, int64_t d) { return kv.has(gguf_key(k)) ? kv.get_int(gguf_key(k)) : d; };
+  auto getf = [&](const char* k) { return kv.get_float(gguf_key(k)); };
+  auto require_eq = [&](const char* k, int64_t got, int64_t want, const char* why) {
+    if (got != want) fail(gguf_key(k), " = ", got, " (", why, ")");
+  };
+  const int64_t n_blocks = get("block_count"), n_mtp = get_or("nextn_predict_layers", 0);
+  if (n_mtp < 0 || n_mtp >= n_blocks)
+    fail(gguf_key("nextn_predict_layers"), " = ", n_mtp, " with block_count ", n_blocks);
+  c.n_layer = n_blocks - n_mtp;  // an MTP block (llama.cpp's --mtp file) is not loaded: plain decoding skips it
+  const size_t L = static_cast<size_t>(c.n_layer);
+  c.n_embd = get("embedding_length");
+  c.n_ctx_train = get_or("context_length", 0);
+  c.n_vocab = get_or("vocab_size", 0);  // llama.cpp's converter does not write it: token_embd says
+  c.n_head = get("attention.head_count");
+  c.n_head_kv = get_or("attention.head_count_kv", 1);
+  require_eq("attention.head_count_kv", c.n_head_kv, 1, "DeepSeek-V4 has one key-value head");
+  c.head_dim = get("attention.key_length");
+  if (kv.has(gguf_key("attention.value_length")))
+    require_eq("attention.value_length", get("attention.value_length"), c.head_dim, "K = V: key_length");
+  c.n_rot = get("rope.dimension_count");
+  c.rms_eps = getf("attention.layer_norm_rms_epsilon");
+  c.rope_theta = kv.has(gguf_key("rope.freq_base")) ? getf("rope.freq_base") : 10000.0;
+  c.compress_rope_theta = getf("attention.compress_rope_freq_base");
+  const std::string scaling =
+      kv.has(gguf_key("rope.scaling.type")) ? kv.get_string(gguf_key("rope.scaling.type")) : std::string("none");
+  if (scaling == "yarn") {  // on the compressed layers only, as llama.cpp applies it
+    c.yarn_factor = getf("rope.scaling.factor");
+    c.yarn_orig_ctx = get("rope.scaling.original_context_length");
+    c.yarn_beta_fast = kv.has(gguf_key("rope.scaling.yarn_beta_fast")) ? getf("rope.scaling.yarn_beta_fast") : 32.0;
+    c.yarn_beta_slow = kv.has(gguf_key("rope.scaling.yarn_beta_slow")) ? getf("rope.scaling.yarn_beta_slow") : 1.0;
+  } else if (scaling != "none") {
+    fail(gguf_key("rope.scaling.type"), " = '", scaling, "' (none or yarn)");
+  }
+  c.mla_q_rank = get("attention.q_lora_rank");
+  c.sliding_window = get("attention.sliding_window");
+  c.o_groups = get("attention.output_group_count");
+  c.o_rank = get("attention.output_lora_rank");
+  c.dsa_n_head = get("attention.indexer.head_count");
+  c.dsa_head_dim = get("attention.indexer.key_length");
+  c.dsa_topk = get("attention.indexer.top_k");
+  c.hc_mult = get("hyper_connection.count");
+  c.hc_iters = get("hyper_connection.sinkhorn_iterations");
+  c.hc_eps = getf("hyper_connection.epsilon");
+
+  // Per-layer compress ratios (llama.cpp lists the MTP layer's too): 0 sliding, 4 compressed-
+  // sparse (the layers with an indexer: llama.cpp tells CSA by this ratio), any other heavily
+  // compressed. llama.cpp itself accepts only 128 there; memra reads any one HCA ratio.
+  const std::vector<int64_t> ratios = kv.get_int_array(gguf_key("attention.compress_ratios"));
+  if (ratios.size() < L)
+    fail(gguf_key("attention.compress_ratios"), " has ", ratios.size(), " entries for ", L, " layers");
+  c.layer_kind.assign(L, LayerKind::Dsv4);
+  c.dsv4_attn.assign(L, Dsv4Attn::Sliding);
+  c.csa_ratio = 4;
+  c.hca_ratio = 0;
+  for (size_t i = 0; i < L; ++i) {
+    const int64_t r = ratios[i];
+    if (r == 0) continue;
+    if (r < 0) fail(gguf_key("attention.compress_ratios"), "[", i, "] = ", r);
+    if (r == c.csa_ratio) {
+      c.dsv4_attn[i] = Dsv4Attn::Csa;
+      continue;
+    }
+    if (c.hca_ratio != 0 && r != c.hca_ratio)
+      fail(gguf_key("attention.compress_ratios"), "[", i, "] = ", r, " after HCA layers of ", c.hca_ratio,
+           " (one heavily compressed ratio per model)");
+    c.hca_ratio = r;
+    c.dsv4_attn[i] = Dsv4Attn::Hca;
+  }
+  if (c.hca_ratio == 0) c.hca_ratio = 128;
+
+  c.ffn_kind.assign(L, FfnKind::Moe);
+  c.n_ff = 0;
+  c.n_hash_layers = get("hash_layer_count");
+  if (c.n_hash_layers < 0 || c.n_hash_layers > c.n_layer)
+    fail(gguf_key("hash_layer_count"), " = ", c.n_hash_layers, " with ", c.n_layer, " layers");
+  const int64_t gating = get("expert_gating_func");
+  if (gating != 4) fail(gguf_key("expert_gating_func"), " = ", gating, " (DeepSeek-V4 scores by sqrt(softplus): 4)");
+  c.moe_gating = MoeGating::SqrtSoftplus;
+  require_eq("expert_shared_count", get("expert_shared_count"), 1, "DeepSeek-V4 has one shared expert");
+  if (!kv.get_bool(gguf_key("expert_weights_norm")))
+    fail(gguf_key("expert_weights_norm"), " = false (DeepSeek-V4 renormalises the chosen experts' weights)");
+  c.norm_topk = true;
+  c.n_expert = get("expert_count");
+  c.n_expert_used = get("expert_used_count");
+  c.n_ff_exp = get("expert_feed_forward_length");
+  c.n_ff_shexp = c.n_ff_exp;
+  c.expert_weights_scale = getf("expert_weights_scale");
+  // The SwiGLU clamp: a per-layer array (or one number) for the routed experts, the same or
+  // absent for the shared one. memra clamps every expert of every layer alike.
+  auto limits = [&](const char* k) {
+    const std::string key = gguf_key(k);
+    std::vector<double> v = kv.get_float_array(key);
+    if (v.size() < L) fail(key, " has ", v.size(), " entries for ", L, " layers");
+    for (size_t i = 1; i < L; ++i)
+      if (v[i] != v[0]) fail(key, "[", i, "] = ", v[i], " differs from [0] = ", v[0], " (one limit per model)");
+    return v[0];
+  };
+  auto limit_of = [&](const char* k) {  // llama.cpp reads one number or a per-layer array
+    try {
+      return kv.get_float(gguf_key(k));
+    } catch (const Error&) { return limits(k); }
+  };
+  c.swiglu_limit = limit_of("swiglu_clamp_exp");
+  if (kv.has(gguf_key("swiglu_clamp_shexp")) && limit_of("swiglu_clamp_shexp") != c.swiglu_limit)
+    fail(gguf_key("swiglu_clamp_shexp"), " = ", limit_of("swiglu_clamp_shexp"), " differs from swiglu_clamp_exp ",
+         c.swiglu_limit, " (memra clamps the shared expert like the routed ones)");
+  return c;
+}
+
+void write_dsv4_gguf_keys(const ModelConfig& c, MemorySource& dst) {
+  auto set = [&](const char* k, MetaValue v) { dst.set(gguf_key(k), std::move(v)); };
+  if (c.csa_ratio != 4 && std::count(c.dsv4_attn.begin(), c.dsv4_attn.end(), Dsv4Attn::Csa) > 0)
+    fail("deepseek4 GGUF: a compressed-sparse ratio of ", c.csa_ratio,
+         " (llama.cpp's compress_ratios tell CSA layers by the ratio 4)");
+  if (c.hca_ratio == 4 && std::count(c.dsv4_attn.begin(), c.dsv4_attn.end(), Dsv4Attn::Hca) > 0)
+    fail("deepseek4 GGUF: a heavily compressed ratio of 4 would read back as compressed-sparse");
+  if (c.n_ff_shexp != c.n_ff_exp)
+    fail("deepseek4 GGUF: a shared expert of ", c.n_ff_shexp, " differs from the expert width ", c.n_ff_exp);
+  dst.set("general.architecture", std::string(kArch));
+  dst.set("general.alignment", int64_t{32});
+  set("block_count", c.n_layer);
+  set("context_length", c.n_ctx_train);
+  set("embedding_length", c.n_embd);
+  set("embedding_length_out", c.hc_mult * c.n_embd);
+  set("vocab_size", c.n_vocab);
+  set("attention.head_count", c.n_head);
+  set("attention.head_count_kv", c.n_head_kv);
+  set("attention.key_length", c.head_dim);
+  set("attention.value_length", c.head_dim);
+  set("attention.layer_norm_rms_epsilon", c.rms_eps);
+  set("rope.dimension_count", c.n_rot);
+  set("rope.freq_base", c.rope_theta);
+  if (c.yarn_factor > 0) {
+    set("rope.scaling.type", std::string("yarn"));
+    set("rope.scaling.factor", c.yarn_factor);
+    set("rope.scaling.original_context_length", c.yarn_orig_ctx);
+    set("rope.scaling.yarn_beta_fast", c.yarn_beta_fast);
+    set("rope.scaling.yarn_beta_slow", c.yarn_beta_slow);
+  }
+  set("attention.q_lora_rank", c.mla_q_rank);
+  set("attention.sliding_window", c.sliding_window);
+  set("attention.output_group_count", c.o_groups);
+  set("attention.output_lora_rank", c.o_rank);
+  set("attention.compress_rope_freq_base", c.compress_rope_theta);
+  std::vector<int64_t> ratios;
+  for (const Dsv4Attn a : c.dsv4_attn)
+    ratios.push_back(a == Dsv4Attn::Csa ? c.csa_ratio : a == Dsv4Attn::Hca ? c.hca_ratio : 0);
+  set("attention.compress_ratios", ratios);
+  set("attention.indexer.head_count", c.dsa_n_head);
+  set("attention.indexer.key_length", c.dsa_head_dim);
+  set("attention.indexer.top_k", c.dsa_topk);
+  set("hyper_connection.count", c.hc_mult);
+  set("hyper_connection.sinkhorn_iterations", c.hc_iters);
+  set("hyper_connection.epsilon", c.hc_eps);
+  set("hash_layer_count", c.n_hash_layers);
+  set("expert_count", c.n_expert);
+  set("expert_used_count", c.n_expert_used);
+  set("expert_feed_forward_length", c.n_ff_exp);
+  set("expert_shared_count", int64_t{1});
+  set("expert_weights_scale", c.expert_weights_scale);
+  set("expert_weights_norm", true);
+  set("expert_gating_func", int64_t{4});
+  const std::vector<double> limit(static_cast<size_t>(c.n_layer), c.swiglu_limit);
+  set("swiglu_clamp_exp", limit);
+  set("swiglu_clamp_shexp", limit);
 }
 
 }  // namespace memra::detail

@@ -14,5 +14,8 @@ namespace memra::detail {
 // an error is the config.json key. config_dsv4.cpp.
 ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c);
 void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst);
+// The same model as llama.cpp's deepseek4 GGUF keys; every field named in an error is the key.
+ModelConfig dsv4_from_gguf_keys(const MetaKeys& kv, ModelConfig c);
+void write_dsv4_gguf_keys(const ModelConfig& c, MemorySource& dst);
 
 }  // namespace memra::detail

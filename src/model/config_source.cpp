@@ -32,6 +32,7 @@ class GgufKeys final : public MetaKeys {
     }
     return f_.get_int_array(k);
   }
+  std::vector<double> get_float_array(std::string_view k) const override { return f_.get_float_array(k); }
   std::vector<std::string> get_string_array(std::string_view k) const override {
     return f_.get_string_array(k);
   }
@@ -50,6 +51,7 @@ class HfKeys final : public MetaKeys {
   bool get_bool(std::string_view k) const override { return c_.get_bool(k); }
   std::string get_string(std::string_view k) const override { return c_.get_string(k); }
   std::vector<int64_t> get_int_array(std::string_view k) const override { return c_.get_int_array(k); }
+  std::vector<double> get_float_array(std::string_view k) const override { return c_.get_float_array(k); }
   std::vector<std::string> get_string_array(std::string_view k) const override {
     return c_.get_string_array(k);
   }

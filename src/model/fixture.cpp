@@ -527,6 +527,10 @@ DType gguf_storage_type(std::string_view name, const std::vector<int64_t>& ne, D
   if (ne.size() < 2) return DType::F32;
   if (name.find("ffn_gate_inp") != std::string_view::npos) return DType::F32;
   if (name.find("ssm_conv1d") != std::string_view::npos) return DType::F32;
+  // DeepSeek-V4's hyper-connection mixers and compressor position biases are F32 in the release
+  // and in llama.cpp's files.
+  for (const char* f32 : {"hc_attn_fn", "hc_ffn_fn", "output_hc_fn", "compressor_ape"})
+    if (name.find(f32) != std::string_view::npos) return DType::F32;
   // llama.cpp loads a per-tensor NVFP4 `.scale` only for the tensors its graphs multiply by one:
   // a `token_embd.scale` or `blk.N.ssm_ba.scale` makes it reject the whole file ("wrong number
   // of tensors"; docs/interop.md). NVFP4 checkpoints keep the embedding out of FP4 anyway, so
@@ -603,6 +607,10 @@ void write_fixture_gguf(const std::string& path, const ModelConfig& c, const Mod
   set_common_meta(g, src, tok, name);
   for (const std::string& tn : src.tensor_names()) {
     const TensorView& t = *src.find(tn);
+    if (t.type != DType::F32) {  // integer tables (DeepSeek-V4's tid2eid, I32) go as they are
+      g.add_tensor(tn, t.type, t.ne, t.data);
+      continue;
+    }
     const DType type = gguf_storage_type(tn, t.ne, matrix_type);
     const int64_t ncols = t.ne[0], nrows = t.nelements() / std::max<int64_t>(ncols, 1);
     std::vector<float> x(static_cast<size_t>(t.nelements()));

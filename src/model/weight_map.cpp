@@ -191,38 +191,38 @@ constexpr SlotNames kNames[] = {
     {Slot::RouterBias, "exp_probs_b.bias", "mlp.gate.e_score_correction_bias"},
     {Slot::MlaKB, "attn_k_b.weight", nullptr},
     {Slot::MlaVB, "attn_v_b.weight", nullptr},
-    // DeepSeek-V4 as transformers 5.17's deepseek_v4 names it (save_pretrained); llama.cpp's
-    // deepseek4 GGUF names are not mapped yet (docs/deepseek-v4.md).
-    {Slot::Dsv4QANorm, nullptr, "self_attn.q_a_norm.weight"},
-    {Slot::Dsv4Kv, nullptr, "self_attn.kv_proj.weight"},
-    {Slot::Dsv4KvNorm, nullptr, "self_attn.kv_norm.weight"},
-    {Slot::Dsv4OA, nullptr, "self_attn.o_a_proj.weight"},
-    {Slot::Dsv4OB, nullptr, "self_attn.o_b_proj.weight"},
-    {Slot::Dsv4Sinks, nullptr, "self_attn.sinks"},
-    {Slot::HcaKv, nullptr, "self_attn.compressor.kv_proj.weight"},
-    {Slot::HcaGate, nullptr, "self_attn.compressor.gate_proj.weight"},
-    {Slot::HcaApe, nullptr, "self_attn.compressor.position_bias"},
-    {Slot::HcaNorm, nullptr, "self_attn.compressor.kv_norm.weight"},
-    {Slot::CsaKv, nullptr, "self_attn.compressor.kv_proj.weight"},
-    {Slot::CsaGate, nullptr, "self_attn.compressor.gate_proj.weight"},
-    {Slot::CsaApe, nullptr, "self_attn.compressor.position_bias"},
-    {Slot::CsaNorm, nullptr, "self_attn.compressor.kv_norm.weight"},
-    {Slot::IdxKv, nullptr, "self_attn.compressor.indexer.kv_proj.weight"},
-    {Slot::IdxGate, nullptr, "self_attn.compressor.indexer.gate_proj.weight"},
-    {Slot::IdxApe, nullptr, "self_attn.compressor.indexer.position_bias"},
-    {Slot::IdxNorm, nullptr, "self_attn.compressor.indexer.kv_norm.weight"},
-    {Slot::IdxQB, nullptr, "self_attn.compressor.indexer.q_b_proj.weight"},
-    {Slot::IdxWeights, nullptr, "self_attn.compressor.indexer.scorer.weights_proj.weight"},
-    {Slot::HcAttnFn, nullptr, "attn_hc.fn"},
-    {Slot::HcAttnBase, nullptr, "attn_hc.base"},
-    {Slot::HcAttnScale, nullptr, "attn_hc.scale"},
-    {Slot::HcFfnFn, nullptr, "ffn_hc.fn"},
-    {Slot::HcFfnBase, nullptr, "ffn_hc.base"},
-    {Slot::HcFfnScale, nullptr, "ffn_hc.scale"},
-    {Slot::Tid2eid, nullptr, "mlp.gate.tid2eid"},
-    {Slot::HcHeadFn, nullptr, "hc_head.hc_fn"},
-    {Slot::HcHeadBase, nullptr, "hc_head.hc_base"},
-    {Slot::HcHeadScale, nullptr, "hc_head.hc_scale"},
+    // DeepSeek-V4: HF as transformers 5.17's deepseek_v4 saves it; GGUF as llama.cpp's deepseek4
+    // (llama-arch.cpp; the hash table ffn_gate_tid2eid as I32, the model's hc_head as output_hc_*)
+    {Slot::Dsv4QANorm, "attn_q_a_norm.weight", "self_attn.q_a_norm.weight"},
+    {Slot::Dsv4Kv, "attn_kv.weight", "self_attn.kv_proj.weight"},
+    {Slot::Dsv4KvNorm, "attn_kv_a_norm.weight", "self_attn.kv_norm.weight"},
+    {Slot::Dsv4OA, "attn_output_a.weight", "self_attn.o_a_proj.weight"},
+    {Slot::Dsv4OB, "attn_output_b.weight", "self_attn.o_b_proj.weight"},
+    {Slot::Dsv4Sinks, "attn_sinks.weight", "self_attn.sinks"},
+    {Slot::HcaKv, "attn_compressor_kv.weight", "self_attn.compressor.kv_proj.weight"},
+    {Slot::HcaGate, "attn_compressor_gate.weight", "self_attn.compressor.gate_proj.weight"},
+    {Slot::HcaApe, "attn_compressor_ape.weight", "self_attn.compressor.position_bias"},
+    {Slot::HcaNorm, "attn_compressor_norm.weight", "self_attn.compressor.kv_norm.weight"},
+    {Slot::CsaKv, "attn_compressor_kv.weight", "self_attn.compressor.kv_proj.weight"},
+    {Slot::CsaGate, "attn_compressor_gate.weight", "self_attn.compressor.gate_proj.weight"},
+    {Slot::CsaApe, "attn_compressor_ape.weight", "self_attn.compressor.position_bias"},
+    {Slot::CsaNorm, "attn_compressor_norm.weight", "self_attn.compressor.kv_norm.weight"},
+    {Slot::IdxKv, "indexer_compressor_kv.weight", "self_attn.compressor.indexer.kv_proj.weight"},
+    {Slot::IdxGate, "indexer_compressor_gate.weight", "self_attn.compressor.indexer.gate_proj.weight"},
+    {Slot::IdxApe, "indexer_compressor_ape.weight", "self_attn.compressor.indexer.position_bias"},
+    {Slot::IdxNorm, "indexer_compressor_norm.weight", "self_attn.compressor.indexer.kv_norm.weight"},
+    {Slot::IdxQB, "indexer.attn_q_b.weight", "self_attn.compressor.indexer.q_b_proj.weight"},
+    {Slot::IdxWeights, "indexer.proj.weight", "self_attn.compressor.indexer.scorer.weights_proj.weight"},
+    {Slot::HcAttnFn, "hc_attn_fn.weight", "attn_hc.fn"},
+    {Slot::HcAttnBase, "hc_attn_base.weight", "attn_hc.base"},
+    {Slot::HcAttnScale, "hc_attn_scale.weight", "attn_hc.scale"},
+    {Slot::HcFfnFn, "hc_ffn_fn.weight", "ffn_hc.fn"},
+    {Slot::HcFfnBase, "hc_ffn_base.weight", "ffn_hc.base"},
+    {Slot::HcFfnScale, "hc_ffn_scale.weight", "ffn_hc.scale"},
+    {Slot::Tid2eid, "ffn_gate_tid2eid.weight", "mlp.gate.tid2eid"},
+    {Slot::HcHeadFn, "output_hc_fn.weight", "hc_head.hc_fn"},
+    {Slot::HcHeadBase, "output_hc_base.weight", "hc_head.hc_base"},
+    {Slot::HcHeadScale, "output_hc_scale.weight", "hc_head.hc_scale"},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -251,7 +251,10 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::MtpHnorm:
     case Slot::MtpFinalNorm: return gguf ? names::gguf_blk(at.mtp_block, t) : t;
     case Slot::FfnNorm:
-      return at.prefix + (gguf && (at.family == Family::Qwen3 || at.family == Family::GlmDsa) ? "ffn_norm.weight" : t);
+      return at.prefix +
+             (gguf && (at.family == Family::Qwen3 || at.family == Family::GlmDsa || at.family == Family::DeepseekV4)
+                  ? "ffn_norm.weight"
+                  : t);
     case Slot::ShGate:
     case Slot::ShUp:
     case Slot::ShDown:

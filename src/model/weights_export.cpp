@@ -236,14 +236,22 @@ void put_tensor(MemorySource& s, const PlannedTensor& t, std::span<const float> 
   s.add_f32(t.name, t.ne, values);  // checks the value count against the planned shape
 }
 
-// A hash layer's table as the checkpoint stores it: int64 expert ids.
-void put_tid2eid(MemorySource& s, const PlannedTensor& t, const std::vector<float>& ids) {
-  std::vector<std::byte> bytes(ids.size() * sizeof(int64_t));
+// A hash layer's table as each format stores it: int64 expert ids in the HF checkpoint, int32
+// in llama.cpp's GGUF (its converter casts them).
+template <typename Int>
+void put_ids(MemorySource& s, const PlannedTensor& t, const std::vector<float>& ids, DType type) {
+  std::vector<std::byte> bytes(ids.size() * sizeof(Int));
   for (size_t i = 0; i < ids.size(); ++i) {
-    const int64_t e = static_cast<int64_t>(ids[i]);
-    std::memcpy(bytes.data() + i * sizeof(int64_t), &e, sizeof(int64_t));
+    const Int e = static_cast<Int>(ids[i]);
+    std::memcpy(bytes.data() + i * sizeof(Int), &e, sizeof(Int));
   }
-  s.add(t.name, DType::I64, t.ne, std::move(bytes));
+  s.add(t.name, type, t.ne, std::move(bytes));
+}
+void put_tid2eid(MemorySource& s, const PlannedTensor& t, const std::vector<float>& ids, NameStyle style) {
+  if (style == NameStyle::Gguf)
+    put_ids<int32_t>(s, t, ids, DType::I32);
+  else
+    put_ids<int64_t>(s, t, ids, DType::I64);
 }
 
 // One layer (main or MTP) under `prefix`; its kinds are the ones its weights have. `layer`: the
@@ -428,7 +436,7 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
         put_tensor(s, t, need(L.hc_ffn).scale);
         break;
       case Slot::Tid2eid:
-        put_tid2eid(s, t, need(L.moe).tid2eid);
+        put_tid2eid(s, t, need(L.moe).tid2eid, style);
         break;
       default: fail("export: tensor '", t.name, "' is not a layer tensor");
     }

@@ -1,8 +1,8 @@
 // DeepSeek-V4's files: config.json as transformers 5.17's DeepseekV4Config reads it (its defaults,
-// the release's legacy keys, the nested rope_parameters it saves) and refuses it, and the
-// safetensors names and conventions of every DeepSeek-V4 tensor, written and read back to the
-// same bits of the oracle's logits. The comparison with transformers' own logits is the bank
-// test's (docs/deepseek-v4.md).
+// the release's legacy keys, the nested rope_parameters it saves) and refuses it; GGUF keys and
+// tensor names as llama.cpp's deepseek4 loader reads them; and the names and conventions of every
+// DeepSeek-V4 tensor in both formats, written and read back to the same bits of the oracle's
+// logits. The comparison with transformers' own logits is the bank test's (docs/deepseek-v4.md).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -267,6 +267,125 @@ TEST(Dsv4Files, BadTensorsAreNamed) {
       EXPECT_THAT(std::string(e.what()), HasSubstr("model.layers.3.self_attn.compressor.kv_proj.weight': shape"));
     }
   }
+}
+
+// --- GGUF (llama.cpp deepseek4) ---------------------------------------------------------------
+
+MemorySource dsv4_gguf() { return to_gguf_source(dsv4(), random_weights(dsv4(), 3)); }
+
+std::string gguf_config_error(const MemorySource& s) {
+  try {
+    ModelConfig::from_gguf_keys(*memory_meta_keys(s)).validate();
+  } catch (const Error& e) { return e.what(); }
+  return "no error";
+}
+
+TEST(Dsv4Gguf, KeysAsLlamaCppsLoaderReadsThem) {
+  const ModelConfig c = dsv4();
+  const MemorySource g = dsv4_gguf();
+  const ModelConfig r = ModelConfig::from_source(g);
+  EXPECT_EQ(r, c) << config_difference(r, c);
+  auto meta = [&](const char* k) { return *g.meta(std::string("deepseek4.") + k); };
+  EXPECT_EQ(meta("expert_gating_func"), MetaValue(int64_t{4}));  // llama.cpp: sqrtsoftplus
+  EXPECT_EQ(meta("attention.compress_ratios"), MetaValue(std::vector<int64_t>{0, 0, 4, c.hca_ratio}));
+  EXPECT_EQ(meta("hash_layer_count"), MetaValue(c.n_hash_layers));
+  EXPECT_EQ(meta("attention.head_count_kv"), MetaValue(int64_t{1}));
+  EXPECT_EQ(meta("rope.dimension_count"), MetaValue(c.n_rot));
+  EXPECT_EQ(meta("swiglu_clamp_exp"), MetaValue(std::vector<double>(4, c.swiglu_limit)));
+  EXPECT_EQ(meta("hyper_connection.count"), MetaValue(c.hc_mult));
+  // A one-number clamp (llama.cpp reads either form) and the MTP block of llama.cpp's --mtp file,
+  // which plain decoding does not load, read back to the same model.
+  MemorySource h = dsv4_gguf();
+  h.set("deepseek4.swiglu_clamp_exp", c.swiglu_limit);
+  h.set("deepseek4.block_count", c.n_layer + 1);
+  h.set("deepseek4.nextn_predict_layers", int64_t{1});
+  const ModelConfig r2 = ModelConfig::from_gguf_keys(*memory_meta_keys(h));
+  EXPECT_EQ(r2, c) << config_difference(r2, c);
+}
+
+TEST(Dsv4Gguf, TensorsUnderLlamaCppNames) {
+  const ModelConfig c = dsv4();
+  const MemorySource g = dsv4_gguf();
+  auto ne = [&](const std::string& n) {
+    const TensorView* t = g.find(n);
+    return t ? t->ne : std::vector<int64_t>{-1};
+  };
+  EXPECT_EQ(ne("output_hc_fn.weight"), (std::vector<int64_t>{c.hc_mult * c.n_embd, c.hc_mult}));
+  EXPECT_EQ(ne("blk.0.hc_attn_fn.weight"), (std::vector<int64_t>{c.hc_mult * c.n_embd, (2 + c.hc_mult) * c.hc_mult}));
+  EXPECT_EQ(ne("blk.0.attn_sinks.weight"), (std::vector<int64_t>{c.n_head}));
+  EXPECT_EQ(ne("blk.0.attn_kv.weight"), (std::vector<int64_t>{c.n_embd, c.head_dim}));
+  EXPECT_EQ(ne("blk.0.attn_kv_a_norm.weight"), (std::vector<int64_t>{c.head_dim}));
+  EXPECT_EQ(ne("blk.0.attn_output_a.weight"),
+            (std::vector<int64_t>{c.n_head * c.head_dim / c.o_groups, c.o_groups * c.o_rank}));
+  EXPECT_EQ(ne("blk.0.ffn_norm.weight"), (std::vector<int64_t>{c.n_embd}));
+  // the CSA layer: its compressor (overlapping halves, twice as wide) and its indexer's
+  EXPECT_EQ(ne("blk.2.attn_compressor_ape.weight"), (std::vector<int64_t>{2 * c.head_dim, c.csa_ratio}));
+  EXPECT_EQ(ne("blk.2.indexer_compressor_kv.weight"), (std::vector<int64_t>{c.n_embd, 2 * c.dsa_head_dim}));
+  EXPECT_EQ(ne("blk.2.indexer.attn_q_b.weight"), (std::vector<int64_t>{c.mla_q_rank, c.dsa_n_head * c.dsa_head_dim}));
+  EXPECT_EQ(ne("blk.2.indexer.proj.weight"), (std::vector<int64_t>{c.n_embd, c.dsa_n_head}));
+  // the HCA layer: a compressor, no indexer; the sliding layers: neither
+  EXPECT_EQ(ne("blk.3.attn_compressor_ape.weight"), (std::vector<int64_t>{c.head_dim, c.hca_ratio}));
+  EXPECT_EQ(g.find("blk.3.indexer.proj.weight"), nullptr);
+  EXPECT_EQ(g.find("blk.1.attn_compressor_kv.weight"), nullptr);
+  // layer 0 routes by its table, I32 as llama.cpp's converter writes it; the others by score
+  const TensorView* t = g.find("blk.0.ffn_gate_tid2eid.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->type, DType::I32);
+  EXPECT_EQ(t->ne, (std::vector<int64_t>{c.n_expert_used, c.n_vocab}));
+  EXPECT_EQ(g.find("blk.0.exp_probs_b.bias"), nullptr);
+  EXPECT_EQ(ne("blk.1.exp_probs_b.bias"), (std::vector<int64_t>{c.n_expert}));
+  EXPECT_EQ(ne("blk.1.ffn_gate_exps.weight"), (std::vector<int64_t>{c.n_embd, c.n_ff_exp, c.n_expert}));
+  EXPECT_EQ(ne("blk.1.ffn_down_shexp.weight"), (std::vector<int64_t>{c.n_ff_exp, c.n_embd}));
+}
+
+TEST(Dsv4Gguf, AGgufFileLoadsToTheSafetensorsLogitsBitwise) {
+  const ModelConfig c = fixture::fixture_config({.family = Family::DeepseekV4, .preset = fixture::Preset::Tiny});
+  const ModelWeights w = fixture::fixture_weights(c, 7);
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "dsv4-gguf";
+  std::filesystem::create_directories(dir);
+  const std::string gguf = (dir / "m.gguf").string(), hf = (dir / "hf").string();
+  fixture::write_fixture_gguf(gguf, c, w, nullptr, DType::F32, "dsv4");
+  fixture::write_fixture_hf_dir(hf, c, w, "");
+  const auto g = open_weights(gguf), h = open_weights(hf);
+  const ModelConfig rg = ModelConfig::from_source(*g);
+  ModelConfig want = c;  // GGUF keeps float keys as f32
+  want.rms_eps = static_cast<float>(c.rms_eps);
+  want.hc_eps = static_cast<float>(c.hc_eps);
+  EXPECT_EQ(rg, want) << config_difference(rg, want);
+  const auto a = logits(rg, load_weights(*g, rg)), b = logits(c, load_weights(*h, c));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "position " << i;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Dsv4Gguf, KeysItCannotRunAreNamed) {
+  auto with = [](const char* key, MetaValue v) {
+    MemorySource s = dsv4_gguf();
+    s.set(std::string("deepseek4.") + key, std::move(v));
+    return gguf_config_error(s);
+  };
+  EXPECT_THAT(with("expert_gating_func", int64_t{2}), HasSubstr("deepseek4.expert_gating_func = 2"));
+  EXPECT_THAT(with("expert_shared_count", int64_t{2}), HasSubstr("deepseek4.expert_shared_count = 2"));
+  EXPECT_THAT(with("expert_weights_norm", false), HasSubstr("deepseek4.expert_weights_norm = false"));
+  EXPECT_THAT(with("attention.head_count_kv", int64_t{4}), HasSubstr("deepseek4.attention.head_count_kv = 4"));
+  EXPECT_THAT(with("attention.value_length", int64_t{16}), HasSubstr("deepseek4.attention.value_length = 16"));
+  EXPECT_THAT(with("attention.compress_ratios", std::vector<int64_t>{0, 4}),
+              HasSubstr("deepseek4.attention.compress_ratios has 2 entries for 4 layers"));
+  EXPECT_THAT(with("attention.compress_ratios", std::vector<int64_t>{0, 8, 4, 128}),
+              HasSubstr("deepseek4.attention.compress_ratios[3] = 128 after HCA layers of 8"));
+  EXPECT_THAT(with("hash_layer_count", int64_t{9}), HasSubstr("deepseek4.hash_layer_count = 9"));
+  EXPECT_THAT(with("swiglu_clamp_exp", std::vector<double>{10, 10, 7, 10}),
+              HasSubstr("deepseek4.swiglu_clamp_exp[2] = 7 differs from [0] = 10"));
+  EXPECT_THAT(with("swiglu_clamp_shexp", std::vector<double>{5, 5, 5, 5}),
+              HasSubstr("deepseek4.swiglu_clamp_shexp = 5 differs from swiglu_clamp_exp 10"));
+  EXPECT_THAT(with("rope.scaling.type", std::string("linear")), HasSubstr("deepseek4.rope.scaling.type = 'linear'"));
+  // A model whose CSA ratio is not 4 has no llama.cpp form: compress_ratios tell CSA by it.
+  ModelConfig c = dsv4();
+  c.csa_ratio = 8;
+  try {
+    to_gguf_source(c, random_weights(c, 3));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) { EXPECT_THAT(std::string(e.what()), HasSubstr("compressed-sparse ratio of 8")); }
 }
 
 }  // namespace

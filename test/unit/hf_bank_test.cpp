@@ -20,9 +20,9 @@
 //              0, 63, 64 and the last as well;
 //   moe_*      Qwen3-Next with experts in every layer (the form llama.cpp's converter takes);
 //   heldoutmoe_* the same for the held-out Qwen3-Next.
-// DeepSeek-V4 (bank_deepseek4, heldout_deepseek4) has no GGUF form yet and is read from the HF
-// directory only; its indexer's exact ties are broken as torch breaks them (oracle::Options::
-// topk_ties), and the test reports how many rows the contract's tie rule moves.
+// DeepSeek-V4 (bank_deepseek4, heldout_deepseek4): the indexer's exact ties are broken as torch
+// breaks them (oracle::Options::topk_ties), and the test reports how many rows the contract's
+// tie rule moves.
 // And GGUF files written by other tools than memra, read by memra and held to the same banks:
 //   - memra-mkfixture's GGUF with its header rewritten by Hugging Face's @huggingface/gguf
 //     (hf_gguf_rewrite.mjs, run through node here);
@@ -34,9 +34,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -155,6 +155,14 @@ std::string row_name(const BankRow& r) {
   return std::to_string(r.ids.size()) + "-token prompt, position " + std::to_string(r.position);
 }
 
+// How the oracle is compared with a bank: DeepSeek-V4's indexer ties often, and its rows are
+// compared with torch's choice among tied scores (oracle::Options::topk_ties).
+oracle::Options bank_options(const ModelConfig& c) {
+  oracle::Options o;
+  if (c.family == Family::DeepseekV4) o.topk_ties = oracle::Options::TopkTies::TorchCpu;
+  return o;
+}
+
 // Every banked row within the bound (and top-1 where the reference margin is clear).
 void expect_matches_bank(const oracle::Model& m, const nlohmann::json& j, const std::string& what) {
   for (const auto& p : j.at("prompts")) {
@@ -182,12 +190,8 @@ TEST_P(HfBank, OracleMatchesTransformers) {
       << "the regenerated fixture is not the model the bank was computed from";
 
   const auto src = open_weights(hf);
-  // DeepSeek-V4's indexer ties often (oracle::Options::topk_ties): its rows are compared with
-  // torch's choice among tied scores; what the contract's choice changes is reported below.
-  oracle::Options opt;
   const bool dsv4 = c.family == Family::DeepseekV4;
-  if (dsv4) opt.topk_ties = oracle::Options::TopkTies::TorchCpu;
-  const oracle::Model m = oracle::Model::load(*src, opt);
+  const oracle::Model m = oracle::Model::load(*src, bank_options(c));
   EXPECT_EQ(m.config(), c) << config_difference(m.config(), c);
 
   // A model the bank was NOT computed from: the comparison must reject it.
@@ -241,8 +245,6 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     RecordProperty("contract_max_err_over_bound", std::to_string(moved_max));
     std::printf("%s: the lowest-position tie rule moves %d of %d banked rows (max error %.3g of the bound)\n",
                 GetParam(), moved, total, moved_max);
-    // No GGUF form of DeepSeek-V4 exists yet (docs/deepseek-v4.md), so there is no GGUF to compare.
-    return;
   }
   if (c.has_mla()) {
     // The DSA selection must drop tokens somewhere, or the indexer is not under test.
@@ -255,7 +257,7 @@ TEST_P(HfBank, OracleMatchesTransformers) {
   // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions).
   const std::string gguf = (dir.path() / "m.gguf").string();
   fixture::write_fixture_gguf(gguf, c, fixture::fixture_weights(c, spec.seed), nullptr, DType::F32, "bank");
-  expect_matches_bank(oracle::Model::load(*GgufFile::open(gguf)), j, "memra GGUF");
+  expect_matches_bank(oracle::Model::load(*GgufFile::open(gguf), bank_options(c)), j, "memra GGUF");
 }
 
 // The bank ids are the fixture tokenizer's encoding of the banked text (the truncated Qwen3
@@ -293,7 +295,7 @@ TEST_P(HfBankGguf, GgufRewrittenByHuggingFaceGgufMatchesTransformers) {
   const auto g = GgufFile::open(out);
   EXPECT_EQ(g->get_string("general.name"), "rewritten by @huggingface/gguf");  // really rewritten
   EXPECT_EQ(Tokenizer::from_gguf(*g).spec(), tok);
-  expect_matches_bank(oracle::Model::load(*g), bank.j, "rewritten GGUF");
+  expect_matches_bank(oracle::Model::load(*g, bank_options(c)), bank.j, "rewritten GGUF");
 }
 
 // Converted by llama.cpp's convert_hf_to_gguf.py (see the header comment): the converter's file
@@ -324,9 +326,10 @@ TEST_P(LlamaCppConverted, OracleMatchesTransformers) {
   expect_matches_bank(m, bank.j, "llama.cpp-converted GGUF " + path);
 }
 
-const char* const kBanks[] = {"bank_qwen3",    "bank_qwen3next",       "bank_qwen35",    "bank_qwen35moe",
-                              "heldout_qwen3", "heldout_qwen3next",    "heldout_qwen35", "heldout_qwen35moe",
-                              "moe_qwen3next", "heldoutmoe_qwen3next", "bank_glm-dsa",   "heldout_glm-dsa"};
+const char* const kBanks[] = {"bank_qwen3",     "bank_qwen3next",       "bank_qwen35",    "bank_qwen35moe",
+                              "heldout_qwen3",  "heldout_qwen3next",    "heldout_qwen35", "heldout_qwen35moe",
+                              "moe_qwen3next",  "heldoutmoe_qwen3next", "bank_glm-dsa",   "heldout_glm-dsa",
+                              "bank_deepseek4", "heldout_deepseek4"};
 
 std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
   std::string s(bank);
@@ -335,10 +338,6 @@ std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
 }
 
 INSTANTIATE_TEST_SUITE_P(Banks, HfBank, ::testing::ValuesIn(kBanks),
-                         [](const auto& info) { return test_name(info.param); });
-// DeepSeek-V4 has no GGUF form yet (docs/deepseek-v4.md), so its banks are read through the
-// safetensors fixture only.
-INSTANTIATE_TEST_SUITE_P(SafetensorsOnly, HfBank, ::testing::Values("bank_deepseek4", "heldout_deepseek4"),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Banks, HfBankGguf, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });
