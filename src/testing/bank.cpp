@@ -13,4 +13,18 @@ std::vector<TfStep> tf_steps(const Bank& b, std::span<const int32_t> picks) {
   return out;
 }
 
+size_t adjudicate_unresolved(std::vector<TfStep>& steps, const BandRule& rule,
+                             const std::function<std::vector<std::vector<float>>()>& oracle_rows) {
+  std::vector<size_t> owed;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (classify_tf_row(steps[i].step, steps[i].pick, steps[i].bank, rule).cls == TfClass::unresolved)
+      owed.push_back(i);
+  if (owed.empty()) return 0;
+  std::vector<std::vector<float>> rows = oracle_rows();
+  if (rows.size() != steps.size())
+    fail("CPU adjudication: the oracle gave ", rows.size(), " rows for ", steps.size(), " teacher-forced steps");
+  for (size_t i : owed) steps[i].oracle_row = std::move(rows[i]);
+  return owed.size();
+}
+
 }  // namespace memra::testing

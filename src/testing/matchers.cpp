@@ -207,13 +207,14 @@ std::string describe_tf_row(const TfRow& r) {
     os << "; oracle margin " << (r.margin_is_lower_bound ? ">= " : "") << r.margin
        << (r.margin > r.band ? " > " : " <= ") << "band " << r.band;
     if (r.margin_is_lower_bound) os << " (pick beyond the banked top-k)";
+    if (r.adjudicated) os << " (pick beyond the banked top-k, adjudicated by the oracle's whole row)";
   }
   os << " -> " << to_string(r.cls);
   return os.str();
 }
 
 bool InBandMatcher::MatchAndExplain(const TfStep& s, std::ostream* os) const {
-  const TfRow r = classify_tf_row(s.step, s.pick, s.bank, rule_);
+  const TfRow r = classify_tf_row(s.step, s.pick, s.bank, rule_, s.oracle_row);
   if (os) *os << "which is " << describe_tf_row(r);
   return r.passes();
 }
@@ -221,13 +222,14 @@ bool InBandMatcher::MatchAndExplain(const TfStep& s, std::ostream* os) const {
 bool InBandMatcher::MatchAndExplain(std::span<const TfStep> steps, std::ostream* os) const {
   std::vector<TfRow> rows;
   rows.reserve(steps.size());
-  for (const auto& s : steps) rows.push_back(classify_tf_row(s.step, s.pick, s.bank, rule_));
+  for (const auto& s : steps) rows.push_back(classify_tf_row(s.step, s.pick, s.bank, rule_, s.oracle_row));
   const TfSummary sum = summarize(rows);
   if (os) {
     const size_t bad = sum.out_of_band + sum.unresolved;
-    *os << "which has " << bad << " of " << sum.total() << " rows failing (agree " << sum.agree
-        << ", in band " << sum.in_band << ", out of band " << sum.out_of_band << ", unresolved "
-        << sum.unresolved << ")";
+    *os << "which has " << bad << " of " << sum.total() << " rows failing (agree " << sum.agree << ", in band "
+        << sum.in_band << ", out of band " << sum.out_of_band << ", unresolved " << sum.unresolved;
+    if (sum.adjudicated > 0) *os << "; " << sum.adjudicated << " adjudicated by the oracle";
+    *os << ")";
     constexpr size_t kListed = 5;
     size_t listed = 0;
     for (const auto& r : rows) {

@@ -9,6 +9,7 @@
 
 #include "memra/error.h"
 #include "memra/hash.h"
+#include "memra/oracle.h"
 
 namespace memra::testing {
 
@@ -132,7 +133,27 @@ BandRule relative_band(double coeff) {
   return {os.str(), [coeff](const BankRow& r) { return coeff * std::fabs(double(r.top_logits.at(0))); }};
 }
 
-TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule) {
+namespace {
+
+// The oracle's whole row at `step` must be the row the bank was cut from: its top-k (ids by
+// oracle::top_k's rule, ties to the lower id) equal to the banked ids and logits bit for bit.
+// Anything else is another reference, whose margin would judge nothing.
+void check_adjudication_row(size_t step, int32_t pick, const BankRow& bank, std::span<const float> row) {
+  if (pick < 0 || size_t(pick) >= row.size())
+    fail("CPU adjudication, step ", step, ": pick ", pick, " is outside the oracle's row of ", row.size(), " logits");
+  const auto top = oracle::top_k(row, int(bank.top_ids.size()));
+  for (size_t k = 0; k < top.size(); ++k)
+    if (top[k].first != bank.top_ids[k] ||
+        std::bit_cast<uint32_t>(top[k].second) != std::bit_cast<uint32_t>(bank.top_logits[k]))
+      fail("CPU adjudication, step ", step, ": the oracle's row does not reproduce the bank at rank ", k,
+           " (oracle id ", top[k].first, " logit ", top[k].second, ", bank id ", bank.top_ids[k], " logit ",
+           bank.top_logits[k], "): it is not the bank's reference");
+}
+
+}  // namespace
+
+TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule,
+                      std::span<const float> oracle_row) {
   check_bank_row(step, bank);
   TfRow r;
   r.step = step;
@@ -152,6 +173,13 @@ TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const Band
     r.margin = top1 - bank.top_logits.back();
     r.margin_is_lower_bound = true;
     r.cls = r.margin > r.band ? TfClass::out_of_band : TfClass::unresolved;
+    if (r.cls == TfClass::unresolved && !oracle_row.empty()) {
+      check_adjudication_row(step, pick, bank, oracle_row);
+      r.margin = top1 - double(oracle_row[size_t(pick)]);
+      r.margin_is_lower_bound = false;
+      r.adjudicated = true;
+      r.cls = r.margin <= r.band ? TfClass::in_band : TfClass::out_of_band;
+    }
   }
   return r;
 }
@@ -165,6 +193,7 @@ TfSummary summarize(std::span<const TfRow> rows) {
       case TfClass::out_of_band: ++s.out_of_band; break;
       case TfClass::unresolved: ++s.unresolved; break;
     }
+    s.adjudicated += r.adjudicated;
   }
   return s;
 }

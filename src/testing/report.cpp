@@ -180,18 +180,19 @@ nlohmann::json to_json(const Divergence& d) {
 }
 
 nlohmann::json to_json(const TfRow& r) {
-  return {{"step", r.step},     {"pick", r.pick},
-          {"banked", r.banked}, {"class", std::string(to_string(r.cls))},
-          {"margin", r.margin}, {"margin_is_lower_bound", r.margin_is_lower_bound},
+  return {{"step", r.step},
+          {"pick", r.pick},
+          {"banked", r.banked},
+          {"class", std::string(to_string(r.cls))},
+          {"margin", r.margin},
+          {"margin_is_lower_bound", r.margin_is_lower_bound},
+          {"adjudicated", r.adjudicated},
           {"band", r.band}};
 }
 
 nlohmann::json to_json(const TfSummary& s) {
-  return {{"agree", s.agree},
-          {"in_band", s.in_band},
-          {"out_of_band", s.out_of_band},
-          {"unresolved", s.unresolved},
-          {"total", s.total()}};
+  return {{"agree", s.agree},           {"in_band", s.in_band},         {"out_of_band", s.out_of_band},
+          {"unresolved", s.unresolved}, {"adjudicated", s.adjudicated}, {"total", s.total()}};
 }
 
 nlohmann::json to_json(const MarginStats& m) {

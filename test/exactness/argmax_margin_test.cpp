@@ -175,10 +175,11 @@ INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"gemm"})),
                          testing::CaseName());
-INSTANTIATE_TEST_SUITE_P(
-    RealChunked, MarginGate,
-    ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b"}), {"chunked"})),
-    testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealChunked, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(
+                             gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b", "qwen35-35b-a3b"}),
+                             {"chunked"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());

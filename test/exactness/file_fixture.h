@@ -109,10 +109,11 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
   return m;
 }
 
-// The realistic fixtures of `types` ("real-qwen3-0.6b-nvfp4", ...); presets: both.
+// The realistic fixtures of `types` ("real-qwen3-0.6b-nvfp4", ...); no presets: one per family —
+// Qwen3-0.6B, Qwen3.5-9B's layers (the GDN hybrid), Qwen3.5-35B-A3B's layers (its MoE).
 inline std::vector<std::string> real_fixture_ids(std::initializer_list<const char*> types,
                                                  std::vector<std::string> presets = {}) {
-  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b"};
+  if (presets.empty()) presets = {"qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b"};
   std::vector<std::string> v;
   for (const std::string& p : presets)
     for (const char* t : types) v.push_back("real-" + p + "-" + t);

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -234,6 +235,63 @@ TEST_F(BankGate, TeacherForcedQ8ArmIsInBandAndAPerturbedLayerIsNot) {
   EXPECT_THAT(bad_steps, Not(InBand(band)));
 }
 
+// CPU adjudication on the real oracle: a top-2 bank leaves the broken arm's picks beyond its
+// top-k unresolved under a band wider than top1 - top2; the oracle's whole rows resolve every one,
+// and to exactly the verdict a bank holding the whole vocabulary gives (same rows, same rule).
+// A row from another model is refused: adjudication cannot be fed a different reference.
+TEST_F(BankGate, AdjudicationResolvesAsTheWholeVocabularyBankDoes) {
+  const oracle::Model ref = reference();
+  const std::vector<int32_t> prompt = tf::prompt(9, kVocab, 3);
+  const Bank top2 = make_bank(ref, prompt, kSteps, 2);
+  const Bank whole = make_bank(ref, prompt, kSteps, int(kVocab));
+  ModelWeights broken = *weights_;
+  for (float& v : broken.layers[1].ffn->down.data) v *= 1.5f;
+  const oracle::Model bad = oracle::Model::from_weights(*cfg_, broken);
+  const std::vector<int32_t> picks = teacher_forced_picks(bad, top2);
+  // a band that the top-2 cannot settle at some disagreeing rows: the median disagreement's margin
+  std::vector<double> margins;
+  for (size_t i = 0; i < picks.size(); ++i)
+    if (picks[i] != top2.tokens[i]) {
+      const auto at = std::find(whole.rows[i].top_ids.begin(), whole.rows[i].top_ids.end(), picks[i]);
+      margins.push_back(whole.rows[i].top_logits[0] -
+                        whole.rows[i].top_logits[size_t(at - whole.rows[i].top_ids.begin())]);
+    }
+  ASSERT_GE(margins.size(), 4u) << "the broken arm disagrees too rarely to test adjudication";
+  std::sort(margins.begin(), margins.end());
+  const BandRule band = absolute_band(margins[margins.size() / 2]);
+
+  std::vector<TfStep> steps = tf_steps(top2, picks);
+  std::vector<TfRow> before;
+  for (const TfStep& s : steps) before.push_back(classify_tf_row(s.step, s.pick, s.bank, band));
+  ASSERT_GT(summarize(before).unresolved, 0u) << "no row the top-2 bank cannot settle: nothing to adjudicate";
+
+  const size_t owed = adjudicate_unresolved(steps, band, [&] { return teacher_forced_rows(ref, prompt, top2.tokens); });
+  EXPECT_EQ(owed, summarize(before).unresolved);
+  std::vector<TfRow> after;
+  for (const TfStep& s : steps) after.push_back(classify_tf_row(s.step, s.pick, s.bank, band, s.oracle_row));
+  const std::vector<TfStep> full = tf_steps(whole, picks);
+  size_t in = 0, out = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const TfRow w = classify_tf_row(i, picks[i], full[i].bank, band);
+    EXPECT_EQ(after[i].cls, w.cls) << "step " << i;
+    if (after[i].adjudicated) {
+      EXPECT_EQ(after[i].margin, w.margin) << "step " << i;
+      in += after[i].cls == TfClass::in_band, out += after[i].cls == TfClass::out_of_band;
+    }
+  }
+  EXPECT_EQ(summarize(after).unresolved, 0u);
+  EXPECT_EQ(summarize(after).adjudicated, owed);
+  EXPECT_GT(out, 0u) << "adjudication put every row in band: it cannot be shown to fail here";
+  RecordProperty("adjudicated_in_band", int(in));
+  RecordProperty("adjudicated_out_of_band", int(out));
+
+  // another model's rows (the broken arm's own) do not reproduce the bank
+  std::vector<TfStep> other = tf_steps(top2, picks);
+  adjudicate_unresolved(other, band, [&] { return teacher_forced_rows(bad, prompt, top2.tokens); });
+  EXPECT_THAT(error_message([&] { EXPECT_THAT(other, InBand(band)); }),
+              HasSubstr("the oracle's row does not reproduce the bank"));
+}
+
 // ---- malformed banks ------------------------------------------------------------------------
 
 class BankFiles : public BankGate {
@@ -345,16 +403,27 @@ namespace memra::testing {
 namespace {
 
 // The GPU gate's band rule (test/exactness/teacher_forced_test.cpp) on every committed bank with
-// its committed H200 calibration can FAIL. The gate's teeth differ by fixture, and this says how:
-//   - everywhere, random picks (a broken arm's argmax is no better) fail at >= 150 of 160 steps,
-//     out of band or unresolved (outside the bank's top-8 with a lower bound inside the band);
+// its committed H200 calibration, and the CPU adjudication the gate does with it, can FAIL. The
+// gate's teeth differ by fixture, and this measures them on the oracle's whole rows (the tiny
+// fixture GGUFs the banks were made from: ctest fixture tiny_all):
+//   - random picks (a broken arm's argmax is no better), each adjudicated by the oracle's row where
+//     the bank's top-8 cannot settle it, fail at >= 136 of 160 steps (85%), and the band rejects
+//     >= 90% of the vocabulary on average, everywhere but kBandSpansTheLogitRange (measured: 100%
+//     on the float fixtures and Qwen3, 99.9% on quantised Qwen3.5, 92% on Qwen3-Next NVFP4, whose
+//     C_gpu 0.68 is the widest band with teeth);
 //   - where the calibrated GPU noise is small (C_gpu <= 1e-4: the float fixtures and Qwen3 Q8_0),
 //     the oracle's runner-up fails too at every step whose top-2 margin exceeds the band, which is
 //     most steps. On the quantised hybrids the q8_1 roundings the GPU and the oracle take
-//     differently make C_gpu 1e-2 .. 0.7 and the band wider than the top-8: only picks outside
-//     the top-8 fail there (docs/testing.md "TeacherForced").
+//     differently make C_gpu 1e-2 .. 0.7 and the band wider than the top-8.
 // (The rule the gate had before, a band of twice the GPU's own max deviation over the vocabulary,
 // put 0 of 74,824 random disagreements out of band.)
+// The fixtures whose calibrated band (C_gpu 0.51 / 0.69: 2.2 / 2.9 x |top1|) is wider than the
+// oracle's whole logit range at almost every step, so that no pick can be out of band: the q8_1
+// contract makes quantised tiny Qwen3.5-MoE chaotic (docs/testing.md "TeacherForced"). The
+// TeacherForced verdict on them rests on determinism and the sha256 alone; this test fails when
+// the list goes stale in either direction.
+const std::set<std::string> kBandSpansTheLogitRange = {"qwen35moe-q8_0", "qwen35moe-nvfp4"};
+
 TEST(TfBanks, TheCommittedBandRejectsPerturbedPicks) {
   std::ifstream cf(std::string(MEMRA_SOURCE_DIR) + "/test/exactness/tf_calibration.json");
   const nlohmann::json cal = nlohmann::json::parse(cf);
@@ -367,15 +436,45 @@ TEST(TfBanks, TheCommittedBandRejectsPerturbedPicks) {
       const BandRule rule = relative_band(band_coeff_for(b.measured_noise_rel, c_gpu));
       ASSERT_EQ(b.tokens.size(), 160u);
       EXPECT_THAT(tf_steps(b, b.tokens), InBand(rule));  // the banked tokens themselves agree
+      // the adjudicator: the oracle on the bank's model, with the bank's activation contract
+      const std::string model = std::string(MEMRA_BINARY_DIR) + "/fixtures/tiny-" + id + ".gguf";
+      ASSERT_EQ(sha256_file_hex(model), b.model_sha256) << model << " is not the model of the committed bank";
+      oracle::Options o;
+      o.q8_1_activations = std::string(t) == "q8_0" || std::string(t) == "nvfp4";
+      const std::vector<std::vector<float>> rows =
+          teacher_forced_rows(oracle::Model::load(*open_weights(model), o), b.prompt, b.tokens);
       uint64_t x = 12345;
       std::vector<int32_t> rnd;
       for (size_t i = 0; i < b.tokens.size(); ++i) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
-        rnd.push_back(static_cast<int32_t>((x >> 33) % 151936));
+        rnd.push_back(static_cast<int32_t>((x >> 33) % rows[i].size()));
       }
-      size_t failing = 0;
-      for (const TfStep& s : tf_steps(b, rnd)) failing += !classify_tf_row(s.step, s.pick, s.bank, rule).passes();
-      EXPECT_GE(failing, 150u);
+      std::vector<TfStep> steps = tf_steps(b, rnd);
+      adjudicate_unresolved(steps, rule, [&] { return rows; });
+      size_t out = 0, unresolved = 0;
+      for (const TfStep& s : steps) {
+        const TfRow r = classify_tf_row(s.step, s.pick, s.bank, rule, s.oracle_row);
+        out += r.cls == TfClass::out_of_band, unresolved += r.cls == TfClass::unresolved;
+      }
+      EXPECT_EQ(unresolved, 0u) << "adjudication left rows unresolved";
+      double rejects = 0;  // mean over steps of the fraction of the vocabulary out of band
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const float top1 = b.rows[i].top_logits[0];
+        const double band = rule.band(b.rows[i]);
+        rejects += double(std::count_if(rows[i].begin(), rows[i].end(), [&](float v) { return top1 - v > band; })) /
+                   double(rows[i].size());
+      }
+      rejects /= double(rows.size());
+      std::printf(
+          "[tf-teeth] %s: band %.3g*|top1|, random picks out of band %zu/160, band rejects %.4f of the "
+          "vocabulary\n",
+          id.c_str(), band_coeff_for(b.measured_noise_rel, c_gpu), out, rejects);
+      if (kBandSpansTheLogitRange.contains(id)) {
+        EXPECT_LT(rejects, 0.01) << "the band now rejects picks here: remove " << id << " from kBandSpansTheLogitRange";
+        continue;
+      }
+      EXPECT_GE(out, 136u);
+      EXPECT_GE(rejects, 0.9);
       if (c_gpu > 1e-4) continue;
       std::vector<int32_t> second;
       size_t wide = 0;
@@ -383,10 +482,10 @@ TEST(TfBanks, TheCommittedBandRejectsPerturbedPicks) {
         second.push_back(r.top_ids[1]);
         wide += (r.top_logits[0] - r.top_logits[1]) > rule.band(r);
       }
-      size_t out = 0;
+      size_t runner_up_out = 0;
       for (const TfStep& s : tf_steps(b, second))
-        out += classify_tf_row(s.step, s.pick, s.bank, rule).cls == TfClass::out_of_band;
-      EXPECT_EQ(out, wide);
+        runner_up_out += classify_tf_row(s.step, s.pick, s.bank, rule).cls == TfClass::out_of_band;
+      EXPECT_EQ(runner_up_out, wide);
       EXPECT_GE(wide, 150u) << "the band should be far narrower than a trained-like margin at most steps";
     }
 }

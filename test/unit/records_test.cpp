@@ -9,14 +9,17 @@
 #include <vector>
 
 #include "memra/error.h"
+#include "memra/testing/bank.h"
 #include "memra/testing/errors.h"
+#include "memra/testing/matchers.h"
 #include "memra/testing/records.h"
 
 namespace {
 
 namespace mt = memra::testing;
-using ::testing::HasSubstr;
 using memra::testing::error_message;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(Top2, TiesBreakToTheLowestIndex) {
   const std::vector<float> row = {1, 5, 3, 5, 4};
@@ -108,6 +111,70 @@ TEST(TeacherForced, ClassifiesEveryCase) {
   EXPECT_EQ(s.out_of_band, 2u);
   EXPECT_EQ(s.unresolved, 1u);
   EXPECT_FALSE(s.passes());
+}
+
+// CPU adjudication: a pick beyond the banked top-k is judged by the oracle's whole row, which
+// must be the bank's own reference; the exact margin then decides, in either direction.
+TEST(TeacherForced, AdjudicationResolvesAPickBeyondTheTopK) {
+  // the whole row the bank {7, 9, 4} was cut from (top-3), with id 99 at 9.0 and id 50 at 1.0
+  std::vector<float> row(100, 0.0f);
+  row[7] = 10.0f, row[9] = 9.5f, row[4] = 8.0f, row[99] = 7.0f, row[50] = 1.0f;
+  const auto band = mt::absolute_band(3.5);  // wider than top1 - top3 = 2: the bank cannot tell
+  EXPECT_EQ(mt::classify_tf_row(4, 99, bank(), band).cls, mt::TfClass::unresolved);
+  const auto near = mt::classify_tf_row(4, 99, bank(), band, row);
+  EXPECT_EQ(near.cls, mt::TfClass::in_band);
+  EXPECT_EQ(near.margin, 3.0);
+  EXPECT_TRUE(near.adjudicated);
+  EXPECT_FALSE(near.margin_is_lower_bound);
+  const auto far = mt::classify_tf_row(4, 50, bank(), band, row);  // margin 9 > 3.5: the band can fail
+  EXPECT_EQ(far.cls, mt::TfClass::out_of_band);
+  EXPECT_EQ(far.margin, 9.0);
+  EXPECT_TRUE(far.adjudicated);
+  const auto s = mt::summarize(std::vector<mt::TfRow>{near, far});
+  EXPECT_EQ(s.in_band, 1u);
+  EXPECT_EQ(s.out_of_band, 1u);
+  EXPECT_EQ(s.adjudicated, 2u);
+  EXPECT_EQ(s.unresolved, 0u);
+  // rows the bank resolves itself never consult the oracle's row
+  EXPECT_FALSE(mt::classify_tf_row(1, 9, bank(), band, row).adjudicated);
+}
+
+TEST(TeacherForced, AdjudicationRefusesARowThatIsNotTheBanksReference) {
+  std::vector<float> row(100, 0.0f);
+  row[7] = 10.0f, row[9] = 9.5f, row[4] = 8.0f, row[99] = 7.0f;
+  const auto band = mt::absolute_band(3.5);
+  std::vector<float> moved = row;
+  moved[9] = std::nextafter(9.5f, 0.0f);  // one ulp: another reference
+  EXPECT_THAT(error_message([&] { mt::classify_tf_row(6, 99, bank(), band, moved); }),
+              HasSubstr("CPU adjudication, step 6: the oracle's row does not reproduce the bank at rank 1"));
+  std::vector<float> reordered = row;
+  reordered[3] = 8.0f;  // ties id 4 at rank 2 with a lower id: top_k would bank id 3
+  EXPECT_THAT(error_message([&] { mt::classify_tf_row(6, 99, bank(), band, reordered); }),
+              HasSubstr("at rank 2 (oracle id 3"));
+  EXPECT_THAT(error_message([&] { mt::classify_tf_row(6, 120, bank(), band, row); }),
+              HasSubstr("CPU adjudication, step 6: pick 120 is outside the oracle's row of 100 logits"));
+}
+
+TEST(TeacherForced, AdjudicateUnresolvedAttachesRowsOnlyWhenOwed) {
+  std::vector<float> row(100, 0.0f);
+  row[7] = 10.0f, row[9] = 9.5f, row[4] = 8.0f, row[99] = 7.0f;
+  std::vector<mt::TfStep> steps = {{0, 7, bank()}, {1, 99, bank()}, {2, 9, bank()}};
+  int calls = 0;
+  const auto rows = [&] {
+    ++calls;
+    return std::vector<std::vector<float>>(3, row);
+  };
+  EXPECT_EQ(mt::adjudicate_unresolved(steps, mt::absolute_band(1.0), rows), 0u);  // 99: lower bound 2 > 1
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(mt::adjudicate_unresolved(steps, mt::absolute_band(3.5), rows), 1u);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(steps[0].oracle_row.empty());
+  EXPECT_EQ(steps[1].oracle_row.size(), 100u);
+  EXPECT_THAT(steps, mt::InBand(mt::absolute_band(3.5)));
+  EXPECT_THAT(steps, Not(mt::InBand(mt::absolute_band(2.5))));  // margin 3 > 2.5, now decidable
+  std::vector<mt::TfStep> again = {{1, 99, bank()}};
+  EXPECT_THAT(error_message([&] { mt::adjudicate_unresolved(again, mt::absolute_band(3.5), rows); }),
+              HasSubstr("CPU adjudication: the oracle gave 3 rows for 1 teacher-forced steps"));
 }
 
 TEST(TeacherForced, BankIntegrityIsCheckedFirst) {

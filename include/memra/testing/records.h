@@ -123,6 +123,9 @@ struct TfRow {
   // top-k only a lower bound is known (top1 - topk), and margin_is_lower_bound is set.
   double margin = 0;
   bool margin_is_lower_bound = false;
+  // The pick was beyond the banked top-k and its margin was read from the oracle's whole row
+  // (CPU adjudication, TfStep::oracle_row): exact, no longer a bound.
+  bool adjudicated = false;
   double band = 0;
   bool passes() const { return cls == TfClass::agree || cls == TfClass::in_band; }
 };
@@ -133,15 +136,23 @@ struct TfStep {
   size_t step = 0;
   int32_t pick = -1;
   BankRow bank;
+  // The oracle's whole logit row at this step (the seed's "CPU adjudication"), for a pick the
+  // bank cannot resolve; empty otherwise. testing::adjudicate_unresolved fills it.
+  std::vector<float> oracle_row = {};
 };
 
 // agree; in band iff margin <= band; out of band iff margin (or its lower bound) > band;
 // a pick outside the top-k whose lower bound is within the band is unresolved, which the
-// gate FAILS: the bank cannot show it is a near tie.
-TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule);
+// gate FAILS: the bank cannot show it is a near tie. Unless `oracle_row` (the oracle's whole row
+// at this step) is given: then it must reproduce the banked top-k bit for bit (ids by
+// oracle::top_k's rule, logits exactly; else memra::Error naming the step — it is another
+// reference), and the pick's exact margin top1 - oracle_row[pick] decides in or out of band.
+TfRow classify_tf_row(size_t step, int32_t pick, const BankRow& bank, const BandRule& rule,
+                      std::span<const float> oracle_row = {});
 
 struct TfSummary {
   size_t agree = 0, in_band = 0, out_of_band = 0, unresolved = 0;
+  size_t adjudicated = 0;  // of the in/out-of-band rows, those resolved by the oracle's whole row
   size_t total() const { return agree + in_band + out_of_band + unresolved; }
   bool passes() const { return out_of_band == 0 && unresolved == 0; }
 };
