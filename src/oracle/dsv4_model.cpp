@@ -3,10 +3,12 @@
 // expands the block's output back (no residual add); the attention reads its sliding window of
 // raw keys plus compressed rows (every closed row in HCA layers, the indexer's choice in CSA
 // layers); the MoE routes by sqrt-softplus score or by the token's row of the hash table. The
-// final hc_head collapses the streams before the output norm and the lm_head. Like run(), every
+// final hc_head collapses the streams before the output norm and the lm_head; an attached
+// selection ledger gets every routing decision. Like run(), every
 // entry point funnels here, so prime + decode_step and forward_last do the same per-token
 // operations in the same order.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -30,6 +32,25 @@ void head_rmsnorm(float* x, int64_t n_head, int64_t hd, double eps) {
 void rope_heads(float* x, int64_t n_head, int64_t hd, std::span<const double> freq, int64_t pos, bool inverse) {
   const int64_t rot = 2 * static_cast<int64_t>(freq.size());
   for (int64_t h = 0; h < n_head; ++h) ops::rope_pairs_freq(x + h * hd + hd - rot, freq, pos, inverse);
+}
+
+// One routing decision into the selection ledger (memra/selection_ledger.h): the experts in the
+// ledger's order, highest weight first and ties to the lower id — for a score layer that is not
+// always the bias-corrected choice order, and for a hash layer not the table's — with each f64
+// weight rounded to f32.
+void record_selection(SelectionLedger& ledger, int64_t pos, int32_t layer,
+                      std::vector<std::pair<int64_t, double>> sel) {
+  std::stable_sort(sel.begin(), sel.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  Selection r;
+  r.pos = pos;
+  r.layer = layer;
+  for (const auto& [e, wt] : sel) {
+    r.experts.push_back(static_cast<int32_t>(e));
+    r.weight_bits.push_back(std::bit_cast<uint32_t>(static_cast<float>(wt)));
+  }
+  ledger.rows.push_back(std::move(r));
 }
 
 }  // namespace
@@ -158,6 +179,7 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
               for (int64_t j = 0; j < c.n_expert_used; ++j)
                 fixed.push_back(static_cast<int32_t>(m.tid2eid[static_cast<size_t>(tokens[t] * c.n_expert_used + j)]));
             auto sel = ops::route_sqrt_softplus(logits, m.router_bias, fixed, c.n_expert_used, c.expert_weights_scale);
+            if (ledger_) record_selection(*ledger_, pos0 + t, static_cast<int32_t>(li), sel);
             std::sort(sel.begin(), sel.end());  // experts added in ascending id, as transformers does
             std::vector<double> acc(static_cast<size_t>(D), 0.0);
             for (const auto& [e, wgt] : sel) {

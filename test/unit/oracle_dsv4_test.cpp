@@ -5,8 +5,10 @@
 // Sinkhorn, the mix's direction, the sink scaled like a score, the bias in the weights) changes
 // the expected value.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -414,6 +416,58 @@ TEST(Dsv4Model, PrimeDecodeAndForwardAllAgreeBitwise) {
   EXPECT_TRUE(bit_equal(Model::from_weights(c, random_weights(c, 5), o2).forward_last(p), all.back()))
       << "the thread count changed a bit";
   ops::set_min_parallel_work(1 << 20);
+}
+
+// The selection ledger on DeepSeek-V4 (every layer MoE; layer 0 hash-routed): one row per token
+// and layer, prefill and token-by-token decode recording the same decisions bit for bit; hash
+// rows hold the token's tid2eid entries, score rows k distinct experts; each row's weights in the
+// ledger's order and summing to routed_scaling_factor.
+TEST(Dsv4Model, LedgerRecordsEveryRoutingDecision) {
+  const ModelConfig c = dsv4_tiny();
+  Options o;
+  o.threads = 1;
+  const ModelWeights w = random_weights(c, 5);
+  Model m = Model::from_weights(c, w, o);
+  const std::vector<int32_t> p = prompt20();
+  SelectionLedger prefill, decoded;
+  m.attach_ledger(&prefill);
+  Cache a = m.new_cache(32);
+  m.prime(p, a);
+  m.attach_ledger(&decoded);
+  Cache b = m.new_cache(32);
+  m.prime(std::span<const int32_t>(p.data(), 12), b);
+  for (size_t i = 12; i < p.size(); ++i) m.decode_step(p[i], b);
+  m.attach_ledger(nullptr);
+  m.decode_step(p[0], b);  // detached: records nothing
+  ASSERT_EQ(prefill.rows.size(), p.size() * size_t(c.n_layer));
+  EXPECT_EQ(first_ledger_difference(prefill, decoded), std::nullopt)
+      << describe_ledger_difference(prefill, decoded, first_ledger_difference(prefill, decoded).value_or(0));
+  const SelectionLedger rows = ordered(prefill);
+  for (const Selection& r : rows.rows) {
+    SCOPED_TRACE("position " + std::to_string(r.pos) + ", layer " + std::to_string(r.layer));
+    ASSERT_EQ(r.experts.size(), size_t(c.n_expert_used));
+    double sum = 0;
+    for (size_t j = 0; j < r.experts.size(); ++j) {
+      const float wj = std::bit_cast<float>(r.weight_bits[j]);
+      sum += wj;
+      if (j > 0) {
+        const float wp = std::bit_cast<float>(r.weight_bits[j - 1]);
+        EXPECT_TRUE(wp > wj || (wp == wj && r.experts[j - 1] < r.experts[j])) << "rank " << j;
+      }
+    }
+    EXPECT_NEAR(sum, c.expert_weights_scale, 1e-6);
+    std::vector<int32_t> got = r.experts;
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(std::adjacent_find(got.begin(), got.end()), got.end()) << "an expert chosen twice";
+    if (r.layer < c.n_hash_layers) {
+      std::vector<int32_t> table;
+      for (int64_t j = 0; j < c.n_expert_used; ++j)
+        table.push_back(static_cast<int32_t>(
+            w.layers[0].moe->tid2eid[static_cast<size_t>(p[static_cast<size_t>(r.pos)] * c.n_expert_used + j)]));
+      std::sort(table.begin(), table.end());
+      EXPECT_EQ(got, table) << "a hash layer routes by the token's row of tid2eid";
+    }
+  }
 }
 
 TEST(Dsv4Model, CompressedRowsArriveWithTheirWindowsLastToken) {
