@@ -20,10 +20,12 @@ size_t adjudicate_unresolved(std::vector<TfStep>& steps, const BandRule& rule,
     if (classify_tf_row(steps[i].step, steps[i].pick, steps[i].bank, rule).cls == TfClass::unresolved)
       owed.push_back(i);
   if (owed.empty()) return 0;
-  std::vector<std::vector<float>> rows = oracle_rows();
-  if (rows.size() != steps.size())
-    fail("CPU adjudication: the oracle gave ", rows.size(), " rows for ", steps.size(), " teacher-forced steps");
-  for (size_t i : owed) steps[i].oracle_row = std::move(rows[i]);
+  const std::vector<std::vector<float>> rows = oracle_rows();
+  for (size_t i : owed) {
+    const size_t s = steps[i].step;
+    if (s >= rows.size()) fail("CPU adjudication: step ", s, " is owed a row but the oracle gave ", rows.size());
+    steps[i].oracle_row = rows[s];
+  }
   return owed.size();
 }
 

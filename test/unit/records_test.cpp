@@ -172,9 +172,15 @@ TEST(TeacherForced, AdjudicateUnresolvedAttachesRowsOnlyWhenOwed) {
   EXPECT_EQ(steps[1].oracle_row.size(), 100u);
   EXPECT_THAT(steps, mt::InBand(mt::absolute_band(3.5)));
   EXPECT_THAT(steps, Not(mt::InBand(mt::absolute_band(2.5))));  // margin 3 > 2.5, now decidable
-  std::vector<mt::TfStep> again = {{1, 99, bank()}};
-  EXPECT_THAT(error_message([&] { mt::adjudicate_unresolved(again, mt::absolute_band(3.5), rows); }),
-              HasSubstr("CPU adjudication: the oracle gave 3 rows for 1 teacher-forced steps"));
+  // a subset of the steps takes each step's own row; a step past the rows is an error
+  std::vector<mt::TfStep> some = {{2, 99, bank()}};
+  std::vector<std::vector<float>> three(3, std::vector<float>(100, -1.0f));
+  three[2] = row;
+  EXPECT_EQ(mt::adjudicate_unresolved(some, mt::absolute_band(3.5), [&] { return three; }), 1u);
+  EXPECT_EQ(some[0].oracle_row, row);
+  std::vector<mt::TfStep> late = {{5, 99, bank()}};
+  EXPECT_THAT(error_message([&] { mt::adjudicate_unresolved(late, mt::absolute_band(3.5), rows); }),
+              HasSubstr("CPU adjudication: step 5 is owed a row but the oracle gave 3"));
 }
 
 TEST(TeacherForced, BankIntegrityIsCheckedFirst) {

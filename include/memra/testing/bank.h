@@ -6,8 +6,9 @@
 //   // feed bank.tokens to the arm under test (teacher forcing), collect its argmax per step:
 //   EXPECT_THAT(tf_steps(bank, picks), InBand(relative_band(band_coeff_for(bank, arm_noise))));
 //
-// provides: tf_steps, adjudicate_unresolved; from memra/bank.h: Bank, kBankFormat, read_bank, write_bank, validate_bank,
-//           make_bank, teacher_forced_rows, reference_noise_rel, kF32ResolutionRel, band_coeff_for
+// provides: tf_steps, adjudicate_unresolved; from memra/bank.h: Bank, kBankFormat, read_bank,
+//           write_bank, validate_bank, make_bank, teacher_forced_rows, reference_noise_rel,
+//           kF32ResolutionRel, band_coeff_for
 #pragma once
 
 #include <cstdint>
@@ -40,10 +41,11 @@ std::vector<TfStep> tf_steps(const Bank& b, std::span<const int32_t> picks);
 // pick beyond the banked top-k whose lower bound is within the band cannot be judged from the
 // bank; the oracle's whole row at that step can. When some step of `steps` is unresolved under
 // `rule`, calls `oracle_rows()` once — the oracle teacher-forced along the bank's tokens,
-// teacher_forced_rows(oracle, bank.prompt, bank.tokens), one row per step — and attaches each
-// unresolved step's row (TfStep::oracle_row); classify_tf_row / InBand then check that the row
-// reproduces the bank and judge the exact margin. Returns how many steps it attached rows to;
-// `oracle_rows` is not called when none is unresolved. Fails when the rows are not one per step.
+// teacher_forced_rows(oracle, bank.prompt, bank.tokens): row s decided banked step s — and
+// attaches to each unresolved step its row (TfStep::oracle_row); classify_tf_row / InBand then
+// check that the row reproduces the bank and judge the exact margin. Returns how many steps it
+// attached rows to; `oracle_rows` is not called when none is unresolved. Fails when a step owed
+// a row is past the rows given.
 size_t adjudicate_unresolved(std::vector<TfStep>& steps, const BandRule& rule,
                              const std::function<std::vector<std::vector<float>>()>& oracle_rows);
 
