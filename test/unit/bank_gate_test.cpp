@@ -509,9 +509,10 @@ TEST_P(TfBanksTeeth, RandomPicksAdjudicatedComeOutOfBand) {
                double(rows[i].size());
   }
   rejects /= double(rows.size());
-  std::printf("[tf-teeth] %s: band %.3g*|top1|, random picks out of band %zu/%zu, band rejects %.4f of the "
-              "vocabulary\n",
-              id.c_str(), band_coeff_for(b.measured_noise_rel, c.c_gpu), out, rows.size(), rejects);
+  std::printf(
+      "[tf-teeth] %s: band %.3g*|top1|, random picks out of band %zu/%zu, band rejects %.4f of the "
+      "vocabulary\n",
+      id.c_str(), band_coeff_for(b.measured_noise_rel, c.c_gpu), out, rows.size(), rejects);
   RecordProperty("band_rejects_vocab_fraction", std::to_string(rejects));
   if (kBandSpansTheLogitRange.contains(id)) {
     EXPECT_LT(rejects, 0.01) << "the band now rejects picks here: remove " << id << " from kBandSpansTheLogitRange";
