@@ -21,6 +21,13 @@
 //           of 32 x 128 keeping 2048 tokens on every layer, 256 experts of 2048 top-8 + one
 //           shared, vocabulary 154880) at 4 layers (1 dense, 3 MoE): benchmark shapes
 //           (Model::synthetic: the streamed writers do not draw MLA layers).
+//   deepseek-v4-flash
+//           DeepSeek-V4-Flash's layer widths (D 4096, 64 query heads of 512 with 64 rotated, one
+//           K = V head, q latent 1024, output in 8 groups of 1024, window 128, CSA 4:1 with an
+//           indexer of 64 x 128 keeping 512 rows, HCA 128:1, 4 streams, 256 experts of 2048 top-6
+//           + one shared, vocabulary 129280; hidden size, heads and vocabulary as third-party
+//           configs of the release state them) at 4 layers (sliding, sliding, CSA, HCA; layer 0
+//           hash-routed): benchmark shapes (Model::synthetic).
 //
 // Weight scales. Uniform random weights make greedy decoding degenerate (one token forever, or
 // a short cycle): the residual stream is dominated by the current token's embedding, which the
@@ -51,7 +58,7 @@
 
 namespace memra::fixture {
 
-enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B, Glm5 };
+enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B, Glm5, Dsv4Flash };
 
 // "tiny", "bank", "unit", "qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b".
 std::string_view preset_name(Preset p);

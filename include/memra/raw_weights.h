@@ -64,6 +64,7 @@ struct RawWeights {
   std::vector<float> output_norm;      // [D]
   RawMatrix output;                    // [V, D]; empty when tied
   std::vector<RawLayer> layers;
+  std::optional<HyperT<RawMatrix, std::vector<float>>> hc_head;  // DeepSeek-V4: the streams' final collapse
   bool gdn_tiled_v_heads = false;      // value head h reads key head h % n_k
   const RawMatrix& lm_head() const { return output.empty() ? embed : output; }
   int64_t matrix_bytes() const;        // every RawMatrix's data, summed

@@ -1,6 +1,7 @@
 // src/cuda/cache.cu — one sequence's state on the device (model_impl.h Cache::Impl): per
 // attention layer K and V [max_ctx, KV*hd] (MLA: the expanded keys and values, and the DSA
-// indexer's keys where the layer has an indexer), per GDN layer the conv ring [K, conv_dim] and the
+// indexer's keys where the layer has an indexer; DeepSeek-V4: the raw keys and its compressors'
+// projections and rows), per GDN layer the conv ring [K, conv_dim] and the
 // recurrent state [nv, dk, dv] (f32), the position (host mirror and device copy), the greedy
 // history, and the cache's captured decode graph; re-seating a layer's state and growing the
 // context (Cache::reseat / grow: fresh allocations holding the same bytes).
@@ -26,7 +27,7 @@ uint64_t Cache::Impl::pointer_signature() const {
   };
   mix(pos_dev.data());
   mix(greedy_hist.data());
-  for (const auto* bufs : {&k, &v, &conv, &state, &index_k})
+  for (const auto* bufs : layer_buffers())
     for (const auto& b : *bufs) mix(b.data());
   return h;
 }
@@ -83,7 +84,7 @@ void Cache::reseat(int64_t layer) {
     fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
   const size_t li = static_cast<size_t>(layer);
   std::vector<DeviceBuffer<float>> old;
-  for (auto* bufs : {&ci.k, &ci.v, &ci.conv, &ci.state, &ci.index_k}) {
+  for (auto* bufs : ci.layer_buffers()) {
     DeviceBuffer<float>& b = (*bufs)[li];
     if (!b.data()) continue;
     DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, b.size(), b.size());
@@ -101,7 +102,8 @@ void Cache::grow(int64_t max_ctx) {
   const Model::Impl& m = *ci.owner;
   const size_t pos = static_cast<size_t>(ci.pos);
   std::vector<DeviceBuffer<float>> old;
-  for (auto* bufs : {&ci.k, &ci.v, &ci.index_k})
+  for (auto* bufs : ci.layer_buffers()) {
+    if (bufs == &ci.conv || bufs == &ci.state) continue;  // fixed size: a ring and a state
     for (auto& b : *bufs) {
       if (!b.data()) continue;
       const size_t width = b.size() / static_cast<size_t>(ci.max_ctx);  // one position's floats
@@ -109,6 +111,7 @@ void Cache::grow(int64_t max_ctx) {
       std::swap(b, fresh);
       old.push_back(std::move(fresh));
     }
+  }
   DeviceBuffer<int32_t> hist = moved_copy(*m.e, ci.s, ci.greedy_hist, static_cast<size_t>(max_ctx), pos);
   std::swap(ci.greedy_hist, hist);
   ci.max_ctx = max_ctx;
@@ -125,19 +128,30 @@ Cache Model::new_cache(int64_t max_ctx) const {
   ci->max_ctx = max_ctx;
   ci->pos_dev = DeviceBuffer<int64_t>(e, 1);
   ci->greedy_hist = DeviceBuffer<int32_t>(e, static_cast<size_t>(max_ctx));
-  ci->k.resize(static_cast<size_t>(c.n_layer));
-  ci->v.resize(static_cast<size_t>(c.n_layer));
-  ci->conv.resize(static_cast<size_t>(c.n_layer));
-  ci->state.resize(static_cast<size_t>(c.n_layer));
-  ci->index_k.resize(static_cast<size_t>(c.n_layer));
+  for (auto* bufs : ci->layer_buffers()) bufs->resize(static_cast<size_t>(c.n_layer));
   const size_t n = static_cast<size_t>(max_ctx);
+  auto per_pos = [&](int64_t width) { return DeviceBuffer<float>(e, n * static_cast<size_t>(width)); };
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const size_t li = static_cast<size_t>(i);
-    if (c.layer_kind[li] == LayerKind::Attention || c.layer_kind[li] == LayerKind::Mla) {
-      ci->k[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.kv_k_width()));
-      ci->v[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.kv_v_width()));
-      if (c.layer_kind[li] == LayerKind::Mla && !c.dsa_shared[li])
-        ci->index_k[li] = DeviceBuffer<float>(e, n * static_cast<size_t>(c.dsa_head_dim));
+    const LayerKind kind = c.layer_kind[li];
+    if (kind == LayerKind::Dsv4) {
+      ci->k[li] = per_pos(c.head_dim);  // the raw keys (= values)
+      const Dsv4Attn form = c.dsv4_attn[li];
+      if (form != Dsv4Attn::Sliding) {
+        const int64_t cw = form == Dsv4Attn::Csa ? 2 * c.head_dim : c.head_dim;
+        ci->comp_kv[li] = per_pos(cw);
+        ci->comp_gate[li] = per_pos(cw);
+        ci->comp_rows[li] = per_pos(c.head_dim);
+      }
+      if (form == Dsv4Attn::Csa) {
+        ci->idx_kv[li] = per_pos(2 * c.dsa_head_dim);
+        ci->idx_gate[li] = per_pos(2 * c.dsa_head_dim);
+        ci->idx_rows[li] = per_pos(c.dsa_head_dim);
+      }
+    } else if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
+      ci->k[li] = per_pos(c.kv_k_width());
+      ci->v[li] = per_pos(c.kv_v_width());
+      if (kind == LayerKind::Mla && !c.dsa_shared[li]) ci->index_k[li] = per_pos(c.dsa_head_dim);
     } else {
       ci->conv[li] =
           DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)

@@ -10,6 +10,7 @@
 #include "cuda/common.cuh"
 #include "cuda/device_weights.h"
 #include "cuda/dsa.cuh"
+#include "cuda/dsv4.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/mla.cuh"
@@ -170,6 +171,29 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
              .wo = {D, H * c.mla_d_v}};
     if (!c.dsa_shared[static_cast<size_t>(li)])
       L.dsa = {.wq_b = {ni * hi, qr}, .wk = {hi, D}, .k_norm = {hi}, .k_norm_bias = {hi, 0.0f}, .weights = {ni, D}};
+  } else if (kind == LayerKind::Dsv4) {
+    const int64_t hd = c.head_dim, H = c.n_head, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank;
+    const int64_t N = c.hc_mult, M = (2 + N) * N, ihd = c.dsa_head_dim, m = c.csa_ratio;
+    const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(li)];
+    L.dsv4 = {.wq_a = {qr, D},
+              .q_a_norm = {qr},
+              .wq_b = {H * hd, qr},
+              .wkv = {hd, D},
+              .kv_norm = {hd},
+              .wo_a = {G * R, H * hd / G, G},
+              .wo_b = {D, G * R},
+              .sinks = {H, 0.0f}};
+    if (form != Dsv4Attn::Sliding) {
+      const int64_t cw = form == Dsv4Attn::Csa ? 2 * hd : hd, ratio = form == Dsv4Attn::Csa ? m : c.hca_ratio;
+      L.compressor = {.wkv = {cw, D}, .wgate = {cw, D}, .ape = {ratio * cw, 0.0f}, .norm = {hd}};
+    }
+    if (form == Dsv4Attn::Csa)
+      L.dsv4_indexer = {.wq_b = {c.dsa_n_head * ihd, qr},
+                        .weights = {c.dsa_n_head, D},
+                        .comp = {.wkv = {2 * ihd, D}, .wgate = {2 * ihd, D}, .ape = {m * 2 * ihd, 0.0f}, .norm = {ihd}}};
+    // the mixers stay F32 (as the converters keep them): base 0, scale 1
+    L.hc_attn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
+    L.hc_ffn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
   } else if (kind == LayerKind::Attention) {
     L.attn = {.wq = {qd, D},
               .wgate = {c.attn_gated() ? qd : 0, D},
@@ -192,8 +216,11 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   if (c.ffn_kind[static_cast<size_t>(li)] == FfnKind::Moe) {
     const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
     const bool grouped = c.moe_gating == MoeGating::SigmoidGrouped, gated = S > 0 && c.shared_expert_gated();
+    const bool sqrt_softplus = c.moe_gating == MoeGating::SqrtSoftplus;
+    // DeepSeek-V4's hash layers route by the token's table, not drawn here: synthetic models route
+    // every layer by score
     L.moe = {.router = {E, D, 1, true},
-             .router_bias = {grouped ? E : 0, 0.0f},
+             .router_bias = {grouped || (sqrt_softplus && li >= c.n_hash_layers) ? E : 0, 0.0f},
              .experts = {.gate = {E * I, D, E}, .up = {E * I, D, E}, .down = {E * D, I, E}},
              .shared = {.gate = {S, D}, .up = {S, D}, .down = {S > 0 ? D : 0, S}},
              .shared_gate = {gated ? D : 0},
@@ -204,14 +231,46 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
   return L;
 }
 
+// DeepSeek-V4's wo_a as the mat-vec reads a grouped projection: o_groups slabs of o_rank rows,
+// output vector t·G + g (slab g) reading group g of token t's attention output.
+void group_slabs(Engine& e, DevMatrix& d, int64_t groups, float scale) {
+  d.n_slab = groups;
+  d.m.slab_rows = d.m.rows / groups;
+  d.scale = DeviceBuffer<float>(e, static_cast<size_t>(groups));
+  d.scale.upload(std::vector<float>(static_cast<size_t>(groups), scale));
+  d.m.slab_scale = d.scale.data();
+}
+
+// A hash layer's table for synthetic weights: token t's j-th expert (7t + j) mod E (distinct, k <= E).
+DevVec synthetic_tid2eid(Engine& e, const ModelConfig& c) {
+  std::vector<float> t(static_cast<size_t>(c.n_vocab * c.n_expert_used));
+  for (int64_t i = 0; i < c.n_vocab; ++i)
+    for (int64_t j = 0; j < c.n_expert_used; ++j)
+      t[static_cast<size_t>(i * c.n_expert_used + j)] = static_cast<float>((7 * i + j) % c.n_expert);
+  return upload_vec(e, t);
+}
+
 }  // namespace
 
 void check_kernel_limits(const ModelConfig& c) {
-  if (c.family == Family::DeepseekV4)
-    fail("the GPU engine does not run DeepSeek-V4 yet (the CPU oracle does: docs/deepseek-v4.md)");
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };
+  if (c.family == Family::DeepseekV4) {
+    need(c.hc_mult >= 1 && c.hc_mult <= kHcMaxStreams, "hc_mult = ", c.hc_mult, " (the hyper-connections take 1..",
+         kHcMaxStreams, " streams)");
+    need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim && c.n_rot <= c.dsa_head_dim, "n_rot = ", c.n_rot,
+         " (an even count 2..min(head_dim ", c.head_dim, ", index_head_dim ", c.dsa_head_dim, "))");
+    need(c.o_groups >= 1 && (c.n_head * c.head_dim) % c.o_groups == 0 && c.n_head % c.o_groups == 0, "o_groups = ",
+         c.o_groups, " (whole heads per group of the ", c.n_head, ")");
+    need(c.dsa_n_head >= 1 && c.dsa_n_head <= kDsaMaxHeads && c.dsa_n_head * c.dsa_head_dim <= kDsaMaxQFloats &&
+             c.dsa_head_dim <= kDsaMaxHeadDim,
+         "index_n_heads = ", c.dsa_n_head, ", index_head_dim = ", c.dsa_head_dim, " (the indexer takes 1..",
+         kDsaMaxHeads, " heads of up to ", kDsaMaxHeadDim, ", at most ", kDsaMaxQFloats, " query floats)");
+    need(c.n_expert >= 1 && c.n_expert <= kMoeMaxExperts && c.n_expert_used >= 1 && c.n_expert_used <= kMoeMaxUsed,
+         "n_expert = ", c.n_expert, ", n_expert_used = ", c.n_expert_used, " (the router takes 1..", kMoeMaxExperts,
+         " experts, 1..", kMoeMaxUsed, " per token)");
+  }
   if (c.has_mla()) {
     need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= kMlaMaxRot, "n_rot = ", c.n_rot,
          " (MLA's interleaved RoPE takes an even count 2..", kMlaMaxRot, ")");
@@ -273,7 +332,7 @@ int64_t DeviceWeights::weight_bytes() const {
         L);
     n += L.shared_gate_row.total_bytes();
   }
-  return n;
+  return n + (hc_head ? hc_head->fn.total_bytes() : 0);
 }
 
 int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used) const {
@@ -292,7 +351,7 @@ int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used) const {
         L);
     n += L.shared_gate_row.total_bytes();
   }
-  return n;
+  return n + (hc_head ? hc_head->fn.total_bytes() : 0);
 }
 
 DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w) {
@@ -317,6 +376,13 @@ DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& 
         R, L);
     if (L.moe && !L.moe->shared.empty() && !R.moe->shared_gate.empty())
       L.shared_gate_row = upload_row(e, R.moe->shared_gate, P + "moe.shared_gate");
+    if (L.dsv4) group_slabs(e, L.dsv4->wo_a, c.o_groups, R.dsv4->wo_a.slab_scale.at(0));
+  }
+  if (w.hc_head) {
+    d.hc_head.emplace();
+    d.hc_head->fn = upload(e, w.hc_head->fn, "hc_head.fn");
+    d.hc_head->base = upload_vec(e, w.hc_head->base);
+    d.hc_head->scale = upload_vec(e, w.hc_head->scale);
   }
   e.synchronize();  // the uploads read host memory owned by `w`
   return d;
@@ -346,6 +412,14 @@ DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64
         S, L);
     if (L.moe && c.n_ff_shexp > 0 && c.shared_expert_gated())
       L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
+    if (L.moe && c.moe_gating == MoeGating::SqrtSoftplus && i < c.n_hash_layers) L.moe->tid2eid = synthetic_tid2eid(e, c);
+  }
+  if (c.family == Family::DeepseekV4) {
+    const int64_t N = c.hc_mult;
+    d.hc_head.emplace();
+    d.hc_head->fn = synth_matrix(e, DType::F32, N, N * c.n_embd, 1, ++sd, "hc_head.fn");
+    d.hc_head->base = upload_vec(e, std::vector<float>(static_cast<size_t>(N), 0.0f));
+    d.hc_head->scale = upload_vec(e, std::vector<float>(1, 1.0f));
   }
   e.synchronize();
   return d;

@@ -6,11 +6,12 @@
 // runs before any upload, so a model the kernels cannot run fails at Model::load naming the
 // field and the limit instead of at its first prompt.
 //
-// provides: DevMatrix, DevLayer, DeviceWeights, upload_weights, synthetic_weights,
+// provides: DevMatrix, DevVec, DevHyper, DevLayer, DeviceWeights, upload_weights, synthetic_weights,
 //           check_kernel_limits
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct DevMatrix {
 
 using DevVec = DeviceBuffer<float>;
 using DevFfn = FfnT<DevMatrix>;
+using DevHyper = HyperT<DevMatrix, DevVec>;
 
 // A layer on the device: the schema's tensors, plus the shared-expert gate as the [1, D] F32
 // matrix the mat-vec reads (the same values as moe->shared_gate; derived at upload).
@@ -46,6 +48,7 @@ struct DeviceWeights {
   DevMatrix embed, output;  // output empty when tied
   DevVec output_norm;
   std::vector<DevLayer> layers;
+  std::optional<DevHyper> hc_head;  // DeepSeek-V4: the streams' final collapse
   bool tiled = false;  // GDN value head h reads key head h % n_k (RawWeights::gdn_tiled_v_heads)
   const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
   int64_t weight_bytes() const;                                 // every matrix

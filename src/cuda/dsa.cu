@@ -28,10 +28,10 @@ __global__ void dsa_score_kernel(DsaScoreParams p) {
   float* dots = sh + nh * qld;
   for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) qs[(i / hd) * qld + i % hd] = p.q[t * nh * hd + i];
   __syncthreads();
-  const int64_t last = (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t;
+  const int64_t keys = ((p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1) / p.ratio;
   const int local = threadIdx.x / nh, h = threadIdx.x % nh;
   const int64_t s = static_cast<int64_t>(blockIdx.x) * P + local;
-  if (local < P && s <= last) {
+  if (local < P && s < keys) {
     const float* ks = p.k + s * hd;
     const float* qh = qs + h * qld;
     float d = 0.0f;
@@ -40,11 +40,11 @@ __global__ void dsa_score_kernel(DsaScoreParams p) {
   }
   __syncthreads();
   const int64_t sp = static_cast<int64_t>(blockIdx.x) * P + threadIdx.x;
-  if (static_cast<int>(threadIdx.x) >= P || sp > last) return;
+  if (static_cast<int>(threadIdx.x) >= P || sp >= keys) return;
   const float* wt = p.w + t * nh;
   const float* dd = dots + threadIdx.x * nh;
   float acc = 0.0f;
-  for (int j = 0; j < nh; ++j) acc = fmaf(wt[j], fmaxf(__fmul_rn(dd[j], p.qk_scale), 0.0f), acc);
+  for (int j = 0; j < nh; ++j) acc = fmaf(__fmul_rn(wt[j], p.w_scale), fmaxf(__fmul_rn(dd[j], p.qk_scale), 0.0f), acc);
   p.scores[t * p.ld + sp] = __fadd_rn(acc, 0.0f);  // -0 -> +0: equal scores, equal bits
 }
 
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
   pdl_release();
   const int64_t t = blockIdx.x;
   const int tid = threadIdx.x;
-  const int64_t n = (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1;
+  const int64_t n = ((p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1) / p.ratio;
   const float* sc = p.scores + t * p.ld;
   int32_t* out = p.sel + t * p.topk;
   if (n <= p.topk) {  // every position: the selection keeps them all
@@ -230,18 +230,22 @@ void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {
       p.n_head * p.head_dim > kDsaMaxQFloats)
     fail("dsa score: ", p.n_head, " heads of ", p.head_dim, " unsupported (1..", kDsaMaxHeads, " heads of 1..",
          kDsaMaxHeadDim, ", at most ", kDsaMaxQFloats, " query floats)");
-  if (p.ld < p.pos0 + p.T) fail("dsa score: row stride ", p.ld, " below the ", p.pos0 + p.T, " positions");
+  if (p.ratio < 1) fail("dsa score: ratio ", p.ratio);
+  const int64_t keys = (p.pos0 + p.T) / p.ratio;
+  if (p.ld < keys) fail("dsa score: row stride ", p.ld, " below the ", keys, " keys");
   if (p.T > 65535) fail("dsa score: ", p.T, " queries exceed the grid (65535)");
+  if (keys == 0) return;  // no query sees a key yet (nothing is read: select writes empty rows)
   const int P = score_positions(p.n_head);
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.pos0 + p.T, P)), static_cast<unsigned>(p.T));
+  const dim3 grid(static_cast<unsigned>(ceil_div(keys, P)), static_cast<unsigned>(p.T));
   launch_kernel("dsa_score_kernel", dsa_score_kernel, grid, kScoreThreads,
                 sizeof(float) * static_cast<size_t>(p.n_head * (p.head_dim + 1) + P * p.n_head), s, p);
 }
 
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  if (p.topk < 1) fail("dsa select: topk = ", p.topk);
-  if (p.ld < p.pos0 + p.T) fail("dsa select: row stride ", p.ld, " below the ", p.pos0 + p.T, " positions");
+  if (p.topk < 1 || p.ratio < 1) fail("dsa select: topk = ", p.topk, ", ratio ", p.ratio);
+  if (p.ld < (p.pos0 + p.T) / p.ratio)
+    fail("dsa select: row stride ", p.ld, " below the ", (p.pos0 + p.T) / p.ratio, " keys");
   if (p.pos0 + p.T > 2147483647) fail("dsa select: ", p.pos0 + p.T, " positions exceed int32 ids");
   launch_kernel("dsa_select_kernel", dsa_select_kernel, static_cast<unsigned>(p.T), kSelectThreads, 0, s, p);
 }

@@ -1,10 +1,13 @@
 // src/cuda/dsa.cuh — the DSA lightning indexer's token selection on the device (GLM-5; the
 // oracle's contract in src/oracle/mla.cpp):
-//   scores:  score[t][s] = Σ_h w[t][h] · relu(q[t][h] · k[s] · qk_scale)   for s <= pos0 + t,
-//            h in order, each dot a sequential f32 chain, -0 written as +0 (so equal scores are
-//            equal bits); w holds weights_proj x / sqrt(n_head).
-//   select:  per query, the `topk` best positions by score, in increasing position order; all
-//            positions 0..pos0+t while there are at most `topk`; ties at the cut go to the lowest
+//   scores:  score[t][s] = Σ_h (w[t][h] · w_scale) · relu(q[t][h] · k[s] · qk_scale) for the
+//            s < (pos0 + t + 1) / ratio keys the query sees, h in order, each dot a sequential
+//            f32 chain, -0 written as +0 (so equal scores are equal bits). GLM-5: a key per
+//            position (ratio 1), w = weights_proj x / sqrt(n_head) (w_scale 1); DeepSeek-V4: a
+//            key per closed compressor row (ratio m: rows whose window ended at or before the
+//            query), w = weights_proj x, w_scale = 1 / sqrt(n_head).
+//   select:  per query, the `topk` best keys by score, in increasing key order; all of its
+//            (pos0 + t + 1) / ratio keys while there are at most `topk` (none before the first); ties at the cut go to the lowest
 //            positions (the oracle's select_top). One block per query: an exact radix select of
 //            the topk-th largest score (4 passes of 8-bit digits over order-preserving keys),
 //            then one pass in position order that keeps every score above it and the first of
@@ -38,8 +41,8 @@ inline constexpr int kDsaMaxQFloats = 12288;
 struct DsaScoreParams {
   const float* q = nullptr;  // [T, n_head, head_dim] rotated indexer queries
   const float* w = nullptr;  // [T, n_head] per-head weights (already / sqrt(n_head))
-  const float* k = nullptr;  // [>= pos0 + T, head_dim] indexer keys (normed, rotated)
-  float* scores = nullptr;   // [T, ld] out: row t holds positions 0..pos0+t
+  const float* k = nullptr;  // [>= (pos0 + T) / ratio, head_dim] indexer keys (normed, rotated)
+  float* scores = nullptr;   // [T, ld] out: row t holds keys 0..(pos0 + t + 1) / ratio - 1
   int64_t T = 0, pos0 = 0, ld = 0;
   // device position when set (a cache's pos_dev: a captured step replays at the cache's current
   // position): query 0 sits at *pos_dev + row0, and pos0 is a bound on that which sizes the grid
@@ -47,17 +50,20 @@ struct DsaScoreParams {
   int64_t row0 = 0;
   int n_head = 0, head_dim = 0;
   float qk_scale = 1.0f;  // 1 / sqrt(head_dim)
+  float w_scale = 1.0f;   // multiplies each head weight (1: w already scaled)
+  int ratio = 1;          // positions per key
 };
 void dsa_score_run(const DsaScoreParams& p, cudaStream_t s);
 
 struct DsaSelectParams {
   const float* scores = nullptr;  // [T, ld] (dsa_score_run's)
-  int32_t* sel = nullptr;         // [T, topk] out: selected positions, ascending; -1 past n_sel
-  int32_t* n_sel = nullptr;       // [T] out: min(pos0 + t + 1, topk)
+  int32_t* sel = nullptr;         // [T, topk] out: selected keys, ascending; -1 past n_sel
+  int32_t* n_sel = nullptr;       // [T] out: min((pos0 + t + 1) / ratio, topk)
   int64_t T = 0, pos0 = 0, ld = 0;
   const int64_t* pos_dev = nullptr;  // as DsaScoreParams::pos_dev / row0
   int64_t row0 = 0;
   int topk = 0;
+  int ratio = 1;  // positions per key (DsaScoreParams::ratio)
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);
 

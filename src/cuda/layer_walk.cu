@@ -93,19 +93,39 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
     tile_start = DeviceBuffer<int32_t>(e, static_cast<size_t>(tiles));
     n_tiles = DeviceBuffer<int32_t>(e, 1);
     tok = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
-    const bool mla = c.has_mla();
-    const int64_t qr = mla ? c.mla_q_rank : 0, kvr = mla ? c.mla_kv_rank : 0;
+    const bool mla = c.has_mla(), dsv4 = c.family == Family::DeepseekV4, indexer = mla || dsv4;
+    const int64_t qr = mla || dsv4 ? c.mla_q_rank : 0, kvr = mla ? c.mla_kv_rank : 0;
     ql = f(T * qr);
     kva = f(mla ? T * (kvr + c.n_rot) : 0);
     lat = f(T * kvr);
     kvb = f(mla ? T * c.n_head * (c.mla_d_nope + c.mla_d_v) : 0);
-    iq = f(mla ? T * c.dsa_n_head * c.dsa_head_dim : 0);
+    iq = f(indexer ? T * c.dsa_n_head * c.dsa_head_dim : 0);
     ik = f(mla ? T * c.dsa_head_dim : 0);
-    iw = f(mla ? T * c.dsa_n_head : 0);
+    iw = f(indexer ? T * c.dsa_n_head : 0);
     qlq = qb(T * qr);
     latq = qb(T * kvr);
-    sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(mla ? T * c.dsa_topk : 0, 1)));
+    sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(indexer ? T * c.dsa_topk : 0, 1)));
     n_sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
+    const int64_t N = dsv4 ? c.hc_mult : 0, M = (2 + N) * N, hd = dsv4 ? c.head_dim : 0;
+    const int64_t G = dsv4 ? c.o_groups : 0, GR = G * c.o_rank, icw = dsv4 ? 2 * c.dsa_head_dim : 0;
+    hcx = f(T * N * D);
+    hcn = f(T * N * D);
+    hcnq = qb(T * N * D);
+    hz = f(T * M);
+    hmix = DeviceBuffer<double>(e, static_cast<size_t>(std::max<int64_t>(T * M, 1)));
+    yb = f(dsv4 ? T * D : 0);
+    ckv = f(T * 2 * hd);
+    cg = f(T * 2 * hd);
+    ikv = f(T * icw);
+    ig = f(T * icw);
+    og = f(T * GR);
+    ogq = qb(T * GR);
+    std::vector<int32_t> slab(static_cast<size_t>(std::max<int64_t>(T * G, 1)), 0);
+    for (size_t a = 0; G > 0 && a < slab.size(); ++a) slab[a] = static_cast<int32_t>(static_cast<int64_t>(a) % G);
+    group_slab = DeviceBuffer<int32_t>(e, slab.size());
+    group_slab.upload(slab);
+    ones = f(std::max(N * D, hd));
+    ones.upload(std::vector<float>(ones.size(), 1.0f));
     cap_T = T;
     ++gen;
   }
@@ -123,7 +143,8 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
   if (T > 1 && gdn_chunked && c.ssm_n_v_heads > 0)  // the layers take turns with it
     need = std::max(need, cuda::gdn_chunked_workspace_floats(T, static_cast<int>(c.ssm_n_v_heads),
                                                              static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
-  if (c.has_mla()) need = std::max(need, mla_score_rows(T, ctx) * ctx);  // the indexer's scores of a chunk of queries
+  // the indexer's scores of a chunk of queries (DeepSeek-V4's over fewer keys: compressed rows)
+  if (c.has_mla() || c.family == Family::DeepseekV4) need = std::max(need, mla_score_rows(T, ctx) * ctx);
   if (need > cap_work) {
     work = DeviceBuffer<float>(e, static_cast<size_t>(need));
     cap_work = need;
@@ -585,12 +606,30 @@ void Model::Impl::mla_output(DevLayer& L, int64_t T) {
 
 // --- FFN and MoE -------------------------------------------------------------------------------------
 
+// The SwiGLU of rows of n in place: ws.fg = silu(ws.fg) * ws.fu (and its q8_1 in ws.fq), clamped
+// where the model clamps its experts (ModelConfig::swiglu_limit: DeepSeek-V4).
+void Model::Impl::glu(int64_t rows, int64_t n) {
+  cuda::RowOpParams p;
+  p.op = c.swiglu_limit > 0 ? cuda::RowOp::SwigluClamped : cuda::RowOp::Swiglu;
+  p.limit = static_cast<float>(c.swiglu_limit);
+  p.x = ws.fg.data();
+  p.ld_x = n;
+  p.z = ws.fu.data();
+  p.ld_z = n;
+  p.y = ws.fg.data();
+  p.ld_y = n;
+  p.q = n % 32 == 0 ? ws.fq.data() : nullptr;
+  p.rows = rows;
+  p.n = n;
+  cuda::rowop_run(p, s);
+}
+
 // SwiGLU FFN of n_out rows: gate/up from h (row a / x_div), down into y.
 void Model::Impl::swiglu(const DevMatrix& g, const DevMatrix& u, const DevMatrix& d, int64_t n_out, int x_div,
                          const int32_t* slab, float* y, bool add) {
   const int64_t D = c.n_embd, F = g.m.slab_rows;
   mv_group({{&g, ws.fg.data()}, {&u, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n_out, x_div, slab);
-  rowop(cuda::RowOp::Swiglu, ws.fg.data(), F, ws.fu.data(), F, nullptr, ws.fg.data(), ws.fq.data(), n_out, F);
+  glu(n_out, F);
   mv(d.m, ws.fg.data(), F, ws.fq.data(), y, D, n_out, add, 1, slab);
 }
 
@@ -636,7 +675,7 @@ void Model::Impl::expert_swiglu(const DevLayer& L, int64_t T, int K) {
   } else {
     mv_group({{&X.gate, ws.fg.data()}, {&X.up, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n, K, ws.ids.data());
   }
-  rowop(cuda::RowOp::Swiglu, ws.fg.data(), F, ws.fu.data(), F, nullptr, ws.fg.data(), ws.fq.data(), n, F);
+  glu(n, F);
   if (down)
     routed_gemm(X.down.m, ws.fq.data(), 1, ws.ye.data(), D, n);
   else
@@ -683,6 +722,7 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
 // --- the walk ----------------------------------------------------------------------------------------
 
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
+  if (c.family == Family::DeepseekV4) return dsv4_walk(seqs, rows);  // its own residual streams (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
   cuda::EmbedParams ep;
   ep.table = weights.embed.m;
@@ -796,7 +836,8 @@ void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greed
     const int64_t K = k_used();
     const int64_t widest =
         std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff, T * K * c.n_ff_exp,
-                  T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank, T * c.n_head * c.mla_d_v});
+                  T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank, T * c.n_head * c.mla_d_v,
+                  T * c.hc_mult * c.n_embd, T * c.o_groups * c.o_rank});
     if (static_cast<int64_t>(ws.x4.size()) < widest / 32)
       ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cuda/model_impl.h"
+#include "memra/rope_freq.h"
 #include "memra/error.h"
 #include "memra/finite.h"
 
@@ -47,6 +48,13 @@ std::unique_ptr<Model::Impl> new_impl(Engine& e, const ModelConfig& c) {
   m->e = &e;
   m->s = stream_of(e);
   m->c = c;
+  if (c.family == Family::DeepseekV4)  // the rotation tables, f64 as the oracle rotates (memra/rope_freq.h)
+    for (bool compressed : {false, true}) {
+      const std::vector<double> f = dsv4_rope_freq(c, compressed);
+      DeviceBuffer<double>& d = m->dsv4_freq[compressed ? 1 : 0];
+      d = DeviceBuffer<double>(e, f.size());
+      d.upload(f);
+    }
   // m->arms stays Arms{}: the one default per arm (memra/arms.h), the same the tools and the
   // oracle start from.
   return m;

@@ -20,6 +20,11 @@
 //              indexer key store (mla.cu); indexer scores + top-k selection, or the previous
 //              layer's (dsa.cu); attention over the selection (dsa.cu); x += Wo o
 //   FFN:       x += Wdown (silu(Wgate h) * Wup h)
+//   DeepSeek-V4 (dsv4_walk.cu): N residual streams per token; around each block a hyper-connection
+//              collapses them into the block's input and expands its output back (no residual
+//              add); the attention over a sliding window of raw keys plus compressed rows (every
+//              one, or the indexer's top-k), with sinks and the grouped output; sqrt-softplus or
+//              hash routing, clamped SwiGLU experts; the final hc_head collapse into x   (dsv4.cu)
 //   MoE:       router → route on device → expert mat-vecs indexed by the device-side ids →
 //              x += Σ w_j y_j + sigmoid(sg.h) shared(h)  (GLM-5: + shared(h))   (moe.cu)
 // The residual adds are fused into the producing mat-vec (add_to_y) or the MoE combine, with
@@ -31,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -64,6 +70,18 @@ struct Cache::Impl {
   // indexer; empty otherwise. MLA layers' k / v hold the expanded keys and values
   // (ModelConfig::kv_k_width / kv_v_width per position).
   std::vector<DeviceBuffer<float>> index_k;
+  // DeepSeek-V4 ([n_layer] each, empty where a layer has no such compressor; k holds the raw
+  // keys [max_ctx, head_dim]): a compressor's per-token projections [max_ctx, cw] and its
+  // closed rows [max_ctx, width] (row w at w·width: a row per ratio positions, sized per position
+  // so growth keeps them), for the attention's compressor (comp_*) and the CSA indexer's (idx_*).
+  std::vector<DeviceBuffer<float>> comp_kv, comp_gate, comp_rows, idx_kv, idx_gate, idx_rows;
+  // Every per-layer buffer, for re-seats, growth and the pointer signature.
+  std::array<std::vector<DeviceBuffer<float>>*, 11> layer_buffers() {
+    return {&k, &v, &conv, &state, &index_k, &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+  }
+  std::array<const std::vector<DeviceBuffer<float>>*, 11> layer_buffers() const {
+    return {&k, &v, &conv, &state, &index_k, &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+  }
   // The captured decode step of this cache (decode_graph arm): valid while the model's workspace
   // keeps the generation it was captured with.
   cudaGraphExec_t exec = nullptr;
@@ -122,6 +140,21 @@ struct Workspace {
   DeviceBuffer<float> iq, ik, iw;     // [T, ni*hi], [T, hi], [T, ni]  indexer queries, key, weights
   DeviceBuffer<cuda::Q81> qlq, latq;  // q8_1 of ql / lat
   DeviceBuffer<int32_t> sel, n_sel;   // [T, topk], [T]  each row's selected positions and their count
+  // DeepSeek-V4 (N streams, M = (2+N)N mix weights, hd = head_dim, cw / icw the compressor's and
+  // the indexer compressor's projection widths, G x R the grouped output); iq / iw / sel / n_sel
+  // above serve its indexer, ql its query latent, q / k / o its queries, raw key and output
+  DeviceBuffer<float> hcx;             // [T, N, D]  the residual streams
+  DeviceBuffer<float> hcn;             // [T, N*D]   the streams / rms (the mix's input)
+  DeviceBuffer<cuda::Q81> hcnq;        // q8_1 of hcn (a block-quantised fn)
+  DeviceBuffer<float> hz;              // [T, M]     fn · hcn
+  DeviceBuffer<double> hmix;           // [T, M]     pre | post | comb of the current block
+  DeviceBuffer<float> yb;              // [T, D]     the current block's output
+  DeviceBuffer<float> ckv, cg;         // [T, cw]    the attention compressor's projections
+  DeviceBuffer<float> ikv, ig;         // [T, icw]   the indexer compressor's
+  DeviceBuffer<float> og;              // [T, G*R]   the grouped output's low-rank rows
+  DeviceBuffer<cuda::Q81> ogq;         // q8_1 of og
+  DeviceBuffer<int32_t> group_slab;    // [T*G]      a % G: wo_a's group of output vector a
+  DeviceBuffer<float> ones;            // unweighted RMSNorms' multiplier, max(N*D, hd) ones
   // Rows of one indexer score launch over contexts up to ctx: the scores of a chunk of queries
   // ([rows, ctx] f32 in `work`) stay within kMlaScoreFloats, so a long prompt's prefill does not
   // need a [T, ctx] block (and at most 1024 rows, whatever the context).
@@ -237,6 +270,17 @@ struct Model::Impl {
   void mla_project(cuda::DevLayer& L, int64_t T);
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
   void mla_output(cuda::DevLayer& L, int64_t T);
+  // DeepSeek-V4 (dsv4_walk.cu): the tables of rotation frequencies (sliding, compressed), the
+  // hyper-connections around a block, the attention in three parts, the MoE, the whole walk.
+  DeviceBuffer<double> dsv4_freq[2];
+  void hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T);
+  void hc_leave(int64_t T);
+  void dsv4_project(cuda::DevLayer& L, int64_t T);
+  void dsv4_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
+  void dsv4_output(cuda::DevLayer& L, int64_t T);
+  void dsv4_moe(cuda::DevLayer& L, int64_t T);
+  void dsv4_walk(std::span<const Seq> seqs, int64_t rows);
+  void glu(int64_t rows, int64_t n);
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
               const int32_t* slab, float* y, bool add);
   bool use_routed_gemm(const cuda::DevMatrix& m, int64_t T) const;

@@ -28,6 +28,11 @@ constexpr int kThreads = 256;      // the reduction's threads (the order of the 
 constexpr int kNormThreads = 1024;  // rows of >= 1024 values: elementwise pass and quantisation
 constexpr int kSpreadRows = 8;      // rows spread over blocks (each block re-reads its row)
 
+// DeepSeek-V4's clamped SwiGLU: the gate clamped from above, the up projection on both sides.
+__device__ __forceinline__ float swiglu_clamped(float g, float u, float limit) {
+  return __fmul_rn(silu_f(fminf(g, limit)), fminf(fmaxf(u, -limit), limit));
+}
+
 // --- kernels
 
 // q8_1 blocks of a row held in shared memory, four blocks per warp at a time: 8 lanes per block,
@@ -114,6 +119,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
     if constexpr (Op == RowOp::RmsNormGated)
       v = __fmul_rn(__fmul_rn(__fmul_rn(v, scale), p.w[i]), silu_f(p.z[r * p.ld_z + i]));
     if constexpr (Op == RowOp::Swiglu) v = __fmul_rn(silu_f(v), p.z[r * p.ld_z + i]);
+    if constexpr (Op == RowOp::SwigluClamped) v = swiglu_clamped(v, p.z[r * p.ld_z + i], p.limit);
     row[i] = v;
   }
   __syncthreads();
@@ -181,6 +187,7 @@ __global__ void __launch_bounds__(kThreads) rowop_wide_kernel(RowOpParams p) {
   const bool in = i < p.n;
   float v = in ? p.x[r * p.ld_x + i] : 0.0f;
   if constexpr (Op == RowOp::Swiglu) v = in ? __fmul_rn(silu_f(v), p.z[r * p.ld_z + i]) : 0.0f;
+  if constexpr (Op == RowOp::SwigluClamped) v = in ? swiglu_clamped(v, p.z[r * p.ld_z + i], p.limit) : 0.0f;
   if (p.y && in) p.y[r * p.ld_y + i] = v;
   if (p.q) quantize_block_q8_1(v, p.q + r * (p.n / 32) + g, lane);  // n % 32 == 0 (checked)
 }
@@ -189,7 +196,7 @@ __global__ void __launch_bounds__(kThreads) rowop_wide_kernel(RowOpParams p) {
 
 template <RowOp Op>
 void launch(const RowOpParams& p, cudaStream_t s) {
-  if constexpr (Op == RowOp::Swiglu || Op == RowOp::Identity) {
+  if constexpr (Op == RowOp::Swiglu || Op == RowOp::SwigluClamped || Op == RowOp::Identity) {
     const int64_t groups = ceil_div(p.n, 32);
     if (p.rows > 65535) fail("rowop: ", p.rows, " rows exceed the grid (65535)");
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
@@ -225,6 +232,7 @@ void rowop_run(const RowOpParams& p, cudaStream_t s) {
     case RowOp::RmsNorm: return launch<RowOp::RmsNorm>(p, s);
     case RowOp::RmsNormGated: return launch<RowOp::RmsNormGated>(p, s);
     case RowOp::Swiglu: return launch<RowOp::Swiglu>(p, s);
+    case RowOp::SwigluClamped: return launch<RowOp::SwigluClamped>(p, s);
     case RowOp::Identity: return launch<RowOp::Identity>(p, s);
   }
   fail("rowop: unknown op ", static_cast<int>(p.op));

@@ -15,6 +15,7 @@ enum class RowOp {
   RmsNorm,       // y = x * rsqrt(mean(x^2) + eps) * w          (w: the canonical multiplier, 1+w folded)
   RmsNormGated,  // y = w * x * rsqrt(mean(x^2) + eps) * silu(z) (GDN output norm, per head)
   Swiglu,        // y = silu(x) * z                               (x: gate rows, z: up rows)
+  SwigluClamped, // y = silu(min(x, limit)) * clamp(z, -limit, limit)   (DeepSeek-V4's experts)
   Identity,      // y = x                                         (quantisation only)
 };
 
@@ -26,13 +27,15 @@ struct RowOpParams {
   int64_t ld_z = 0;
   const float* w = nullptr;  // [n] multiplier shared by every row (norms)
   float eps = 0;
+  float limit = 0;           // SwigluClamped's clamp
   float* y = nullptr;        // [rows, n] f32 out, row stride ld_y; may alias x; nullptr: none
   int64_t ld_y = 0;
   Q81* q = nullptr;          // [rows, n/32] q8_1 out (n % 32 == 0); nullptr: none
   int64_t rows = 0, n = 0;
 };
 
-// Norms: one block per row (1024 threads for rows of >= 1024 values). SwiGLU / Identity: a warp
+// Norms: one block per row (1024 threads for rows of >= 1024 values). SwiGLU (clamped or not) /
+// Identity: a warp
 // per 32-value group. Sum of squares: per-thread strided partials, warp butterfly, warps in
 // index order — a fixed order, so results depend only on (x, n), never on the batch.
 void rowop_run(const RowOpParams& p, cudaStream_t s);

@@ -41,7 +41,7 @@ constexpr PresetName kPresets[] = {
     {Preset::Tiny, "tiny"},           {Preset::Bank, "bank"},
     {Preset::Unit, "unit"},           {Preset::Qwen3_0_6B, "qwen3-0.6b"},
     {Preset::Qwen35_9B, "qwen35-9b"}, {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
-    {Preset::Glm5, "glm-5"},
+    {Preset::Glm5, "glm-5"},          {Preset::Dsv4Flash, "deepseek-v4-flash"},
 };
 
 // The HF Qwen3 vocabulary size (151643 BPE tokens + 26 added, padded to 151936).
@@ -303,7 +303,39 @@ ModelConfig glm5_shapes() {
   return c;
 }
 
+// DeepSeek-V4-Flash's widths at 4 layers (memra/fixture.h), transformers' DeepseekV4Config
+// defaults for the rest.
+ModelConfig dsv4_flash_shapes() {
+  ModelConfig c = tiny_dsv4_shapes();
+  c.n_vocab = 129280;
+  c.n_embd = 4096;
+  c.n_ctx_train = 1048576;
+  c.n_head = 64;
+  c.head_dim = 512;
+  c.n_rot = 64;
+  c.yarn_factor = 16;
+  c.yarn_orig_ctx = 65536;
+  c.mla_q_rank = 1024;
+  c.o_groups = 8;
+  c.o_rank = 1024;
+  c.sliding_window = 128;
+  c.csa_ratio = 4;
+  c.hca_ratio = 128;
+  c.dsa_n_head = 64;
+  c.dsa_head_dim = 128;
+  c.dsa_topk = 512;
+  c.n_expert = 256;
+  c.n_expert_used = 6;
+  c.n_ff_exp = 2048;
+  c.n_ff_shexp = 2048;
+  return c;
+}
+
 ModelConfig realistic_shapes(Preset p, Family f) {
+  if (p == Preset::Dsv4Flash) {
+    if (f != Family::DeepseekV4) fail("preset deepseek-v4-flash is a deepseek4 model, not ", family_arch(f));
+    return dsv4_flash_shapes();
+  }
   if (p == Preset::Glm5) {
     if (f != Family::GlmDsa) fail("preset glm-5 is a glm-dsa model, not ", family_arch(f));
     return glm5_shapes();

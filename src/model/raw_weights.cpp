@@ -22,6 +22,7 @@ int64_t RawWeights::matrix_bytes() const {
   add(embed);
   add(output);
   for (const RawLayer& L : layers) for_each_tensor([&](std::string_view, const auto& t) { add(t); }, L);
+  if (hc_head) add(hc_head->fn);
   return n;
 }
 

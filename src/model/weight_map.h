@@ -448,17 +448,13 @@ void map_model(const R& rd, const ModelConfig& c, NameStyle style, bool lm, W& w
         map_layer(rd, c, {style, layer_prefix(style, lm, i), c.layer_kind[k], c.ffn_kind[k], indexer, i}));
   }
   if (c.family == Family::DeepseekV4) {
-    if constexpr (requires { w.hc_head; }) {
-      auto vec = [&](Slot k) { return rd.vec(tensor_name(k, at), tensor_ne(k, style, c)); };
-      const std::vector<int64_t> fn = tensor_ne(Slot::HcHeadFn, style, c);
-      typename std::remove_reference_t<decltype(*w.hc_head)> h;
-      h.fn = rd.mat(tensor_name(Slot::HcHeadFn, at), fn[1], fn[0]);
-      h.base = vec(Slot::HcHeadBase);
-      h.scale = vec(Slot::HcHeadScale);
-      w.hc_head = std::move(h);
-    } else {
-      fail("deepseek4: the file-typed (GPU) weights do not hold DeepSeek-V4's hc_head yet (docs/deepseek-v4.md)");
-    }
+    auto vec = [&](Slot k) { return rd.vec(tensor_name(k, at), tensor_ne(k, style, c)); };
+    const std::vector<int64_t> fn = tensor_ne(Slot::HcHeadFn, style, c);
+    typename std::remove_reference_t<decltype(*w.hc_head)> h;
+    h.fn = rd.mat(tensor_name(Slot::HcHeadFn, at), fn[1], fn[0]);
+    h.base = vec(Slot::HcHeadBase);
+    h.scale = vec(Slot::HcHeadScale);
+    w.hc_head = std::move(h);
   }
 }
 

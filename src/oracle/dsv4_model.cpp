@@ -16,6 +16,7 @@
 #include "memra/error.h"
 #include "memra/finite.h"
 #include "memra/oracle.h"
+#include "memra/rope_freq.h"
 #include "oracle/ops.h"
 
 namespace memra::oracle {
@@ -61,12 +62,7 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.n_embd, N = c.hc_mult, pos0 = cache.pos;
   const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, IH = c.dsa_n_head, ihd = c.dsa_head_dim;
   const double eps = c.rms_eps;
-  const std::vector<double> main_freq = ops::rope_inv_freq(c.n_rot, c.rope_theta, {});
-  const std::vector<double> comp_freq = ops::rope_inv_freq(c.n_rot, c.compress_rope_theta,
-                                                           {.factor = c.yarn_factor,
-                                                            .orig_ctx = c.yarn_orig_ctx,
-                                                            .beta_fast = c.yarn_beta_fast,
-                                                            .beta_slow = c.yarn_beta_slow});
+  const std::vector<double> main_freq = dsv4_rope_freq(c, false), comp_freq = dsv4_rope_freq(c, true);
   const double limit = c.swiglu_limit > 0 ? c.swiglu_limit : std::numeric_limits<double>::infinity();
 
   // X [T, N, D]: the embedding in every stream

@@ -14,6 +14,7 @@
 
 #include "memra/config.h"
 #include "memra/oracle.h"
+#include "memra/rope_freq.h"
 #include "memra/selection_ledger.h"
 #include "memra/weights.h"
 
@@ -130,15 +131,9 @@ void hc_expand(const HcMix& m, const float* out, float* X, int64_t D);
 std::vector<double> hc_head_pre(const float* X, int64_t N, int64_t D, const Matrix& fn, std::span<const float> base,
                                 std::span<const float> scale, double hc_eps, double rms_eps);
 
-// A rope table's frequencies: theta^(-2i/n_rot), i < n_rot/2, or with YaRN (factor > 0) blended
-// towards theta^(-2i/n_rot)/factor for the slow dims (transformers' yarn with truncation; the
-// attention factor is 1 in DeepSeek-V4).
-struct Yarn {
-  double factor = 0;  // 0: plain rope
-  int64_t orig_ctx = 0;
-  double beta_fast = 32, beta_slow = 1;
-};
-std::vector<double> rope_inv_freq(int64_t n_rot, double theta, const Yarn& yarn);
+// A rope table's frequencies, plain or YaRN (memra/rope_freq.h: shared with the GPU engine).
+using memra::rope_inv_freq;
+using memra::Yarn;
 // Interleaved rotation of the 2·inv_freq.size() values at x (pair 2i, 2i+1 by pos·inv_freq[i]);
 // inverse rotates by -angle (DeepSeek-V4 undoes the query's rotation on the attention output).
 void rope_pairs_freq(float* x, std::span<const double> inv_freq, int64_t pos, bool inverse);

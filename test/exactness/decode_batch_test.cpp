@@ -398,7 +398,9 @@ const std::vector<std::string> kFixtures = {gpu_test::fixture_id(Family::Qwen3, 
                                             gpu_test::fixture_id(Family::Qwen35, DType::F32, false),
                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true),
                                             gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true),
-                                            gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false)};
+                                            gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false),
+                                            gpu_test::fixture_id(Family::DeepseekV4, DType::Q8_0, false),
+                                            gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true)};
 
 // One fixture model per case (GateCase::model is its id).
 class DecodeBatch : public testing::GpuGateTest<Loaded> {

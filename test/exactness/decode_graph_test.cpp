@@ -172,7 +172,7 @@ GraphVerdict decode_graph_gate(Loaded& m, testing::Report& rep, ArmRun graph = {
 }
 
 // The layers the re-seat runs move, and the steps at which they move: the first attention or MLA
-// layer (K/V, and an MLA layer's indexer keys) at step 20, the first Gated-DeltaNet layer (conv
+// layer (K/V, and an MLA layer's indexer keys) or DeepSeek-V4's first CSA layer at step 20, the first Gated-DeltaNet layer (conv
 // ring + recurrent state, the seed's re-seat) at step 40 where the family has one.
 struct Reseat {
   int64_t step;
@@ -186,6 +186,10 @@ std::vector<Reseat> reseats(const ModelConfig& c) {
   if (const int64_t a = std::min(first(LayerKind::Attention), first(LayerKind::Mla)); a < c.n_layer)
     r.push_back({20, a});
   if (const int64_t g = first(LayerKind::Linear); g < c.n_layer) r.push_back({40, g});
+  // DeepSeek-V4: its first CSA layer (raw keys, both compressors' projections and rows)
+  if (const int64_t d = std::find(c.dsv4_attn.begin(), c.dsv4_attn.end(), Dsv4Attn::Csa) - c.dsv4_attn.begin();
+      d < static_cast<int64_t>(c.dsv4_attn.size()))
+    r.push_back({20, d});
   return r;
 }
 
@@ -214,6 +218,8 @@ std::vector<std::string> tiny_fixture_ids() {
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
   v.push_back(gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false));  // GGUF: kv_b split in the file
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
+    v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
   return v;
 }
 
@@ -360,7 +366,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen35, DType::BF16, false),
                                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
-                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true)},
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true),
+                                             gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, false)},
                                             {"recapture"})),
     testing::CaseName());
 

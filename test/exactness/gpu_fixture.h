@@ -6,7 +6,8 @@
 //         (kept F32, as llama.cpp's quantizer does);
 //   hf:   HF names (Qwen3-Next's interleaved qkvz/ba, zero-centred norms), matrices BF16; the
 //         only form of GLM-5 (glm-dsa: MLA + DSA indexer + sigmoid-grouped MoE), whose fixtures
-//         take every type (an in-memory source holds Q8_0 / NVFP4 blocks under HF names).
+//         take every type (an in-memory source holds Q8_0 / NVFP4 blocks under HF names);
+//   DeepSeek-V4 (deepseek4): GGUF under llama.cpp's deepseek4 names and HF under transformers'.
 // The oracle and the GPU model load the SAME source, so the only differences between them are
 // the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
 #pragma once
@@ -33,8 +34,13 @@ namespace memra::gpu_test {
 // BF16 conversion takes the HF router too, as a BF16 checkpoint stores it.
 inline bool keep_f32(const std::string& name, DType type) {
   const bool blocks = type == DType::Q8_0 || type == DType::NVFP4;
-  return name.find("ffn_gate_inp") != std::string::npos || name.find("conv1d") != std::string::npos ||
-         name.ends_with(".scale") || (blocks && name.ends_with("mlp.gate.weight"));
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  // DeepSeek-V4's hyper-connection mixers and compressor position biases stay F32 as its
+  // converters keep them (GGUF hc_* / output_hc_* / *_ape, HF attn_hc / ffn_hc / hc_head /
+  // position_bias)
+  const bool dsv4_f32 = has("hc_") || has("_hc.") || has("_ape") || has("position_bias");
+  return has("ffn_gate_inp") || has("conv1d") || name.ends_with(".scale") || dsv4_f32 ||
+         (blocks && name.ends_with("mlp.gate.weight"));
 }
 
 // Re-stores every eligible matrix of `src` as `type`.
@@ -91,7 +97,8 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
 
 // The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
 inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
-  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa})
+  for (Family f :
+       {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa, Family::DeepseekV4})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4})
       for (bool hf : {false, true})
         if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);

@@ -75,7 +75,7 @@ class GpuModel : public testing::GpuGateFixture<Loaded> {
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
 
 // Each Qwen family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one, then (with_hf)
-// GLM-5's HF fixtures of `types`: fixture model ids.
+// GLM-5's HF fixtures of `types` and DeepSeek-V4's GGUF ones and BF16 HF: fixture model ids.
 [[maybe_unused]] std::vector<std::string> fixture_ids(std::initializer_list<DType> types, bool with_hf) {
   std::vector<std::string> v;
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe}) {
@@ -84,6 +84,10 @@ int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).f
   }
   if (with_hf)
     for (DType t : types) v.push_back(gpu_test::fixture_id(Family::GlmDsa, t, true));
+  if (with_hf) {  // DeepSeek-V4: GGUF in every type, and its BF16 HF form
+    for (DType t : types) v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
+    v.push_back(gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true));
+  }
   return v;
 }
 
@@ -178,7 +182,8 @@ TEST_P(Determinism, RunToRunSha256) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, Determinism,
                          ::testing::ValuesIn(testing::gate_cases({"qwen3-q8_0-gguf", "qwen35moe-q8_0-gguf",
-                                                                  "qwen3next-q8_0-gguf", "glm-dsa-bf16-hf"})),
+                                                                  "qwen3next-q8_0-gguf", "glm-dsa-bf16-hf",
+                                                                  "deepseek4-q8_0-gguf"})),
                          testing::CaseName());
 
 // decode_greedy's device argmax (lowest index on ties) == the host argmax of decode_step's
@@ -223,7 +228,7 @@ TEST_P(DeviceGreedy, MatchesHostArgmax) {
 INSTANTIATE_TEST_SUITE_P(Tiny, DeviceGreedy,
                          ::testing::ValuesIn(testing::gate_cases({"qwen35-nvfp4-gguf", "qwen3-q8_0-gguf",
                                                                   "qwen35moe-nvfp4-gguf", "qwen3next-bf16-gguf",
-                                                                  "glm-dsa-bf16-hf"},
+                                                                  "glm-dsa-bf16-hf", "deepseek4-nvfp4-gguf"},
                                                                  {"eager", "graph"})),
                          testing::CaseName());
 
@@ -447,7 +452,8 @@ TEST_F(GpuModel, CacheReseatAndGrowRejectBadArguments) {
   EXPECT_THAT(m.gpu->decode_step(4, c).logits, testing::BitIdentical(m.gpu->decode_step(4, ref).logits));
 }
 
-// GLM-5 (MLA, the DSA indexer's top-k, sigmoid-grouped MoE) against the CPU oracle, teacher-forced
+// GLM-5 (MLA, the DSA indexer's top-k, sigmoid-grouped MoE) and DeepSeek-V4 (hyper-connections,
+// sliding / CSA / HCA attention, hash and score routing) against the CPU oracle, teacher-forced
 // on one prompt of kGlmTokens: the oracle's forward_all rows against the GPU's prime of the first
 // half and decode_step over the rest (prefill and decode kernels both judged). The prompt runs
 // past the indexer's top-16, so most rows attend to a selection that drops tokens. Every row within
@@ -490,7 +496,9 @@ double glm_tip_scale(const Loaded& m, const std::vector<int32_t>& p, const std::
 
 void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
   const auto p = testing_fixtures::prompt(kGlmTokens, m.fx.config.n_vocab, 23);
-  ASSERT_GT(kGlmTokens, m.fx.config.dsa_topk) << "the prompt must run past the selection";
+  // the prompt runs past the selection: GLM-5's top-k positions, DeepSeek-V4's top-k CSA rows
+  const int64_t per_key = m.fx.config.family == Family::DeepseekV4 ? m.fx.config.csa_ratio : 1;
+  ASSERT_GT(kGlmTokens, m.fx.config.dsa_topk * per_key) << "the prompt must run past the selection";
   const std::vector<std::vector<float>> ref = m.oracle->forward_all(p);
   const bool quantised = m.fx.type == DType::Q8_0 || m.fx.type == DType::NVFP4;
   const double tip = quantised ? glm_tip_scale(m, p, ref) : 0;
@@ -542,6 +550,39 @@ TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
                        testing::ReportPart(report(), std::string(dtype_name(t)) + "_gguf"));
 }
 
+// DeepSeek-V4 from GGUF in every type (llama.cpp's deepseek4 names) and from HF (transformers'
+// names): 48 tokens close 12 CSA rows (the indexer keeps 4) and 6 HCA rows, and run past the
+// window of 8 raw keys.
+TEST_F(GpuModel, Dsv4FollowsTheOracle) {
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
+    glm_follows_oracle(loaded(Family::DeepseekV4, t, false), Break{},
+                       testing::ReportPart(report(), std::string(dtype_name(t)) + "_gguf"));
+  for (DType t : {DType::F32, DType::Q8_0})
+    glm_follows_oracle(loaded(Family::DeepseekV4, t, true), Break{},
+                       testing::ReportPart(report(), std::string(dtype_name(t)) + "_hf"));
+}
+
+// DeepSeek-V4 over a long prompt (200 tokens: 50 CSA rows for the indexer's 4, 25 HCA rows, the
+// 8-key window slid 192 times): prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise —
+// the compressors close windows whose tokens span calls, the indexer scores a prefill's queries
+// each over its own visible rows, exactly as one-token steps do.
+TEST_F(GpuModel, Dsv4LongPrefillEqualsDecode) {
+  constexpr int kLong = 200;
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    Loaded& m = loaded(Family::DeepseekV4, t, false);
+    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
+    a.prefill_matmul = PrefillMatmul::mmvq;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 37);
+    const std::vector<float> full = m.gpu->forward_last(p);
+    Cache cache = m.gpu->new_cache(kLong);
+    m.gpu->prime_cache(std::span(p).first(kLong / 2), cache);
+    for (int i = kLong / 2; i < kLong - 1; ++i) m.gpu->decode_step(p[static_cast<size_t>(i)], cache);
+    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
+        << m.fx.id << ": a long prefill and its token-by-token decode differ";
+  }
+}
+
 // GLM-5's indexer scores a long prompt a chunk of queries at a time (Workspace::mla_score_rows,
 // at most 1024 rows): prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise, at n = 1100,
 // so a chunk's queries (positions offset by the chunk's first row) score and select exactly as
@@ -576,6 +617,20 @@ TEST_F(GpuModelCanary, GlmDsaScaledLayerFails) {
   for (auto [t, hf] : {std::pair{DType::F32, true}, std::pair{DType::Q8_0, false}}) {
     Loaded& m = loaded(Family::GlmDsa, t, hf);
     expect_gate_fails("the GPU's residual after GLM-5 layer 0 scaled by 0.999 (" + m.fx.id + ")", [&] {
+      glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
+    });
+  }
+}
+
+// DeepSeek-V4's check with every stream after layer 0 scaled by 0.999 on the GPU: must FAIL (the
+// next hyper-connection's RMSNorm does not undo it: the block's output adds unscaled).
+TEST_F(GpuModelCanary, Dsv4ScaledLayerFails) {
+  Break brk;
+  brk.scale_layer = 0;
+  brk.scale_factor = 0.999f;
+  for (auto [t, hf] : {std::pair{DType::F32, false}, std::pair{DType::Q8_0, false}}) {
+    Loaded& m = loaded(Family::DeepseekV4, t, hf);
+    expect_gate_fails("the GPU's streams after DeepSeek-V4 layer 0 scaled by 0.999 (" + m.fx.id + ")", [&] {
       glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
     });
   }

@@ -399,6 +399,12 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
 // a trajectory of 180 positions, sigmoid-grouped MoE.
 INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager", "graph"})),
                          testing::CaseName());
+// DeepSeek-V4 (the seed's own model; the f32 HF directory): hyper-connections, sliding / CSA /
+// HCA attention with the indexer's top-4 of 45 compressed rows by the last position, hash and
+// score routing, over 180 positions.
+INSTANTIATE_TEST_SUITE_P(TinyDsv4, TfGate,
+                         ::testing::ValuesIn(testing::gate_cases({"deepseek4-f32"}, {"eager", "graph"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, TfGate, ::testing::ValuesIn(testing::gate_cases({"user"}, {"eager", "graph"})),
                          testing::CaseName());
 #else  // gate_teacher_forced_real: the realistic fixtures, eager and graph
@@ -472,6 +478,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGlm, TfCalibration, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager"})),
                          testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(TinyDsv4, TfCalibration,
+                         ::testing::ValuesIn(testing::gate_cases({"deepseek4-f32"}, {"eager"})), testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGemm, TfCalibration,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"bf16", "q8_0", "nvfp4"}),
                                                                  {"mma"})),
@@ -508,7 +516,7 @@ TEST_P(TfCanary, ScaledLayerComesOutOfBand) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, TfCanary,
                          ::testing::ValuesIn(testing::gate_cases({"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16",
-                                                                  "qwen35moe-bf16", "glm-dsa-f32"},
+                                                                  "qwen35moe-bf16", "glm-dsa-f32", "deepseek4-f32"},
                                                                  {"eager", "graph"})),
                          testing::CaseName());
 

@@ -88,7 +88,9 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
     for (Preset p : {Preset::Tiny, Preset::Bank, Preset::Unit})
       EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
   for (auto [f, p] : {std::pair{Family::Qwen3, Preset::Qwen3_0_6B}, std::pair{Family::Qwen35, Preset::Qwen35_9B},
-                      std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}, std::pair{Family::GlmDsa, Preset::Glm5}})
+                      std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}, std::pair{Family::GlmDsa, Preset::Glm5},
+                      std::pair{Family::DeepseekV4, Preset::Dsv4Flash}, std::pair{Family::DeepseekV4, Preset::Tiny},
+                      std::pair{Family::DeepseekV4, Preset::Unit}})
     EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
 
   const memra::ModelConfig moe = fx::fixture_config({.family = Family::Qwen35Moe, .preset = Preset::Unit});
@@ -123,6 +125,19 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
   EXPECT_THAT(glm_error([](auto& c) { c.n_expert_group = 3; }), HasSubstr("n_expert_group = 3"));
   EXPECT_THAT(glm_error([](auto& c) { c.n_expert_group_used = 0; }), HasSubstr("n_expert_group_used = 0"));
   EXPECT_FALSE(memra::Model::unsupported(moe).has_value());
+
+  // DeepSeek-V4's: the hyper-connections' streams, the rotation, the output groups, the indexer.
+  const memra::ModelConfig dsv4 = fx::fixture_config({.family = Family::DeepseekV4, .preset = Preset::Bank});
+  auto dsv4_error = [&](auto edit) {
+    memra::ModelConfig c = dsv4;
+    edit(c);
+    return memra::Model::unsupported(c).value_or("supported");
+  };
+  EXPECT_EQ(dsv4_error([](auto&) {}), "supported");
+  EXPECT_THAT(dsv4_error([](auto& c) { c.hc_mult = 9; }), HasSubstr("hc_mult = 9 (the hyper-connections take 1..8"));
+  EXPECT_THAT(dsv4_error([](auto& c) { c.n_rot = 18; }), HasSubstr("n_rot = 18"));
+  EXPECT_THAT(dsv4_error([](auto& c) { c.o_groups = 3; }), HasSubstr("o_groups = 3"));
+  EXPECT_THAT(dsv4_error([](auto& c) { c.dsa_n_head = 65; }), HasSubstr("index_n_heads = 65"));
 }
 
 }  // namespace

@@ -1,0 +1,322 @@
+// src/cuda/dsv4_walk.cu — DeepSeek-V4's decoder walk (model_impl.h; the equations in
+// docs/deepseek-v4.md, the oracle's walk in src/oracle/dsv4_model.cpp, in the same order): the
+// residual streams, the hyper-connections around each block, the attention in the walk's three
+// parts (projections of all rows, each sequence's core over its own cache, the output
+// projection) and the MoE. Single-sequence and batched steps both run it (walk() hands over).
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/common.cuh"
+#include "cuda/dsa.cuh"
+#include "cuda/dsv4.cuh"
+#include "cuda/embed.cuh"
+#include "cuda/launch.cuh"
+#include "cuda/model_impl.h"
+#include "cuda/moe.cuh"
+#include "memra/cuda_check.h"
+#include "memra/error.h"
+
+namespace memra {
+
+using cuda::DevLayer;
+using cuda::DevMatrix;
+using cuda::DMat;
+
+namespace {
+
+// Break::scale_layer on the streams (memra/model.h): x[i] *= f over n values. A canary's defect.
+__global__ void dsv4_break_scale_kernel(float* x, int64_t n, float f) {
+  cuda::pdl_wait();
+  cuda::pdl_release();
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = __fmul_rn(x[i], f);
+}
+
+const DevMatrix& none() {
+  static const DevMatrix m;
+  return m;
+}
+
+}  // namespace
+
+// The streams X (ws.hcx) collapse into the block's input: X / rms(X) over all N·D values,
+// z = fn · that, the mix weights (ws.hmix) and the collapse into ws.x, then the block's RMSNorm
+// into ws.h / ws.hq.
+void Model::Impl::hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T) {
+  const int64_t D = c.n_embd, N = c.hc_mult, M = (2 + N) * N;
+  const bool q = cuda::uses_q8_1(hc.fn.m.type);
+  rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
+        q ? ws.hcnq.data() : nullptr, T, N * D);
+  mv(hc.fn.m, ws.hcn.data(), N * D, ws.hcnq.data(), ws.hz.data(), M, T, false);
+  cuda::HcMixParams p;
+  p.z = ws.hz.data();
+  p.base = hc.base.data();
+  p.scale = hc.scale.data();
+  p.X = ws.hcx.data();
+  p.mix = ws.hmix.data();
+  p.out = ws.x.data();
+  p.T = T;
+  p.D = D;
+  p.N = static_cast<int>(N);
+  p.iters = static_cast<int>(c.hc_iters);
+  p.eps = c.hc_eps;
+  cuda::hc_mix_run(p, s);
+  norm_quant(ws.x.data(), norm.data(), ws.h.data(), ws.hq.data(), T, D);
+}
+
+// The block's output (ws.yb) expands back into the streams with the mix of hc_enter.
+void Model::Impl::hc_leave(int64_t T) {
+  cuda::HcExpandParams p;
+  p.mix = ws.hmix.data();
+  p.y = ws.yb.data();
+  p.X = ws.hcx.data();
+  p.T = T;
+  p.D = c.n_embd;
+  p.N = static_cast<int>(c.hc_mult);
+  cuda::hc_expand_run(p, s);
+}
+
+// Every projection of the rows' normed input h: the query latent (normed), the queries (normed
+// per head, unweighted), the raw key (normed), the compressors' projections, the indexer's
+// queries and head weights.
+void Model::Impl::dsv4_project(DevLayer& L, int64_t T) {
+  const auto& A = *L.dsv4;
+  const int64_t D = c.n_embd, qr = c.mla_q_rank, H = c.n_head, hd = c.head_dim;
+  const DevMatrix& ckv = L.compressor ? L.compressor->wkv : none();
+  const DevMatrix& cg = L.compressor ? L.compressor->wgate : none();
+  mv_group({{&A.wq_a, ws.ql.data()}, {&A.wkv, ws.k.data()}, {&ckv, ws.ckv.data()}, {&cg, ws.cg.data()}}, ws.h.data(),
+           D, ws.hq.data(), T);
+  if (L.dsv4_indexer) {
+    const auto& X = *L.dsv4_indexer;
+    mv_group({{&X.weights, ws.iw.data()}, {&X.comp.wkv, ws.ikv.data()}, {&X.comp.wgate, ws.ig.data()}}, ws.h.data(), D,
+             ws.hq.data(), T);
+  }
+  rowop(cuda::RowOp::RmsNorm, ws.ql.data(), qr, nullptr, 0, A.q_a_norm.data(), ws.ql.data(), ws.qlq.data(), T, qr);
+  mv_group({{&A.wq_b, ws.q.data()}, {L.dsv4_indexer ? &L.dsv4_indexer->wq_b : &none(), ws.iq.data()}}, ws.ql.data(),
+           qr, ws.qlq.data(), T);
+  rowop(cuda::RowOp::RmsNorm, ws.q.data(), hd, nullptr, 0, ws.ones.data(), ws.q.data(), nullptr, T * H, hd);
+  rowop(cuda::RowOp::RmsNorm, ws.k.data(), hd, nullptr, 0, A.kv_norm.data(), ws.k.data(), nullptr, T, hd);
+}
+
+// Rows [r0, r0 + T): T tokens of the sequence of cache ci. The rotations; the raw key stored;
+// the compressors take this call's tokens first (a query reads only the rows its own position has
+// closed); the indexer's scores and top-k over its closed rows (CSA); the attention; the output's
+// rotated slice rotated back.
+void Model::Impl::dsv4_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+  const size_t l = static_cast<size_t>(li);
+  const Dsv4Attn form = c.dsv4_attn[l];
+  const int H = static_cast<int>(c.n_head), hd = static_cast<int>(c.head_dim), rot = static_cast<int>(c.n_rot);
+  const int IH = static_cast<int>(c.dsa_n_head), ihd = static_cast<int>(c.dsa_head_dim);
+  const double* freq = dsv4_freq[form == Dsv4Attn::Sliding ? 0 : 1].data();
+  const double* comp_freq = dsv4_freq[1].data();
+  const int64_t* pos = ci.pos_dev.data();
+  auto rope = [&](float* x, int heads, int width, const double* f, bool inverse, float* store) {
+    cuda::Dsv4RopeParams p;
+    p.x = x;
+    p.T = T;
+    p.heads = heads;
+    p.width = width;
+    p.n_rot = rot;
+    p.inv_freq = f;
+    p.pos_dev = pos;
+    p.inverse = inverse;
+    p.store = store;
+    cuda::dsv4_rope_run(p, s);
+  };
+  rope(ws.q.data() + r0 * H * hd, H, hd, freq, false, nullptr);
+  rope(ws.k.data() + r0 * hd, 1, hd, freq, false, ci.k[l].data());
+  const int m = static_cast<int>(form == Dsv4Attn::Csa ? c.csa_ratio : c.hca_ratio);
+  auto compress = [&](const cuda::DevLayer::Compressor& k, const float* kv, const float* gate, int w, bool overlap,
+                      DeviceBuffer<float>& hkv, DeviceBuffer<float>& hgate, DeviceBuffer<float>& rows) {
+    const int cw = overlap ? 2 * w : w;
+    cuda::Dsv4CompressParams p;
+    p.kv = kv + r0 * cw;
+    p.gate = gate + r0 * cw;
+    p.hist_kv = hkv.data();
+    p.hist_gate = hgate.data();
+    p.ape = k.ape.data();
+    p.norm = k.norm.data();
+    p.rows = rows.data();
+    p.inv_freq = comp_freq;
+    p.n_rot = rot;
+    p.pos_dev = pos;
+    p.T = T;
+    p.m = m;
+    p.w = w;
+    p.overlap = overlap;
+    p.eps = c.rms_eps;
+    cuda::dsv4_compress_run(p, s);
+  };
+  if (L.compressor)
+    compress(*L.compressor, ws.ckv.data(), ws.cg.data(), hd, form == Dsv4Attn::Csa, ci.comp_kv[l], ci.comp_gate[l],
+             ci.comp_rows[l]);
+  const int topk = static_cast<int>(c.dsa_topk);
+  int32_t* sel = ws.sel.data() + r0 * topk;
+  int32_t* n_sel = ws.n_sel.data() + r0;
+  if (L.dsv4_indexer) {
+    compress(L.dsv4_indexer->comp, ws.ikv.data(), ws.ig.data(), ihd, true, ci.idx_kv[l], ci.idx_gate[l],
+             ci.idx_rows[l]);
+    float* iq = ws.iq.data() + r0 * IH * ihd;
+    rope(iq, IH, ihd, comp_freq, false, nullptr);
+    // scores over the closed rows a chunk of queries at a time (Workspace::mla_score_rows)
+    const int64_t row_bound = std::max<int64_t>(ctx_bound / m, 1);
+    const int64_t chunk = Workspace::mla_score_rows(T, row_bound);
+    for (int64_t c0 = 0; c0 < T; c0 += chunk) {
+      const int64_t n = std::min(chunk, T - c0);
+      cuda::DsaScoreParams sp;
+      sp.q = iq + c0 * IH * ihd;
+      sp.w = ws.iw.data() + (r0 + c0) * IH;
+      sp.k = ci.idx_rows[l].data();
+      sp.scores = ws.work.data();
+      sp.T = n;
+      sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
+      sp.pos_dev = pos;
+      sp.row0 = c0;
+      sp.ld = row_bound;
+      sp.n_head = IH;
+      sp.head_dim = ihd;
+      sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ihd)));
+      sp.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(IH)));
+      sp.ratio = m;
+      cuda::dsa_score_run(sp, s);
+      cuda::DsaSelectParams xp;
+      xp.scores = sp.scores;
+      xp.sel = sel + c0 * topk;
+      xp.n_sel = n_sel + c0;
+      xp.T = n;
+      xp.pos0 = sp.pos0;
+      xp.pos_dev = pos;
+      xp.row0 = c0;
+      xp.ld = sp.ld;
+      xp.topk = topk;
+      xp.ratio = m;
+      cuda::dsa_select_run(xp, s);
+    }
+  }
+  cuda::Dsv4AttnParams ap;
+  ap.q = ws.q.data() + r0 * H * hd;
+  ap.k_cache = ci.k[l].data();
+  ap.rows = L.compressor ? ci.comp_rows[l].data() : nullptr;
+  ap.sel = L.dsv4_indexer ? sel : nullptr;
+  ap.n_sel = L.dsv4_indexer ? n_sel : nullptr;
+  ap.topk = topk;
+  ap.sinks = L.dsv4->sinks.data();
+  ap.out = ws.o.data() + r0 * H * hd;
+  ap.pos_dev = pos;
+  ap.T = T;
+  ap.H = H;
+  ap.hd = hd;
+  ap.window = static_cast<int>(c.sliding_window);
+  ap.ratio = m;
+  const int64_t rows_read = form == Dsv4Attn::Csa ? topk : form == Dsv4Attn::Hca ? ctx_bound / m : 0;
+  ap.max_keys = static_cast<int>(c.sliding_window + rows_read);
+  ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  cuda::dsv4_attention_run(ap, s);
+  rope(ws.o.data() + r0 * H * hd, H, hd, freq, true, nullptr);
+}
+
+// The grouped low-rank output: group g of each row's heads through wo_a's slab g (output vector
+// t·G + g), then wo_b, into the block's output ws.yb.
+void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
+  const auto& A = *L.dsv4;
+  const int64_t qd = c.n_head * c.head_dim, G = c.o_groups, GR = G * c.o_rank, in = qd / G;
+  const DMat& wo_a = A.wo_a.m;
+  if (cuda::uses_q8_1(wo_a.type))
+    rowop(cuda::RowOp::Identity, ws.o.data(), qd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, qd);
+  mv(wo_a, ws.o.data(), in, ws.oq.data(), ws.og.data(), c.o_rank, T * G, false, 1, ws.group_slab.data());
+  const DMat& wo_b = A.wo_b.m;
+  if (cuda::uses_q8_1(wo_b.type))
+    rowop(cuda::RowOp::Identity, ws.og.data(), GR, nullptr, 0, nullptr, nullptr, ws.ogq.data(), T, GR);
+  mv(wo_b, ws.og.data(), GR, ws.ogq.data(), ws.yb.data(), c.n_embd, T, false);
+}
+
+// The MoE into ws.yb: the router, score or hash routing, the clamped experts (expert_swiglu,
+// swiglu: the clamp follows ModelConfig::swiglu_limit), the shared expert, the combine over zero.
+void Model::Impl::dsv4_moe(DevLayer& L, int64_t T) {
+  const int64_t D = c.n_embd;
+  const auto& M = *L.moe;
+  const int K = static_cast<int>(c.n_expert_used);
+  const bool hash = M.tid2eid.size() > 0;  // loaded for the hash layers only
+  mv(M.router.m, ws.h.data(), D, ws.hq.data(), ws.rl.data(), c.n_expert, T, false);
+  cuda::Dsv4RouteParams rp;
+  rp.logits = ws.rl.data();
+  rp.bias = hash ? nullptr : M.router_bias.data();
+  rp.tid2eid = hash ? M.tid2eid.data() : nullptr;
+  rp.tokens = ws.tok.data();
+  rp.ids = ws.ids.data();
+  rp.weights = ws.wts.data();
+  rp.T = T;
+  rp.E = static_cast<int>(c.n_expert);
+  rp.k = K;
+  rp.scale = c.expert_weights_scale;
+  cuda::dsv4_route_run(rp, s);
+  expert_swiglu(L, T, K);
+  const bool shared = !M.shared.empty();
+  if (shared) swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
+  MEMRA_CUDA_CHECK(cudaMemsetAsync(ws.yb.data(), 0, sizeof(float) * static_cast<size_t>(T * D), s));
+  cuda::MoeCombineParams cp;
+  cp.y = ws.ye.data();
+  cp.weights = ws.wts.data();
+  cp.y_shared = shared ? ws.ysh.data() : nullptr;
+  cp.x = ws.yb.data();
+  cp.T = T;
+  cp.D = D;
+  cp.k = K;
+  cuda::moe_combine_run(cp, s);
+}
+
+void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
+  const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
+  cuda::EmbedParams ep;
+  ep.table = weights.embed.m;
+  ep.tokens = ws.tok.data();
+  ep.T = T;
+  ep.x = ws.x.data();
+  cuda::embed_run(ep, s);
+  cuda::HcExpandParams bp;  // the embedding in every stream
+  bp.y = ws.x.data();
+  bp.X = ws.hcx.data();
+  bp.T = T;
+  bp.D = D;
+  bp.N = static_cast<int>(N);
+  cuda::hc_expand_run(bp, s);
+  for (int64_t li = 0; li < c.n_layer; ++li) {
+    DevLayer& L = weights.layers[static_cast<size_t>(li)];
+    hc_enter(*L.hc_attn, L.attn_norm, T);
+    dsv4_project(L, T);
+    for (size_t q = 0; q < seqs.size(); ++q)
+      dsv4_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+    dsv4_output(L, T);
+    hc_leave(T);
+    hc_enter(*L.hc_ffn, L.ffn_norm, T);
+    dsv4_moe(L, T);
+    hc_leave(T);
+    if (ledger) ledger_record(li, seqs, rows);
+    if (brk.scale_layer == li) {  // a canary's defect (Break); off: nothing launched
+      const int64_t n = T * N * D, threads = 256;
+      const int64_t ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
+      cuda::launch_kernel("dsv4_break_scale_kernel", dsv4_break_scale_kernel, unsigned(ctas), unsigned(threads), 0, s,
+                          ws.hcx.data(), n, brk.scale_factor);
+    }
+  }
+  // the final collapse into x: the output norm and the lm_head read it as any family's residual
+  const cuda::DevHyper& head = *weights.hc_head;
+  const bool q = cuda::uses_q8_1(head.fn.m.type);
+  rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
+        q ? ws.hcnq.data() : nullptr, T, N * D);
+  mv(head.fn.m, ws.hcn.data(), N * D, ws.hcnq.data(), ws.hz.data(), N, T, false);
+  cuda::HcMixParams p;
+  p.z = ws.hz.data();
+  p.base = head.base.data();
+  p.scale = head.scale.data();
+  p.X = ws.hcx.data();
+  p.out = ws.x.data();
+  p.T = T;
+  p.D = D;
+  p.N = static_cast<int>(N);
+  p.eps = c.hc_eps;
+  p.head = true;
+  cuda::hc_mix_run(p, s);
+}
+
+}  // namespace memra
