@@ -36,9 +36,11 @@ HcMix hc_mix(const float* X, int64_t N, int64_t D, const Matrix& fn, std::span<c
   if (fn.rows != M || fn.cols != N * D || static_cast<int64_t>(base.size()) != M || scale.size() != 3 || iters < 1)
     fail("hc_mix: fn [", fn.rows, ", ", fn.cols, "], base ", base.size(), ", scale ", scale.size(), ", iters ", iters,
          " for ", N, " streams of ", D);
-  const std::vector<float> h = unweighted_rmsnorm(X, N * D, rms_eps);
+  const std::vector<float> hn = unweighted_rmsnorm(X, N * D, rms_eps);
+  std::vector<float> buf;
+  const float* h = input_rows(fn, hn.data(), 1, buf);
   std::vector<double> z(static_cast<size_t>(M));
-  for (int64_t r = 0; r < M; ++r) z[static_cast<size_t>(r)] = dot(fn.row(r), h.data(), N * D);
+  for (int64_t r = 0; r < M; ++r) z[static_cast<size_t>(r)] = dot(fn.row(r), h, N * D);
   HcMix m;
   m.n = N;
   m.pre.resize(static_cast<size_t>(N));
@@ -103,9 +105,11 @@ std::vector<double> hc_head_pre(const float* X, int64_t N, int64_t D, const Matr
   if (fn.rows != N || fn.cols != N * D || static_cast<int64_t>(base.size()) != N || scale.size() != 1)
     fail("hc_head: fn [", fn.rows, ", ", fn.cols, "], base ", base.size(), ", scale ", scale.size(), " for ", N,
          " streams of ", D);
-  const std::vector<float> h = unweighted_rmsnorm(X, N * D, rms_eps);
+  const std::vector<float> hn = unweighted_rmsnorm(X, N * D, rms_eps);
+  std::vector<float> buf;
+  const float* h = input_rows(fn, hn.data(), 1, buf);
   std::vector<double> pre(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) pre[n] = sigmoid(dot(fn.row(n), h.data(), N * D) * scale[0] + base[n]) + hc_eps;
+  for (int64_t n = 0; n < N; ++n) pre[n] = sigmoid(dot(fn.row(n), h, N * D) * scale[0] + base[n]) + hc_eps;
   return pre;
 }
 
@@ -214,8 +218,10 @@ void sink_attention(const float* q, std::span<const float* const> keys, const fl
 void grouped_out(const Matrix& wo_a, int64_t groups, const float* o, float* y) {
   if (groups <= 0 || wo_a.rows % groups != 0) fail("grouped_out: ", wo_a.rows, " rows in ", groups, " groups");
   const int64_t R = wo_a.rows / groups, in = wo_a.cols;
+  std::vector<float> buf;
+  const float* x = input_rows(wo_a, o, groups, buf);  // each group's slice is a row of the product
   for (int64_t g = 0; g < groups; ++g)
-    for (int64_t r = 0; r < R; ++r) y[g * R + r] = static_cast<float>(dot(wo_a.row(g * R + r), o + g * in, in));
+    for (int64_t r = 0; r < R; ++r) y[g * R + r] = static_cast<float>(dot(wo_a.row(g * R + r), x + g * in, in));
 }
 
 std::vector<std::pair<int64_t, double>> route_sqrt_softplus(std::span<const float> logits, std::span<const float> bias,

@@ -60,12 +60,9 @@ double dot_f64(const double* a, const double* b, int64_t n) {
   return s;
 }
 
-namespace {
-
-// The rows of x a product with `w` reads: x itself, or (w.q8_1_input) each row rounded to q8_1
-// and dequantised into `buf`. A q8_1 value d*q (fp16 d, |q| <= 127) is exact in f32, and so is
-// its f64 product with a dequantised weight: the dot below is then the exact value of the GPU's
-// integer dot product plus the one f64 summation.
+// A q8_1 value d*q (fp16 d, |q| <= 127) is exact in f32, and so is its f64 product with a
+// dequantised weight: a dot over input_rows' rows is then the exact value of the GPU's integer dot
+// product plus the one f64 summation.
 const float* input_rows(const Matrix& w, const float* x, int64_t T, std::vector<float>& buf) {
   if (!w.q8_1_input) return x;
   MEMRA_CHECK(w.cols % kQ8BlockSize == 0, "oracle: q8_1 activations need a row length that is a multiple of ",
@@ -78,8 +75,6 @@ const float* input_rows(const Matrix& w, const float* x, int64_t T, std::vector<
   }
   return buf.data();
 }
-
-}  // namespace
 
 void matvec(const Matrix& w, const float* x, float* y, int threads) {
   std::vector<float> buf;

@@ -38,6 +38,11 @@ double dot_f64(const double* a, const double* b, int64_t n);  // plain sequentia
 void matvec(const Matrix& w, const float* x, float* y, int threads);
 // Y[t, r] = f32(dot(W.row(r), X[t])) for T inputs: bit-identical to T matvec calls.
 void matmul(const Matrix& w, const float* x, int64_t T, float* y, int threads);
+// The T rows of w.cols values that a product with `w` reads: x itself, or (w.q8_1_input: the GPU's
+// activation contract for a block-quantised matrix) each row rounded to q8_1 and dequantised into
+// `buf`. Every product of a Matrix goes through it, matvec / matmul and the ops that take rows
+// themselves (DeepSeek-V4's grouped output, its hyper-connection mixers).
+const float* input_rows(const Matrix& w, const float* x, int64_t T, std::vector<float>& buf);
 
 double silu(double x);
 double sigmoid(double x);

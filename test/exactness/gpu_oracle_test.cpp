@@ -622,15 +622,18 @@ TEST_F(GpuModelCanary, GlmDsaScaledLayerFails) {
   }
 }
 
-// DeepSeek-V4's check with every stream after layer 0 scaled by 0.999 on the GPU: must FAIL (the
-// next hyper-connection's RMSNorm does not undo it: the block's output adds unscaled).
+// DeepSeek-V4's check with every stream after layer 0 scaled by 0.9 on the GPU: must FAIL. The
+// hyper-connections absorb most of a uniform scale (the mix reads X / rms(X), the block its
+// RMSNormed collapse; only the mix of scaled streams with unscaled block outputs moves), so 0.999
+// moved the F32 rows by 3.9e-4 of the range and the Q8_0 ones by less than their tip-scale bound
+// (measured on the H200): the defect is ten times GLM-5's.
 TEST_F(GpuModelCanary, Dsv4ScaledLayerFails) {
   Break brk;
   brk.scale_layer = 0;
-  brk.scale_factor = 0.999f;
+  brk.scale_factor = 0.9f;
   for (auto [t, hf] : {std::pair{DType::F32, false}, std::pair{DType::Q8_0, false}}) {
     Loaded& m = loaded(Family::DeepseekV4, t, hf);
-    expect_gate_fails("the GPU's streams after DeepSeek-V4 layer 0 scaled by 0.999 (" + m.fx.id + ")", [&] {
+    expect_gate_fails("the GPU's streams after DeepSeek-V4 layer 0 scaled by 0.9 (" + m.fx.id + ")", [&] {
       glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
     });
   }

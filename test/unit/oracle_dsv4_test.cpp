@@ -16,6 +16,7 @@
 
 #include "memra/error.h"
 #include "memra/oracle.h"
+#include "memra/quant.h"
 #include "memra/weights.h"
 #include "oracle/ops.h"
 
@@ -283,6 +284,34 @@ TEST(Dsv4Attention, GroupedOutputTakesEachGroupsOwnRows) {
   EXPECT_FLOAT_EQ(y[0], 3.0f);
   EXPECT_FLOAT_EQ(y[1], 430.0f);
   EXPECT_THROW(ops::grouped_out(wo_a, 3, o, y), Error);
+}
+
+// Under the GPU's activation contract (a block-quantised wo_a: Matrix::q8_1_input) each group's
+// slice is rounded to q8_1 as its own row before the product, as the GPU's grouped mat-vec reads
+// it: the same as the plain product over the slices rounded beforehand, and not the f32 one.
+TEST(Dsv4Attention, GroupedOutRoundsEachGroupUnderTheQ8_1Contract) {
+  constexpr int64_t kIn = 32, kR = 3, kG = 2;
+  std::vector<float> w(static_cast<size_t>(kG * kR * kIn)), o(static_cast<size_t>(kG * kIn));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>((i * 37) % 23) - 0.1f;
+  for (size_t i = 0; i < o.size(); ++i) o[i] = (i < kIn ? 1.0f : 100.0f) * std::sin(0.7f * static_cast<float>(i));
+  Matrix wo_a = mat(kG * kR, kIn, w);
+  float plain[kG * kR], contract[kG * kR], rounded[kG * kR];
+  ops::grouped_out(wo_a, kG, o.data(), plain);
+  std::vector<float> q(o.size());
+  std::vector<BlockQ8_1> blk(1);
+  for (int64_t g = 0; g < kG; ++g) {
+    quantize_row_q8_1(o.data() + g * kIn, blk.data(), kIn);
+    dequantize_row(DType::Q8_1, blk.data(), q.data() + g * kIn, kIn);
+  }
+  ops::grouped_out(wo_a, kG, q.data(), rounded);
+  wo_a.q8_1_input = true;
+  ops::grouped_out(wo_a, kG, o.data(), contract);
+  bool differs = false;
+  for (int i = 0; i < kG * kR; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(contract[i]), std::bit_cast<uint32_t>(rounded[i])) << "row " << i;
+    differs = differs || contract[i] != plain[i];
+  }
+  EXPECT_TRUE(differs) << "the q8_1 rounding changed nothing: the case does not tell the contracts apart";
 }
 
 TEST(Dsv4Route, BiasChoosesButDoesNotWeigh) {
