@@ -322,6 +322,15 @@ __global__ void dsv4_route_kernel(Dsv4RouteParams p) {
   }
   double sum = 0;
   for (int j = 0; j < k; ++j) sum += sc[ids[j]];
+  // the selection ledger's order (memra/selection_ledger.h): highest weight first, ties to the lower
+  // expert (insertion sort of k <= 16)
+  for (int j = 1; j < k; ++j)
+    for (int i = j; i > 0 && (sc[ids[i]] > sc[ids[i - 1]] || (sc[ids[i]] == sc[ids[i - 1]] && ids[i] < ids[i - 1]));
+         --i) {
+      const int32_t x = ids[i];
+      ids[i] = ids[i - 1];
+      ids[i - 1] = x;
+    }
   for (int j = 0; j < k; ++j) wts[j] = static_cast<float>(sc[ids[j]] / (sum + 1e-20) * p.scale);
 }
 

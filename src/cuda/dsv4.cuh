@@ -19,7 +19,9 @@
 //               the softmax's denominator; f32 scores as sequential fma chains, the max / sum in
 //               a fixed order, no atomics.
 //   route:      s = sqrt(softplus(logit)) (f64); the top-k of s + bias (ties to the lower expert)
-//               or the hash layer's table row; weights s / (Σ s + 1e-20) · scale.
+//               or the hash layer's table row; weights s / (Σ s + 1e-20) · scale; ids and
+//               weights in the selection ledger's order (highest weight first, ties to the lower
+//               expert), which is also the order the combine adds them in.
 // Every kernel reads the step's position from the cache's device copy (pos_dev + row0 + t), so a
 // captured decode step replays at the cache's current position.
 //
@@ -42,7 +44,7 @@ struct HcMixParams {
   const float* base = nullptr;   // [M]
   const float* scale = nullptr;  // [3] (the head: [1])
   const float* X = nullptr;      // [T, N, D] the streams
-  double* mix = nullptr;         // [T, M] out: pre N | post N | comb N·N (row-major, source first); null for the head
+  double* mix = nullptr;         // [T, M] out: pre N | post N | comb N·N (row-major, source first); may be null
   float* out = nullptr;          // [T, D] out: the collapse
   int64_t T = 0, D = 0;
   int N = 0, iters = 0;
@@ -113,7 +115,7 @@ struct Dsv4RouteParams {
   const float* bias = nullptr;     // [E] score layers' selection bias; null with tid2eid
   const float* tid2eid = nullptr;  // [V, k] a hash layer's table (integers in f32); null: score routing
   const int32_t* tokens = nullptr; // [T] the step's tokens (hash layers)
-  int32_t* ids = nullptr;          // [T, k] out, in selection order
+  int32_t* ids = nullptr;          // [T, k] out, highest weight first
   float* weights = nullptr;        // [T, k] out
   int64_t T = 0;
   int E = 0, k = 0;
