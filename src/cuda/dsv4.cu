@@ -1,4 +1,6 @@
 // src/cuda/dsv4.cu — DeepSeek-V4's kernels (see dsv4.cuh).
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/dsv4.cuh"
 #include "cuda/launch.cuh"
@@ -35,62 +37,62 @@ __device__ __forceinline__ void rotate_pair(float& a, float& b, double ang, bool
 
 // --- hyper-connections ------------------------------------------------------------------------------
 
-// Grid (D chunks, T). Every block computes its token's weights (thread 0, f64; N <= 8, so a few
-// thousand operations) into shared memory; block 0 of a token writes them out; each block then
-// collapses its chunk of D.
+// Grid (D chunks, T). Every block computes its token's weights in shared memory (f64, a thread
+// per weight: each sum over a row or a column is taken by every thread that needs it, in index
+// order, so the values are the oracle's serial ones); block 0 of a token writes them out; each
+// block then collapses its chunk of D.
 __global__ void hc_mix_kernel(HcMixParams p) {
   __shared__ double m[(2 + kHcMaxStreams) * kHcMaxStreams];
+  __shared__ double sums[kHcMaxStreams * kHcMaxStreams];
   pdl_wait();
   pdl_release();
   const int64_t t = blockIdx.y;
-  const int N = p.N;
+  const int N = p.N, NN = N * N, l = threadIdx.x;
   const float* z = p.z + t * (p.head ? N : (2 + N) * N);
-  if (threadIdx.x == 0) {
-    if (p.head) {
-      for (int n = 0; n < N; ++n)
-        m[n] = sigmoid_d(static_cast<double>(z[n]) * static_cast<double>(p.scale[0]) + static_cast<double>(p.base[n])) +
-               p.eps;
-    } else {
-      const double s0 = p.scale[0], s1 = p.scale[1], s2 = p.scale[2];
-      for (int n = 0; n < N; ++n) {
-        m[n] = sigmoid_d(static_cast<double>(z[n]) * s0 + static_cast<double>(p.base[n])) + p.eps;
-        m[N + n] = 2.0 * sigmoid_d(static_cast<double>(z[N + n]) * s1 + static_cast<double>(p.base[N + n]));
+  if (p.head) {
+    if (l < N)
+      m[l] = sigmoid_d(static_cast<double>(z[l]) * static_cast<double>(p.scale[0]) + static_cast<double>(p.base[l])) +
+             p.eps;
+  } else {
+    const double s2 = p.scale[2];
+    double* comb = m + 2 * N;
+    if (l < N) {
+      m[l] = sigmoid_d(static_cast<double>(z[l]) * static_cast<double>(p.scale[0]) + static_cast<double>(p.base[l])) +
+             p.eps;
+      m[N + l] = 2.0 * sigmoid_d(static_cast<double>(z[N + l]) * static_cast<double>(p.scale[1]) +
+                                 static_cast<double>(p.base[N + l]));
+    }
+    if (l < NN) comb[l] = static_cast<double>(z[2 * N + l]) * s2 + static_cast<double>(p.base[2 * N + l]);
+    __syncthreads();
+    const int i = l / N, j = l % N;
+    double v = 0;
+    if (l < NN) {  // softmax over the row, + eps
+      double mx = -INFINITY;
+      for (int c = 0; c < N; ++c) mx = fmax(mx, comb[i * N + c]);
+      double sum = 0;
+      for (int c = 0; c < N; ++c) sum += exp(comb[i * N + c] - mx);
+      v = exp(comb[l] - mx) / sum + p.eps;
+    }
+    __syncthreads();
+    if (l < NN) comb[l] = v;
+    __syncthreads();
+    // Sinkhorn: columns first, then (rows, columns) iters - 1 times; each divides by its sum + eps
+    for (int step = 0; step < 2 * p.iters - 1; ++step) {
+      const bool columns = step % 2 == 0;
+      if (l < NN) {
+        double sm = 0;
+        for (int c = 0; c < N; ++c) sm += columns ? comb[c * N + j] : comb[i * N + c];
+        sums[l] = sm;
       }
-      double* comb = m + 2 * N;
-      for (int i = 0; i < N; ++i) {  // softmax over j of each row, + eps
-        double* row = comb + i * N;
-        double mx = -INFINITY;
-        for (int j = 0; j < N; ++j) {
-          const int k = 2 * N + i * N + j;
-          row[j] = static_cast<double>(z[k]) * s2 + static_cast<double>(p.base[k]);
-          mx = fmax(mx, row[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j < N; ++j) sum += (row[j] = exp(row[j] - mx));
-        for (int j = 0; j < N; ++j) row[j] = row[j] / sum + p.eps;
-      }
-      auto columns = [&] {
-        for (int j = 0; j < N; ++j) {
-          double s = 0;
-          for (int i = 0; i < N; ++i) s += comb[i * N + j];
-          for (int i = 0; i < N; ++i) comb[i * N + j] /= s + p.eps;
-        }
-      };
-      columns();  // Sinkhorn: columns first, then (rows, columns) iters - 1 times
-      for (int it = 1; it < p.iters; ++it) {
-        for (int i = 0; i < N; ++i) {
-          double s = 0;
-          for (int j = 0; j < N; ++j) s += comb[i * N + j];
-          for (int j = 0; j < N; ++j) comb[i * N + j] /= s + p.eps;
-        }
-        columns();
-      }
+      __syncthreads();
+      if (l < NN) comb[l] /= sums[l] + p.eps;
+      __syncthreads();
     }
   }
   __syncthreads();
   const int M = p.head ? N : (2 + N) * N;
   if (p.mix && blockIdx.x == 0)
-    for (int i = threadIdx.x; i < M; i += blockDim.x) p.mix[t * M + i] = m[i];
+    for (int k = threadIdx.x; k < M; k += blockDim.x) p.mix[t * M + k] = m[k];
   const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= p.D) return;
   const float* X = p.X + t * N * p.D;
@@ -127,7 +129,8 @@ __global__ void hc_expand_kernel(HcExpandParams p) {
 
 // --- rotation -------------------------------------------------------------------------------------------
 
-// One block per row: a thread per (head, pair), then (store) the rotated row copied out.
+// Grid (T, chunks of the row's (head, pair)s): a thread per pair, then (store: one chunk) the
+// rotated row copied out.
 __global__ void dsv4_rope_kernel(Dsv4RopeParams p) {
   pdl_wait();
   pdl_release();
@@ -135,7 +138,7 @@ __global__ void dsv4_rope_kernel(Dsv4RopeParams p) {
   const int64_t pos = *p.pos_dev + p.row0 + t;
   const int half = p.n_rot / 2;
   float* row = p.x + t * p.heads * p.width;
-  for (int i = threadIdx.x; i < p.heads * half; i += blockDim.x) {
+  for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < p.heads * half; i += gridDim.y * blockDim.x) {
     const int h = i / half, j = i % half;
     float* x = row + h * p.width + p.width - p.n_rot + 2 * j;
     rotate_pair(x[0], x[1], static_cast<double>(pos) * p.inv_freq[j], p.inverse);
@@ -263,15 +266,18 @@ __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
     return j < nw ? p.k_cache + (first + j) * hd : p.rows + static_cast<int64_t>(p.sel ? p.sel[t * p.topk + (j - nw)] : j - nw) * hd;
   };
   const float sink = p.sinks[h];
-  float mx = -INFINITY;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+  // a warp per key: each lane's strided fma chain over the dims, then the butterfly
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int j = warp; j < n; j += warps) {
     const float* kr = key(j);
     float d = 0.0f;
-    for (int i = 0; i < hd; ++i) d = fmaf(qs[i], kr[i], d);
-    d = __fmul_rn(d, p.scale);
-    ps[j] = d;
-    mx = fmaxf(mx, d);
+    for (int i = lane; i < hd; i += 32) d = fmaf(qs[i], kr[i], d);
+    d = warp_sum_xor(d);
+    if (lane == 0) ps[j] = __fmul_rn(d, p.scale);
   }
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, ps[j]);
   mx = fmaxf(block_max_f(mx, red), sink);
   float part = 0.0f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -290,8 +296,8 @@ __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
 
 // --- routing ---------------------------------------------------------------------------------------------
 
-// One warp per token: the scores in shared memory (f64), lane 0 selects (k passes, ties to the
-// lower expert: the oracle's stable sort).
+// One warp per token: the scores in shared memory (f64); the warp selects (k passes of a warp
+// argmax, ties to the lower expert: the oracle's stable sort), lane 0 orders and weighs.
 __global__ void dsv4_route_kernel(Dsv4RouteParams p) {
   extern __shared__ double sc[];  // [E] scores, then [E] choice values
   pdl_wait();
@@ -305,20 +311,32 @@ __global__ void dsv4_route_kernel(Dsv4RouteParams p) {
     choice[e] = s + (p.bias ? static_cast<double>(p.bias[e]) : 0.0);
   }
   __syncwarp();
-  if (threadIdx.x != 0) return;
   int32_t* ids = p.ids + t * k;
   float* wts = p.weights + t * k;
+  if (!p.tid2eid) {
+    // k passes, each the warp's best untaken choice: a lane's best of its experts, then the
+    // butterfly over (value, id), ties to the lower id (the oracle's stable sort)
+    for (int j = 0; j < k; ++j) {
+      double bv = -INFINITY;
+      int bi = E;
+      for (int e = threadIdx.x; e < E; e += 32)
+        if (choice[e] != -INFINITY && (bi == E || choice[e] > bv)) bv = choice[e], bi = e;
+      for (int off = 16; off > 0; off >>= 1) {
+        const double ov = __shfl_xor_sync(0xffffffffu, bv, off);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (oi != E && (bi == E || ov > bv || (ov == bv && oi < bi))) bv = ov, bi = oi;
+      }
+      if (threadIdx.x == 0) {
+        ids[j] = bi;
+        choice[bi] = -INFINITY;
+      }
+      __syncwarp();
+    }
+  }
+  if (threadIdx.x != 0) return;
   if (p.tid2eid) {
     const float* row = p.tid2eid + static_cast<int64_t>(p.tokens[t]) * k;
     for (int j = 0; j < k; ++j) ids[j] = static_cast<int32_t>(row[j]);  // in range: checked at load
-  } else {
-    for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int e = 0; e < E; ++e)
-        if (choice[e] != -INFINITY && (best < 0 || choice[e] > choice[best])) best = e;
-      ids[j] = best;
-      choice[best] = -INFINITY;
-    }
   }
   double sum = 0;
   for (int j = 0; j < k; ++j) sum += sc[ids[j]];
@@ -357,7 +375,10 @@ void dsv4_rope_run(const Dsv4RopeParams& p, cudaStream_t s) {
   if (p.n_rot < 2 || p.n_rot % 2 != 0 || p.n_rot > p.width || (p.store && p.heads != 1))
     fail("dsv4 rope: ", p.n_rot, " rotated of ", p.width, " dims, ", p.heads, " heads", p.store ? " (stored)" : "");
   if (p.T > 2147483647) fail("dsv4 rope: ", p.T, " rows exceed the grid");
-  launch_kernel("dsv4_rope_kernel", dsv4_rope_kernel, static_cast<unsigned>(p.T), 128, 0, s, p);
+  constexpr int kRopeThreads = 128;
+  const int64_t chunks = p.store ? 1 : std::min<int64_t>(ceil_div(int64_t{p.heads} * (p.n_rot / 2), kRopeThreads), 65535);
+  launch_kernel("dsv4_rope_kernel", dsv4_rope_kernel, dim3(static_cast<unsigned>(p.T), static_cast<unsigned>(chunks)),
+                kRopeThreads, 0, s, p);
 }
 
 void dsv4_compress_run(const Dsv4CompressParams& p, cudaStream_t s) {

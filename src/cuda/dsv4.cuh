@@ -3,7 +3,8 @@
 // (dsa.cuh with a compress ratio) and the MoE's experts and combine (moe.cuh) are the shared
 // families; what is DeepSeek-V4's alone is here:
 //   hc mix:     per token, the hyper-connection weights from z = fn·(X / rms(X)) — pre, post and
-//               the Sinkhorn-normalised comb, in f64 as the oracle computes them — and the
+//               the Sinkhorn-normalised comb, in f64 as the oracle computes them (a thread per
+//               weight, every row / column sum in index order) — and the
 //               collapse c[d] = f32(Σ_n pre[n] X[n][d]) (f64 sum); the final hc_head form takes
 //               pre alone (sigmoid(z·scale + base) + eps).
 //   hc expand:  X'[k][d] = f32(post[k] y[d] + Σ_j comb[j][k] X[j][d]) (f64, j in order), or the
@@ -16,8 +17,8 @@
 //               and rotated at the window's first position into its row.
 //   attention:  a query head over its sliding window of raw keys plus compressed rows (every
 //               visible row, or the indexer's selection), K = V, with a sink logit per head in
-//               the softmax's denominator; f32 scores as sequential fma chains, the max / sum in
-//               a fixed order, no atomics.
+//               the softmax's denominator; f32 scores a warp per key (lane-strided fma chains,
+//               the butterfly), the max / sum in a fixed order, no atomics.
 //   route:      s = sqrt(softplus(logit)) (f64); the top-k of s + bias (ties to the lower expert)
 //               or the hash layer's table row; weights s / (Σ s + 1e-20) · scale; ids and
 //               weights in the selection ledger's order (highest weight first, ties to the lower

@@ -401,7 +401,7 @@ INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate, ::testing::ValuesIn(testing::gate_case
                          testing::CaseName());
 // DeepSeek-V4 (the seed's own model; the f32 HF directory): hyper-connections, sliding / CSA /
 // HCA attention with the indexer's top-4 of 45 compressed rows by the last position, hash and
-// score routing, over 180 positions.
+// score routing, over 182 positions.
 INSTANTIATE_TEST_SUITE_P(TinyDsv4, TfGate,
                          ::testing::ValuesIn(testing::gate_cases({"deepseek4-f32"}, {"eager", "graph"})),
                          testing::CaseName());
