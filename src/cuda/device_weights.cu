@@ -188,9 +188,10 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
       L.compressor = {.wkv = {cw, D}, .wgate = {cw, D}, .ape = {ratio * cw, 0.0f}, .norm = {hd}};
     }
     if (form == Dsv4Attn::Csa)
-      L.dsv4_indexer = {.wq_b = {c.dsa_n_head * ihd, qr},
-                        .weights = {c.dsa_n_head, D},
-                        .comp = {.wkv = {2 * ihd, D}, .wgate = {2 * ihd, D}, .ape = {m * 2 * ihd, 0.0f}, .norm = {ihd}}};
+      L.dsv4_indexer = {
+          .wq_b = {c.dsa_n_head * ihd, qr},
+          .weights = {c.dsa_n_head, D},
+          .comp = {.wkv = {2 * ihd, D}, .wgate = {2 * ihd, D}, .ape = {m * 2 * ihd, 0.0f}, .norm = {ihd}}};
     // the mixers stay F32 (as the converters keep them): base 0, scale 1
     L.hc_attn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
     L.hc_ffn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
@@ -261,8 +262,8 @@ void check_kernel_limits(const ModelConfig& c) {
          kHcMaxStreams, " streams)");
     need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim && c.n_rot <= c.dsa_head_dim, "n_rot = ", c.n_rot,
          " (an even count 2..min(head_dim ", c.head_dim, ", index_head_dim ", c.dsa_head_dim, "))");
-    need(c.o_groups >= 1 && (c.n_head * c.head_dim) % c.o_groups == 0 && c.n_head % c.o_groups == 0, "o_groups = ",
-         c.o_groups, " (whole heads per group of the ", c.n_head, ")");
+    need(c.o_groups >= 1 && (c.n_head * c.head_dim) % c.o_groups == 0 && c.n_head % c.o_groups == 0,
+         "o_groups = ", c.o_groups, " (whole heads per group of the ", c.n_head, ")");
     need(c.dsa_n_head >= 1 && c.dsa_n_head <= kDsaMaxHeads && c.dsa_n_head * c.dsa_head_dim <= kDsaMaxQFloats &&
              c.dsa_head_dim <= kDsaMaxHeadDim,
          "index_n_heads = ", c.dsa_n_head, ", index_head_dim = ", c.dsa_head_dim, " (the indexer takes 1..",
@@ -412,7 +413,8 @@ DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64
         S, L);
     if (L.moe && c.n_ff_shexp > 0 && c.shared_expert_gated())
       L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
-    if (L.moe && c.moe_gating == MoeGating::SqrtSoftplus && i < c.n_hash_layers) L.moe->tid2eid = synthetic_tid2eid(e, c);
+    if (L.moe && c.moe_gating == MoeGating::SqrtSoftplus && i < c.n_hash_layers)
+      L.moe->tid2eid = synthetic_tid2eid(e, c);
   }
   if (c.family == Family::DeepseekV4) {
     const int64_t N = c.hc_mult;

@@ -263,7 +263,8 @@ __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
     return;
   }
   auto key = [&](int j) {
-    return j < nw ? p.k_cache + (first + j) * hd : p.rows + static_cast<int64_t>(p.sel ? p.sel[t * p.topk + (j - nw)] : j - nw) * hd;
+    return j < nw ? p.k_cache + (first + j) * hd
+                  : p.rows + static_cast<int64_t>(p.sel ? p.sel[t * p.topk + (j - nw)] : j - nw) * hd;
   };
   const float sink = p.sinks[h];
   // a warp per key: each lane's strided fma chain over the dims, then the butterfly
@@ -376,7 +377,8 @@ void dsv4_rope_run(const Dsv4RopeParams& p, cudaStream_t s) {
     fail("dsv4 rope: ", p.n_rot, " rotated of ", p.width, " dims, ", p.heads, " heads", p.store ? " (stored)" : "");
   if (p.T > 2147483647) fail("dsv4 rope: ", p.T, " rows exceed the grid");
   constexpr int kRopeThreads = 128;
-  const int64_t chunks = p.store ? 1 : std::min<int64_t>(ceil_div(int64_t{p.heads} * (p.n_rot / 2), kRopeThreads), 65535);
+  const int64_t chunks =
+      p.store ? 1 : std::min<int64_t>(ceil_div(int64_t{p.heads} * (p.n_rot / 2), kRopeThreads), 65535);
   launch_kernel("dsv4_rope_kernel", dsv4_rope_kernel, dim3(static_cast<unsigned>(p.T), static_cast<unsigned>(chunks)),
                 kRopeThreads, 0, s, p);
 }

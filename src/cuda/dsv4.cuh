@@ -64,14 +64,14 @@ struct HcExpandParams {
 void hc_expand_run(const HcExpandParams& p, cudaStream_t s);
 
 struct Dsv4RopeParams {
-  float* x = nullptr;                 // [T, heads, width]: each head's last n_rot dims rotated in place
+  float* x = nullptr;  // [T, heads, width]: each head's last n_rot dims rotated in place
   int64_t T = 0;
   int heads = 0, width = 0, n_rot = 0;
-  const double* inv_freq = nullptr;   // [n_rot / 2] device
-  const int64_t* pos_dev = nullptr;   // row t sits at *pos_dev + row0 + t
+  const double* inv_freq = nullptr;  // [n_rot / 2] device
+  const int64_t* pos_dev = nullptr;  // row t sits at *pos_dev + row0 + t
   int64_t row0 = 0;
-  bool inverse = false;               // rotate back (the attention output)
-  float* store = nullptr;             // [positions, width] (heads == 1): the rotated row also here
+  bool inverse = false;    // rotate back (the attention output)
+  float* store = nullptr;  // [positions, width] (heads == 1): the rotated row also here
 };
 void dsv4_rope_run(const Dsv4RopeParams& p, cudaStream_t s);
 
@@ -80,9 +80,9 @@ struct Dsv4CompressParams {
   const float* gate = nullptr;  // [T, cw] (without the position bias)
   float* hist_kv = nullptr;     // [positions, cw]: every token's, stored at its position here
   float* hist_gate = nullptr;
-  const float* ape = nullptr;   // [m, cw]
-  const float* norm = nullptr;  // [w]
-  float* rows = nullptr;        // [positions / m, w] out: the rows this call's tokens close
+  const float* ape = nullptr;        // [m, cw]
+  const float* norm = nullptr;       // [w]
+  float* rows = nullptr;             // [positions / m, w] out: the rows this call's tokens close
   const double* inv_freq = nullptr;  // [n_rot / 2] (the compressed layers' table)
   int n_rot = 0;
   const int64_t* pos_dev = nullptr;
@@ -101,8 +101,8 @@ struct Dsv4AttnParams {
   const int32_t* sel = nullptr;    // [T, topk] the indexer's rows (CSA); null: every visible row (HCA)
   const int32_t* n_sel = nullptr;  // [T]
   int topk = 0;
-  const float* sinks = nullptr;    // [H]
-  float* out = nullptr;            // [T, H, hd]
+  const float* sinks = nullptr;  // [H]
+  float* out = nullptr;          // [T, H, hd]
   const int64_t* pos_dev = nullptr;
   int64_t row0 = 0, T = 0;
   int H = 0, hd = 0, window = 0, ratio = 0;
@@ -112,12 +112,12 @@ struct Dsv4AttnParams {
 void dsv4_attention_run(const Dsv4AttnParams& p, cudaStream_t s);
 
 struct Dsv4RouteParams {
-  const float* logits = nullptr;   // [T, E]
-  const float* bias = nullptr;     // [E] score layers' selection bias; null with tid2eid
-  const float* tid2eid = nullptr;  // [V, k] a hash layer's table (integers in f32); null: score routing
-  const int32_t* tokens = nullptr; // [T] the step's tokens (hash layers)
-  int32_t* ids = nullptr;          // [T, k] out, highest weight first
-  float* weights = nullptr;        // [T, k] out
+  const float* logits = nullptr;    // [T, E]
+  const float* bias = nullptr;      // [E] score layers' selection bias; null with tid2eid
+  const float* tid2eid = nullptr;   // [V, k] a hash layer's table (integers in f32); null: score routing
+  const int32_t* tokens = nullptr;  // [T] the step's tokens (hash layers)
+  int32_t* ids = nullptr;           // [T, k] out, highest weight first
+  float* weights = nullptr;         // [T, k] out
   int64_t T = 0;
   int E = 0, k = 0;
   double scale = 1;  // routed_scaling_factor

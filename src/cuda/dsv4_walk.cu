@@ -84,16 +84,16 @@ void Model::Impl::dsv4_project(DevLayer& L, int64_t T) {
   const int64_t D = c.n_embd, qr = c.mla_q_rank, H = c.n_head, hd = c.head_dim;
   const DevMatrix& ckv = L.compressor ? L.compressor->wkv : none();
   const DevMatrix& cg = L.compressor ? L.compressor->wgate : none();
-  mv_group({{&A.wq_a, ws.ql.data()}, {&A.wkv, ws.k.data()}, {&ckv, ws.ckv.data()}, {&cg, ws.cg.data()}}, ws.h.data(),
-           D, ws.hq.data(), T);
+  mv_group({{&A.wq_a, ws.ql.data()}, {&A.wkv, ws.k.data()}, {&ckv, ws.ckv.data()}, {&cg, ws.cg.data()}}, ws.h.data(), D,
+           ws.hq.data(), T);
   if (L.dsv4_indexer) {
     const auto& X = *L.dsv4_indexer;
     mv_group({{&X.weights, ws.iw.data()}, {&X.comp.wkv, ws.ikv.data()}, {&X.comp.wgate, ws.ig.data()}}, ws.h.data(), D,
              ws.hq.data(), T);
   }
   rowop(cuda::RowOp::RmsNorm, ws.ql.data(), qr, nullptr, 0, A.q_a_norm.data(), ws.ql.data(), ws.qlq.data(), T, qr);
-  mv_group({{&A.wq_b, ws.q.data()}, {L.dsv4_indexer ? &L.dsv4_indexer->wq_b : &none(), ws.iq.data()}}, ws.ql.data(),
-           qr, ws.qlq.data(), T);
+  mv_group({{&A.wq_b, ws.q.data()}, {L.dsv4_indexer ? &L.dsv4_indexer->wq_b : &none(), ws.iq.data()}}, ws.ql.data(), qr,
+           ws.qlq.data(), T);
   rowop(cuda::RowOp::RmsNorm, ws.q.data(), hd, nullptr, 0, ws.ones.data(), ws.q.data(), nullptr, T * H, hd);
   rowop(cuda::RowOp::RmsNorm, ws.k.data(), hd, nullptr, 0, A.kv_norm.data(), ws.k.data(), nullptr, T, hd);
 }

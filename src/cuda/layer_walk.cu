@@ -834,10 +834,9 @@ void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greed
   w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
   if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
     const int64_t K = k_used();
-    const int64_t widest =
-        std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff, T * K * c.n_ff_exp,
-                  T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank, T * c.n_head * c.mla_d_v,
-                  T * c.hc_mult * c.n_embd, T * c.o_groups * c.o_rank});
+    const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
+                                     T * K * c.n_ff_exp, T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank,
+                                     T * c.n_head * c.mla_d_v, T * c.hc_mult * c.n_embd, T * c.o_groups * c.o_rank});
     if (static_cast<int64_t>(ws.x4.size()) < widest / 32)
       ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
   }

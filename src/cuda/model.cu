@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "cuda/model_impl.h"
-#include "memra/rope_freq.h"
 #include "memra/error.h"
 #include "memra/finite.h"
+#include "memra/rope_freq.h"
 
 namespace memra {
 

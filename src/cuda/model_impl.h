@@ -143,18 +143,18 @@ struct Workspace {
   // DeepSeek-V4 (N streams, M = (2+N)N mix weights, hd = head_dim, cw / icw the compressor's and
   // the indexer compressor's projection widths, G x R the grouped output); iq / iw / sel / n_sel
   // above serve its indexer, ql its query latent, q / k / o its queries, raw key and output
-  DeviceBuffer<float> hcx;             // [T, N, D]  the residual streams
-  DeviceBuffer<float> hcn;             // [T, N*D]   the streams / rms (the mix's input)
-  DeviceBuffer<cuda::Q81> hcnq;        // q8_1 of hcn (a block-quantised fn)
-  DeviceBuffer<float> hz;              // [T, M]     fn · hcn
-  DeviceBuffer<double> hmix;           // [T, M]     pre | post | comb of the current block
-  DeviceBuffer<float> yb;              // [T, D]     the current block's output
-  DeviceBuffer<float> ckv, cg;         // [T, cw]    the attention compressor's projections
-  DeviceBuffer<float> ikv, ig;         // [T, icw]   the indexer compressor's
-  DeviceBuffer<float> og;              // [T, G*R]   the grouped output's low-rank rows
-  DeviceBuffer<cuda::Q81> ogq;         // q8_1 of og
-  DeviceBuffer<int32_t> group_slab;    // [T*G]      a % G: wo_a's group of output vector a
-  DeviceBuffer<float> ones;            // unweighted RMSNorms' multiplier, max(N*D, hd) ones
+  DeviceBuffer<float> hcx;           // [T, N, D]  the residual streams
+  DeviceBuffer<float> hcn;           // [T, N*D]   the streams / rms (the mix's input)
+  DeviceBuffer<cuda::Q81> hcnq;      // q8_1 of hcn (a block-quantised fn)
+  DeviceBuffer<float> hz;            // [T, M]     fn · hcn
+  DeviceBuffer<double> hmix;         // [T, M]     pre | post | comb of the current block
+  DeviceBuffer<float> yb;            // [T, D]     the current block's output
+  DeviceBuffer<float> ckv, cg;       // [T, cw]    the attention compressor's projections
+  DeviceBuffer<float> ikv, ig;       // [T, icw]   the indexer compressor's
+  DeviceBuffer<float> og;            // [T, G*R]   the grouped output's low-rank rows
+  DeviceBuffer<cuda::Q81> ogq;       // q8_1 of og
+  DeviceBuffer<int32_t> group_slab;  // [T*G]      a % G: wo_a's group of output vector a
+  DeviceBuffer<float> ones;          // unweighted RMSNorms' multiplier, max(N*D, hd) ones
   // Rows of one indexer score launch over contexts up to ctx: the scores of a chunk of queries
   // ([rows, ctx] f32 in `work`) stay within kMlaScoreFloats, so a long prompt's prefill does not
   // need a [T, ctx] block (and at most 1024 rows, whatever the context).

@@ -210,14 +210,15 @@ void launch(const RowOpParams& p, cudaStream_t s) {
       const dim3 grid(static_cast<unsigned>(per_row), static_cast<unsigned>(p.rows));
       return launch_kernel("rowop_spread_kernel", rowop_spread_kernel<Op>, grid, kThreads, 0, s, p);
     }
-  const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
-  // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
-  // norms): kThreads.
-  if (p.n >= 1024) {
-    launch_kernel("rowop_kernel", rowop_kernel<Op, kNormThreads>, static_cast<unsigned>(p.rows), kNormThreads, smem, s, p);
-  } else {
-    launch_kernel("rowop_kernel", rowop_kernel<Op, kThreads>, static_cast<unsigned>(p.rows), kThreads, smem, s, p);
-  }
+    const size_t smem = static_cast<size_t>(p.n) * sizeof(float);
+    // Long rows (the model's hidden size) with few rows: the wide block; short rows (per-head
+    // norms): kThreads.
+    if (p.n >= 1024) {
+      launch_kernel("rowop_kernel", rowop_kernel<Op, kNormThreads>, static_cast<unsigned>(p.rows), kNormThreads, smem,
+                    s, p);
+    } else {
+      launch_kernel("rowop_kernel", rowop_kernel<Op, kThreads>, static_cast<unsigned>(p.rows), kThreads, smem, s, p);
+    }
   }
 }
 
@@ -232,7 +233,8 @@ void rowop_run(const RowOpParams& p, cudaStream_t s) {
     case RowOp::RmsNorm: return launch<RowOp::RmsNorm>(p, s);
     case RowOp::RmsNormGated: return launch<RowOp::RmsNormGated>(p, s);
     case RowOp::Swiglu: return launch<RowOp::Swiglu>(p, s);
-    case RowOp::SwigluClamped: return launch<RowOp::SwigluClamped>(p, s);
+    case RowOp::SwigluClamped:
+      return launch<RowOp::SwigluClamped>(p, s);
     case RowOp::Identity: return launch<RowOp::Identity>(p, s);
   }
   fail("rowop: unknown op ", static_cast<int>(p.op));

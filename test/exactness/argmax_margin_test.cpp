@@ -173,11 +173,10 @@ INSTANTIATE_TEST_SUITE_P(TinyW4a4, MarginGate,
                          testing::CaseName());
 // DeepSeek-V4 (the seed's own model; its tiny GGUFs): the GEMM arm over its projections and
 // grouped experts, and W4A4 on the NVFP4 file.
-INSTANTIATE_TEST_SUITE_P(TinyDsv4, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"},
-                                                                                            {"deepseek4"}),
-                                                                 {"gemm"})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    TinyDsv4, MarginGate,
+    ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}, {"deepseek4"}), {"gemm"})),
+    testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyDsv4W4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases({"deepseek4-nvfp4"}, {"w4a4"})), testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,

@@ -121,8 +121,7 @@ struct Spread {
   os << bad << " of " << got.size() << " elements beyond " << max_ulp << " ulp; first at " << first_bad << ": got "
      << std::setprecision(9) << got[first_bad] << " (" << std::hexfloat << got[first_bad] << std::defaultfloat
      << "), expected " << ref[first_bad] << " (" << std::hexfloat << ref[first_bad] << std::defaultfloat << "), "
-     << ulp_distance(got[first_bad], ref[first_bad]) << " ulp; max " << sp.max_ulp << " ulp, max |diff| "
-     << sp.max_abs;
+     << ulp_distance(got[first_bad], ref[first_bad]) << " ulp; max " << sp.max_ulp << " ulp, max |diff| " << sp.max_abs;
   return ::testing::AssertionFailure() << os.str();
 }
 
@@ -134,9 +133,9 @@ struct Spread {
   for (size_t i = 0; i < got.size(); ++i) {
     const double d = std::fabs(got[i] - ref[i]);
     if (!(d <= rel * std::fabs(ref[i]) + abs))
-      return ::testing::AssertionFailure() << "element " << i << ": got " << std::setprecision(17) << got[i]
-                                           << ", expected " << ref[i] << " (|diff| " << d << ", allowed "
-                                           << rel * std::fabs(ref[i]) + abs << ")";
+      return ::testing::AssertionFailure()
+             << "element " << i << ": got " << std::setprecision(17) << got[i] << ", expected " << ref[i] << " (|diff| "
+             << d << ", allowed " << rel * std::fabs(ref[i]) + abs << ")";
   }
   return ::testing::AssertionSuccess();
 }
@@ -280,8 +279,8 @@ TEST_F(Dsv4Kernels, HcMixMatchesTheOracle) {
         for (int r = 0; r < M; ++r) z[t * M + r] = static_cast<float>(oo::dot(fn.row(r), h.data(), ND));
         for (int n = 0; n < N; ++n) zh[t * N + n] = static_cast<float>(oo::dot(fh.row(n), h.data(), ND));
       }
-      auto dz = up(z), dzh = up(zh), dbase = up(base), dscale = up(scale), dbase_h = up(base_h),
-           dscale_h = up(scale_h), dX = up(X);
+      auto dz = up(z), dzh = up(zh), dbase = up(base), dscale = up(scale), dbase_h = up(base_h), dscale_h = up(scale_h),
+           dX = up(X);
       auto mix = poisoned<double>(static_cast<size_t>(T * M));
       auto out = poisoned<float>(static_cast<size_t>(T * D)), out_h = poisoned<float>(static_cast<size_t>(T * D));
       cuda::HcMixParams p;
@@ -337,8 +336,7 @@ TEST_F(Dsv4Kernels, HcMixMatchesTheOracle) {
         for (int64_t d = 0; d < D; ++d)
           for (int n = 0; n < N; ++n) abs_terms[d] += std::fabs(want[n] * Xt[n * D + d]);
         const auto allow = [&](size_t d) { return 1e-12 * abs_terms[d]; };
-        EXPECT_TRUE(within_ulps(std::span(gout).subspan(t * D, D), want_c, 1, allow, &collapse_spread))
-            << "collapse";
+        EXPECT_TRUE(within_ulps(std::span(gout).subspan(t * D, D), want_c, 1, allow, &collapse_spread)) << "collapse";
         // the head: pre = sigmoid(z·scale + base) + eps, then the same collapse
         std::vector<double> pre_h(static_cast<size_t>(N));
         for (int n = 0; n < N; ++n)
@@ -416,7 +414,9 @@ TEST_F(Dsv4Kernels, HcExpandMatchesTheOracle) {
           }
         oo::hc_expand(m, y.data() + t * D, want.data() + t * ND, D);
       }
-      EXPECT_TRUE(within_ulps(got, want, 1, [&](size_t i) { return 1e-12 * abs_terms[i]; }, &spread)) << "expand";
+      EXPECT_TRUE(within_ulps(
+          got, want, 1, [&](size_t i) { return 1e-12 * abs_terms[i]; }, &spread))
+          << "expand";
       EXPECT_THAT(gotb, testing::BitIdentical(wantb)) << "broadcast";
     }
     print_spread("hc expand", spread);
@@ -446,9 +446,9 @@ TEST_F(Dsv4Kernels, RopeMatchesTheOracle) {
       for (bool yarn : {false, true})
         for (int64_t pos0 : {int64_t{0}, int64_t{7}, int64_t{4093}, int64_t{131066}})
           for (bool inverse : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << heads << " heads of " << width << " (" << n_rot << " rotated), "
-                                              << (yarn ? "YaRN" : "plain") << ", pos0 " << pos0
-                                              << (inverse ? ", inverse" : ""));
+            SCOPED_TRACE(::testing::Message()
+                         << heads << " heads of " << width << " (" << n_rot << " rotated), "
+                         << (yarn ? "YaRN" : "plain") << ", pos0 " << pos0 << (inverse ? ", inverse" : ""));
             const auto inv = yarn ? rope_inv_freq(n_rot, 160000, kCompressYarn) : rope_inv_freq(n_rot, 10000, {});
             const auto x = rnd(static_cast<size_t>(T * heads * width), -2, 2);
             const int64_t row0 = std::min<int64_t>(pos0, 3);
@@ -489,7 +489,8 @@ TEST_F(Dsv4Kernels, RopeMatchesTheOracle) {
             for (int64_t r = std::max<int64_t>(0, pos0 - 1); r < positions; ++r) {
               const std::vector<float> row(gc.begin() + r * width, gc.begin() + (r + 1) * width);
               if (r >= pos0 && r < pos0 + T) {
-                const std::vector<float> rotated(got.begin() + (r - pos0) * width, got.begin() + (r - pos0 + 1) * width);
+                const std::vector<float> rotated(got.begin() + (r - pos0) * width,
+                                                 got.begin() + (r - pos0 + 1) * width);
                 EXPECT_THAT(row, testing::BitIdentical(rotated)) << "stored row at position " << r;
               } else {
                 EXPECT_TRUE(std::all_of(row.begin(), row.end(), is_poison)) << "row at position " << r << " written";
@@ -530,8 +531,8 @@ TEST_F(Dsv4Kernels, CompressorMatchesTheOracle) {
   seeded([&] {
     Spread spread;
     for (const Form& f : forms) {
-      SCOPED_TRACE(::testing::Message() << (f.overlap ? "CSA" : "HCA") << " ratio " << f.m << ", width " << f.w
-                                        << ", " << f.P << " tokens");
+      SCOPED_TRACE(::testing::Message() << (f.overlap ? "CSA" : "HCA") << " ratio " << f.m << ", width " << f.w << ", "
+                                        << f.P << " tokens");
       const int cw = f.overlap ? 2 * f.w : f.w;
       const int64_t rows_n = f.P / f.m;
       const auto inv = rope_inv_freq(f.n_rot, 160000, kCompressYarn);
@@ -545,8 +546,8 @@ TEST_F(Dsv4Kernels, CompressorMatchesTheOracle) {
         ASSERT_EQ(std::accumulate(split.begin(), split.end(), int64_t{0}), f.P);
         // the decode split (a token per call): pos_dev stays 0, the position in row0
         const bool use_row0 = static_cast<int64_t>(split.size()) == f.P;
-        SCOPED_TRACE(::testing::Message() << "split " << si << " (" << split.size() << " calls"
-                                          << (use_row0 ? ", position in row0)" : ")"));
+        SCOPED_TRACE(::testing::Message()
+                     << "split " << si << " (" << split.size() << " calls" << (use_row0 ? ", position in row0)" : ")"));
         auto hist_kv = poisoned<float>(static_cast<size_t>(f.P * cw)),
              hist_gate = poisoned<float>(static_cast<size_t>(f.P * cw));
         auto rows = poisoned<float>(static_cast<size_t>(rows_n * f.w));
@@ -594,7 +595,9 @@ TEST_F(Dsv4Kernels, CompressorMatchesTheOracle) {
               want(st.rows.data() + r * f.w, static_cast<size_t>(f.w));
           float mx = 0;
           for (float v : want) mx = std::max(mx, std::fabs(v));
-          EXPECT_TRUE(within_ulps(g, want, 2, [&](size_t) { return 1e-6 * mx; }, &spread)) << "row " << r;
+          EXPECT_TRUE(within_ulps(
+              g, want, 2, [&](size_t) { return 1e-6 * mx; }, &spread))
+              << "row " << r;
         }
         if (si == 0)
           first_rows = got;
@@ -676,8 +679,8 @@ TEST_F(Dsv4Kernels, IndexerSelectsTheOraclesTopkWithRatio) {
     for (auto [nh, hd, topk, pos0, T, dev] :
          {Shape{8, 16, 5, 0, 40, false}, Shape{4, 32, 3, 0, 3, true}, Shape{8, 16, 4, 21, 6, true},
           Shape{64, 128, 512, 2997, 3, false}, Shape{64, 128, 512, 997, 3, true}}) {
-      SCOPED_TRACE(::testing::Message() << nh << " heads of " << hd << ", top " << topk << ", positions " << pos0
-                                        << "+" << T << (dev ? " (pos_dev)" : ""));
+      SCOPED_TRACE(::testing::Message() << nh << " heads of " << hd << ", top " << topk << ", positions " << pos0 << "+"
+                                        << T << (dev ? " (pos_dev)" : ""));
       const int64_t R = oo::visible_rows(pos0 + T - 1, kRatio), ld = R + 3;
       auto q = rnd(static_cast<size_t>(T * nh * hd)), w = rnd(static_cast<size_t>(T * nh));
       auto k = rnd(static_cast<size_t>(R * hd));
@@ -774,14 +777,14 @@ TEST_F(Dsv4Kernels, AttentionWithSinksMatchesTheOracle) {
     int ratio, topk;
   };
   seeded([&] {
-    for (const Shape& sh : {Shape{4, 32, 8, 0, 40, sliding, 0, 0}, Shape{4, 32, 8, 0, 40, hca, 8, 0},
-                            Shape{4, 32, 8, 0, 40, csa, 4, 6}, Shape{64, 512, 128, 1000, 3, sliding, 0, 0},
-                            Shape{64, 512, 128, 1000, 3, hca, 128, 0}, Shape{64, 512, 128, 1000, 3, csa, 4, 512},
-                            Shape{64, 512, 128, 1000, 3, csa, 4, 64}}) {
+    for (const Shape& sh :
+         {Shape{4, 32, 8, 0, 40, sliding, 0, 0}, Shape{4, 32, 8, 0, 40, hca, 8, 0}, Shape{4, 32, 8, 0, 40, csa, 4, 6},
+          Shape{64, 512, 128, 1000, 3, sliding, 0, 0}, Shape{64, 512, 128, 1000, 3, hca, 128, 0},
+          Shape{64, 512, 128, 1000, 3, csa, 4, 512}, Shape{64, 512, 128, 1000, 3, csa, 4, 64}}) {
       const char* kinds[] = {"sliding", "HCA", "CSA"};
       SCOPED_TRACE(::testing::Message() << kinds[sh.kind] << ": " << sh.H << " heads of " << sh.hd << ", window "
-                                        << sh.window << ", ratio " << sh.ratio << ", top " << sh.topk
-                                        << ", positions " << sh.pos0 << "+" << sh.T);
+                                        << sh.window << ", ratio " << sh.ratio << ", top " << sh.topk << ", positions "
+                                        << sh.pos0 << "+" << sh.T);
       const int H = sh.H, hd = sh.hd, W = sh.window;
       const int64_t T = sh.T, P = sh.pos0 + T;
       const int64_t R = sh.kind == sliding ? 0 : oo::visible_rows(P - 1, sh.ratio);
