@@ -112,6 +112,29 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// The block's maximum / sum of one value per thread: warp trees, then the warps' results in warp
+// order (a fixed order: the same bits every run, whatever the block size). `red` is 32 floats of
+// shared scratch; every thread gets the result, and the barriers inside also order the block's
+// earlier shared-memory writes before its later reads.
+__device__ __forceinline__ float block_max_ordered(float v, float* red) {
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float m = -INFINITY;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) m = fmaxf(m, red[w]);
+  __syncthreads();
+  return m;
+}
+__device__ __forceinline__ float block_sum_ordered(float v, float* red) {
+  v = warp_sum_xor(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) t = __fadd_rn(t, red[w]);
+  __syncthreads();
+  return t;
+}
+
 // fp16 RNE of a finite f32 (quant.h's f32_to_fp16 for the values q8_1 produces).
 __device__ __forceinline__ uint16_t dev_f32_to_fp16(float x) { return __half_as_ushort(__float2half_rn(x)); }
 

@@ -144,27 +144,6 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
 
 constexpr int kAttnThreads = 128;
 
-// The block's maximum / sum of one value per thread: warp trees, then the warps' results in warp
-// order (a fixed order: the same bits every run). `red` is 32 floats of shared scratch.
-__device__ float block_max(float v, float* red) {
-  v = warp_max(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) m = fmaxf(m, red[w]);
-  __syncthreads();
-  return m;
-}
-__device__ float block_sum(float v, float* red) {
-  v = warp_sum_xor(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) t = __fadd_rn(t, red[w]);
-  __syncthreads();
-  return t;
-}
-
 // One block per (head, query).
 __global__ void sparse_attention_kernel(SparseAttnParams p) {
   extern __shared__ float sh[];  // [dk] query, then [topk] scores / weights
@@ -194,14 +173,14 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
     ps[j] = d;
     mx = fmaxf(mx, d);
   }
-  mx = block_max(mx, red);
+  mx = block_max_ordered(mx, red);
   float part = 0.0f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
     const float e = expf(ps[j] - mx);
     ps[j] = e;
     part = __fadd_rn(part, e);
   }
-  const float l = block_sum(part, red);  // also orders the ps writes before the reads below
+  const float l = block_sum_ordered(part, red);  // also orders the ps writes before the reads below
   for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j)

@@ -217,25 +217,6 @@ __global__ void dsv4_compress_kernel(Dsv4CompressParams p) {
 
 constexpr int kAttnThreads = 128;
 
-__device__ float block_max_f(float v, float* red) {
-  v = warp_max(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float m = -INFINITY;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) m = fmaxf(m, red[w]);
-  __syncthreads();
-  return m;
-}
-__device__ float block_sum_f(float v, float* red) {
-  v = warp_sum_xor(v);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) t = __fadd_rn(t, red[w]);
-  __syncthreads();
-  return t;
-}
-
 // One block per (head, query). Keys in order: the window's raw keys (oldest first), then the
 // compressed rows (ascending visible rows, or the selection in its ascending order).
 __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
@@ -279,7 +260,7 @@ __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
   __syncthreads();
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, ps[j]);
-  mx = fmaxf(block_max_f(mx, red), sink);
+  mx = fmaxf(block_max_ordered(mx, red), sink);
   float part = 0.0f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
     const float e = expf(ps[j] - mx);
@@ -287,7 +268,7 @@ __global__ void dsv4_attention_kernel(Dsv4AttnParams p) {
     part = __fadd_rn(part, e);
   }
   // the sink takes its share of the mass and gives no value; the sum also orders the ps writes
-  const float l = __fadd_rn(block_sum_f(part, red), expf(sink - mx));
+  const float l = __fadd_rn(block_sum_ordered(part, red), expf(sink - mx));
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j) acc = fmaf(ps[j], key(j)[d], acc);

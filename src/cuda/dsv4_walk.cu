@@ -6,11 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cuda/common.cuh"
 #include "cuda/dsa.cuh"
 #include "cuda/dsv4.cuh"
 #include "cuda/embed.cuh"
-#include "cuda/launch.cuh"
 #include "cuda/model_impl.h"
 #include "cuda/moe.cuh"
 #include "memra/cuda_check.h"
@@ -24,14 +22,6 @@ using cuda::DMat;
 
 namespace {
 
-// Break::scale_layer on the streams (memra/model.h): x[i] *= f over n values. A canary's defect.
-__global__ void dsv4_break_scale_kernel(float* x, int64_t n, float f) {
-  cuda::pdl_wait();
-  cuda::pdl_release();
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = __fmul_rn(x[i], f);
-}
-
 const DevMatrix& none() {
   static const DevMatrix m;
   return m;
@@ -39,11 +29,11 @@ const DevMatrix& none() {
 
 }  // namespace
 
-// The streams X (ws.hcx) collapse into the block's input: X / rms(X) over all N·D values,
-// z = fn · that, the mix weights (ws.hmix) and the collapse into ws.x, then the block's RMSNorm
-// into ws.h / ws.hq.
-void Model::Impl::hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T) {
-  const int64_t D = c.n_embd, N = c.hc_mult, M = (2 + N) * N;
+// The streams X (ws.hcx) collapse into x: X / rms(X) over all N·D values, z = fn · that, the
+// weights (a block's pre / post / comb into ws.hmix, or the final hc_head's pre alone) and the
+// collapse into ws.x.
+void Model::Impl::hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head) {
+  const int64_t D = c.n_embd, N = c.hc_mult, M = head ? N : (2 + N) * N;
   const bool q = cuda::uses_q8_1(hc.fn.m.type);
   rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
         q ? ws.hcnq.data() : nullptr, T, N * D);
@@ -53,15 +43,21 @@ void Model::Impl::hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, i
   p.base = hc.base.data();
   p.scale = hc.scale.data();
   p.X = ws.hcx.data();
-  p.mix = ws.hmix.data();
+  p.mix = head ? nullptr : ws.hmix.data();
   p.out = ws.x.data();
   p.T = T;
   p.D = D;
   p.N = static_cast<int>(N);
   p.iters = static_cast<int>(c.hc_iters);
   p.eps = c.hc_eps;
+  p.head = head;
   cuda::hc_mix_run(p, s);
-  norm_quant(ws.x.data(), norm.data(), ws.h.data(), ws.hq.data(), T, D);
+}
+
+// A block's input: the collapse, then the block's RMSNorm into ws.h / ws.hq.
+void Model::Impl::hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T) {
+  hc_collapse(hc, T, false);
+  norm_quant(ws.x.data(), norm.data(), ws.h.data(), ws.hq.data(), T, c.n_embd);
 }
 
 // The block's output (ws.yb) expands back into the streams with the mix of hc_enter.
@@ -292,31 +288,10 @@ void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
     dsv4_moe(L, T);
     hc_leave(T);
     if (ledger) ledger_record(li, seqs, rows);
-    if (brk.scale_layer == li) {  // a canary's defect (Break); off: nothing launched
-      const int64_t n = T * N * D, threads = 256;
-      const int64_t ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
-      cuda::launch_kernel("dsv4_break_scale_kernel", dsv4_break_scale_kernel, unsigned(ctas), unsigned(threads), 0, s,
-                          ws.hcx.data(), n, brk.scale_factor);
-    }
+    if (brk.scale_layer == li) break_scale(ws.hcx.data(), T * N * D);  // a canary's defect (Break)
   }
   // the final collapse into x: the output norm and the lm_head read it as any family's residual
-  const cuda::DevHyper& head = *weights.hc_head;
-  const bool q = cuda::uses_q8_1(head.fn.m.type);
-  rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
-        q ? ws.hcnq.data() : nullptr, T, N * D);
-  mv(head.fn.m, ws.hcn.data(), N * D, ws.hcnq.data(), ws.hz.data(), N, T, false);
-  cuda::HcMixParams p;
-  p.z = ws.hz.data();
-  p.base = head.base.data();
-  p.scale = head.scale.data();
-  p.X = ws.hcx.data();
-  p.out = ws.x.data();
-  p.T = T;
-  p.D = D;
-  p.N = static_cast<int>(N);
-  p.eps = c.hc_eps;
-  p.head = true;
-  cuda::hc_mix_run(p, s);
+  hc_collapse(*weights.hc_head, T, true);
 }
 
 }  // namespace memra

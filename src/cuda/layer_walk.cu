@@ -721,6 +721,12 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
 
 // --- the walk ----------------------------------------------------------------------------------------
 
+void Model::Impl::break_scale(float* x, int64_t n) {
+  const int64_t threads = 256, ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
+  cuda::launch_kernel("break_scale_kernel", break_scale_kernel, unsigned(ctas), unsigned(threads), 0, s, x, n,
+                      brk.scale_factor);
+}
+
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
   if (c.family == Family::DeepseekV4) return dsv4_walk(seqs, rows);  // its own residual streams (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
@@ -759,12 +765,7 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
     norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     ffn_layer(L, T);
     if (ledger && L.moe) ledger_record(li, seqs, rows);
-    if (brk.scale_layer == li) {  // a canary's defect (Break); off: nothing launched
-      const int64_t n = T * D, threads = 256;
-      const int64_t ctas = std::min<int64_t>(cuda::ceil_div(n, threads), 65535);
-      cuda::launch_kernel("break_scale_kernel", break_scale_kernel, unsigned(ctas), unsigned(threads), 0, s,
-                          ws.x.data(), n, brk.scale_factor);
-    }
+    if (brk.scale_layer == li) break_scale(ws.x.data(), T * D);  // a canary's defect (Break)
   }
 }
 

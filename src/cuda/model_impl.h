@@ -273,6 +273,7 @@ struct Model::Impl {
   // DeepSeek-V4 (dsv4_walk.cu): the tables of rotation frequencies (sliding, compressed), the
   // hyper-connections around a block, the attention in three parts, the MoE, the whole walk.
   DeviceBuffer<double> dsv4_freq[2];
+  void hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head);
   void hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T);
   void hc_leave(int64_t T);
   void dsv4_project(cuda::DevLayer& L, int64_t T);
@@ -291,6 +292,8 @@ struct Model::Impl {
   // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
   // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
   void walk(std::span<const Seq> seqs, int64_t rows);
+  // Break::scale_layer's defect: x[i] *= brk.scale_factor over n values (a canary's; layer_walk.cu).
+  void break_scale(float* x, int64_t n);
 
   // --- the MoE selection ledger (Model::attach_ledger; selection_ledger.cu): while attached, the walk
   // copies each MoE layer's route results into a device ring after the layer (one small launch

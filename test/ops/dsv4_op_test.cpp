@@ -55,6 +55,7 @@
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
 #include "memra/weights.h"
+#include "ops/device_op_fixture.h"
 #include "ops/op_harness.h"
 #include "oracle/ops.h"
 
@@ -194,43 +195,8 @@ std::vector<float> unit_rms(const float* x, int64_t n, double eps) {
   return y;
 }
 
-class Dsv4Kernels : public ::testing::Test {
+class Dsv4Kernels : public DeviceOpTest {
  protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-  // The test's body once per seed (op_harness.h: the fixed seeds, then a fresh one), `rng`
-  // seeded with it.
-  void seeded(const std::function<void()>& body) {
-    for_each_seed("", [&](uint64_t seed) {
-      rng.seed(seed);
-      body();
-    });
-  }
-  Engine& e() {
-    static Engine eng = Engine::open(testing::test_device());
-    return eng;
-  }
-  cudaStream_t s() { return reinterpret_cast<cudaStream_t>(e().stream()); }
-  template <class T>
-  DeviceBuffer<T> up(const std::vector<T>& v) {
-    DeviceBuffer<T> b(e(), v.size());
-    b.upload(v);
-    return b;
-  }
-  // An output buffer with every byte 0xFF (NaN for f32 / f64, -1 for ints): an element the
-  // kernel never wrote cannot pass for a result.
-  template <class T>
-  DeviceBuffer<T> poisoned(size_t n) {
-    DeviceBuffer<T> b(e(), n);
-    b.fill_bytes(0xFF);
-    return b;
-  }
-  std::mt19937_64 rng;
-  std::vector<float> rnd(size_t n, float lo = -1, float hi = 1) {
-    std::uniform_real_distribution<float> U(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = U(rng);
-    return v;
-  }
   std::vector<double> rnd_d(size_t n, double lo, double hi) {
     std::uniform_real_distribution<double> U(lo, hi);
     std::vector<double> v(n);

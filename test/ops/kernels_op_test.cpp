@@ -30,6 +30,7 @@
 #include "memra/testing/gpu.h"
 #include "memra/testing/matchers.h"
 #include "memra/testing/records.h"
+#include "ops/device_op_fixture.h"
 #include "ops/op_harness.h"
 #include "oracle/ops.h"
 
@@ -81,30 +82,10 @@ struct NmseCase : OpCase {
   }
 };
 
-class Kernels : public ::testing::Test {
+class Kernels : public DeviceOpTest {
  protected:
-  void SetUp() override { MEMRA_REQUIRE_TEST_GPU(1); }
-  // The test's body once per seed (op_harness.h: the fixed seeds, then a fresh one), `rng`
-  // seeded with it.
-  void seeded(const std::function<void()>& body) {
-    for_each_seed("", [&](uint64_t seed) {
-      rng.seed(seed);
-      body();
-    });
-  }
   // The bound of `op` on the device this test runs on.
   static Tolerance nmse_bound(NmseOp op) { return NmseCase(op).tolerance(test_arch()); }
-  Engine& e() {
-    static Engine eng = Engine::open(testing::test_device());
-    return eng;
-  }
-  cudaStream_t s() { return reinterpret_cast<cudaStream_t>(e().stream()); }
-  template <class T>
-  DeviceBuffer<T> up(const std::vector<T>& v) {
-    DeviceBuffer<T> b(e(), v.size());
-    b.upload(v);
-    return b;
-  }
   // moe_route_run over T rows of E logits with `rp`'s gating (ids, weights and the row count set
   // here); the outputs are poisoned first, so a slot the kernel leaves unwritten shows.
   struct Routed {
@@ -128,13 +109,6 @@ class Kernels : public ::testing::Test {
     cuda::moe_route_run(rp, s());
     e().synchronize();
     return {ids.download(), w.download()};
-  }
-  std::mt19937_64 rng;
-  std::vector<float> rnd(size_t n, float lo = -1, float hi = 1) {
-    std::uniform_real_distribution<float> U(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = U(rng);
-    return v;
   }
   // DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention's case
   void check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx);
