@@ -154,40 +154,16 @@ void Model::Impl::dsv4_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T,
              ci.idx_rows[l]);
     float* iq = ws.iq.data() + r0 * IH * ihd;
     rope(iq, IH, ihd, comp_freq, false, nullptr);
-    // scores over the closed rows a chunk of queries at a time (Workspace::mla_score_rows)
-    const int64_t row_bound = std::max<int64_t>(ctx_bound / m, 1);
-    const int64_t chunk = Workspace::mla_score_rows(T, row_bound);
-    for (int64_t c0 = 0; c0 < T; c0 += chunk) {
-      const int64_t n = std::min(chunk, T - c0);
-      cuda::DsaScoreParams sp;
-      sp.q = iq + c0 * IH * ihd;
-      sp.w = ws.iw.data() + (r0 + c0) * IH;
-      sp.k = ci.idx_rows[l].data();
-      sp.scores = ws.work.data();
-      sp.T = n;
-      sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
-      sp.pos_dev = pos;
-      sp.row0 = c0;
-      sp.ld = row_bound;
-      sp.n_head = IH;
-      sp.head_dim = ihd;
-      sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ihd)));
-      sp.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(IH)));
-      sp.ratio = m;
-      cuda::dsa_score_run(sp, s);
-      cuda::DsaSelectParams xp;
-      xp.scores = sp.scores;
-      xp.sel = sel + c0 * topk;
-      xp.n_sel = n_sel + c0;
-      xp.T = n;
-      xp.pos0 = sp.pos0;
-      xp.pos_dev = pos;
-      xp.row0 = c0;
-      xp.ld = sp.ld;
-      xp.topk = topk;
-      xp.ratio = m;
-      cuda::dsa_select_run(xp, s);
-    }
+    indexer_topk({.q = iq,
+                  .w = ws.iw.data() + r0 * IH,
+                  .keys = ci.idx_rows[l].data(),
+                  .n_head = IH,
+                  .head_dim = ihd,
+                  .w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(IH))),
+                  .ratio = m,
+                  .sel = sel,
+                  .n_sel = n_sel},
+                 pos, T, ctx_bound);
   }
   cuda::Dsv4AttnParams ap;
   ap.q = ws.q.data() + r0 * H * hd;

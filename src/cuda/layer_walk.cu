@@ -489,6 +489,48 @@ void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
   mv(wout, ws.o.data(), vd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
 }
 
+// --- the DSA lightning indexer's selection (GLM-5's MLA layers, DeepSeek-V4's CSA layers) -----------
+
+// Scores and top-k of T query rows over the keys each sees ((position + 1) / ratio of them), a
+// chunk of queries at a time (Workspace::mla_score_rows: the scores of a chunk stay in `work`), the
+// grid sized for contexts up to ctx_bound; the kernels read the cache's device position.
+void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound) {
+  const int64_t keys_bound = std::max<int64_t>(ctx_bound / x.ratio, 1);
+  const int64_t chunk = Workspace::mla_score_rows(T, keys_bound);
+  const int topk = static_cast<int>(c.dsa_topk);
+  for (int64_t c0 = 0; c0 < T; c0 += chunk) {
+    const int64_t n = std::min(chunk, T - c0);
+    cuda::DsaScoreParams sp;
+    sp.q = x.q + c0 * x.n_head * x.head_dim;
+    sp.w = x.w + c0 * x.n_head;
+    sp.k = x.keys;
+    sp.scores = ws.work.data();
+    sp.T = n;
+    sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
+    sp.pos_dev = pos_dev;
+    sp.row0 = c0;
+    sp.ld = keys_bound;
+    sp.n_head = x.n_head;
+    sp.head_dim = x.head_dim;
+    sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(x.head_dim)));
+    sp.w_scale = x.w_scale;
+    sp.ratio = x.ratio;
+    cuda::dsa_score_run(sp, s);
+    cuda::DsaSelectParams xp;
+    xp.scores = sp.scores;
+    xp.sel = x.sel + c0 * topk;
+    xp.n_sel = x.n_sel + c0;
+    xp.T = n;
+    xp.pos0 = sp.pos0;
+    xp.pos_dev = pos_dev;
+    xp.row0 = c0;
+    xp.ld = sp.ld;
+    xp.topk = topk;
+    xp.ratio = x.ratio;
+    cuda::dsa_select_run(xp, s);
+  }
+}
+
 // --- multi-head latent attention with the DSA indexer, in the same three parts ------------------------
 // Every projection, norm and rotation of the oracle's mla() in its order; the cache keeps the
 // expanded keys and values, so the attention is the oracle's sum over the selected positions.
@@ -549,36 +591,9 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   cuda::mla_prep_run(pp, s);
   int32_t* sel = ws.sel.data() + r0 * topk;
   int32_t* n_sel = ws.n_sel.data() + r0;
-  // the indexer's scores and selection, a chunk of queries at a time (Workspace::mla_score_rows)
-  const int64_t chunk = Workspace::mla_score_rows(T, ctx_bound);
-  for (int64_t c0 = 0; L.dsa && c0 < T; c0 += chunk) {
-    const int64_t n = std::min(chunk, T - c0);
-    cuda::DsaScoreParams sp;
-    sp.q = pp.iq + c0 * ni * hi;
-    sp.w = pp.iw + c0 * ni;
-    sp.k = pp.index_k;
-    sp.scores = ws.work.data();
-    sp.T = n;
-    sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
-    sp.pos_dev = ci.pos_dev.data();
-    sp.row0 = c0;
-    sp.ld = ctx_bound;
-    sp.n_head = ni;
-    sp.head_dim = hi;
-    sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hi)));
-    cuda::dsa_score_run(sp, s);
-    cuda::DsaSelectParams xp;
-    xp.scores = sp.scores;
-    xp.sel = sel + c0 * topk;
-    xp.n_sel = n_sel + c0;
-    xp.T = n;
-    xp.pos0 = sp.pos0;
-    xp.pos_dev = sp.pos_dev;
-    xp.row0 = c0;
-    xp.ld = sp.ld;
-    xp.topk = topk;
-    cuda::dsa_select_run(xp, s);
-  }
+  if (L.dsa)
+    indexer_topk({.q = pp.iq, .w = pp.iw, .keys = pp.index_k, .n_head = ni, .head_dim = hi, .sel = sel, .n_sel = n_sel},
+                 ci.pos_dev.data(), T, ctx_bound);
   cuda::SparseAttnParams ap;
   ap.q = pp.q;
   ap.k_cache = pp.k_cache;

@@ -267,6 +267,18 @@ struct Model::Impl {
                 const cuda::GdnSeq* batch = nullptr, int n_seq = 1);
   SeqTables upload_seq_tables(std::span<const Seq> seqs, int64_t rows);
   void gdn_output(cuda::DevLayer& L, int64_t T);
+  // The DSA indexer's scores and top-k over the keys each query row sees (layer_walk.cu).
+  struct IndexerRows {
+    const float* q;     // [T, n_head, head_dim] rotated queries
+    const float* w;     // [T, n_head] head weights (times w_scale)
+    const float* keys;  // [keys, head_dim]
+    int n_head, head_dim;
+    float w_scale = 1.0f;
+    int ratio = 1;  // positions per key (DeepSeek-V4: the CSA compress rate)
+    int32_t* sel;   // [T, dsa_topk] out
+    int32_t* n_sel;  // [T] out
+  };
+  void indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound);
   void mla_project(cuda::DevLayer& L, int64_t T);
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
   void mla_output(cuda::DevLayer& L, int64_t T);
