@@ -274,8 +274,8 @@ struct Model::Impl {
     const float* keys;  // [keys, head_dim]
     int n_head, head_dim;
     float w_scale = 1.0f;
-    int ratio = 1;  // positions per key (DeepSeek-V4: the CSA compress rate)
-    int32_t* sel;   // [T, dsa_topk] out
+    int ratio = 1;   // positions per key (DeepSeek-V4: the CSA compress rate)
+    int32_t* sel;    // [T, dsa_topk] out
     int32_t* n_sel;  // [T] out
   };
   void indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound);
