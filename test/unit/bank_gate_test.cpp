@@ -405,8 +405,9 @@ namespace {
 // The GPU gate's band rule (test/exactness/teacher_forced_test.cpp) on every committed bank with
 // its committed H200 calibration, and the CPU adjudication the gate does with it, can FAIL. The
 // gate's teeth differ by fixture, and these tests measure them:
-//   - TfBanksTeeth, on the oracle's whole rows (the tiny fixture GGUFs the banks were made from:
-//     ctest fixture tiny_all) over the first kTeethSteps steps: random picks (a broken arm's
+//   - TfBanksTeeth, on the oracle's whole rows (the tiny fixture GGUFs the banks were made from,
+//     and the seeds' own models GLM-5 and DeepSeek-V4 from their f32 HF directories: ctest
+//     fixture tiny_all) over the first kTeethSteps steps: random picks (a broken arm's
 //     argmax is no better), each adjudicated by the oracle's row where the bank's top-8 cannot
 //     settle it, fail at >= 85% of the steps and the band rejects >= 90% of the vocabulary on
 //     average, everywhere but kBandSpansTheLogitRange (measured over all 160 steps: 100% on the
@@ -434,6 +435,14 @@ std::vector<std::string> committed_bank_ids() {
   for (const char* f : {"qwen3", "qwen3next", "qwen35", "qwen35moe"})
     for (const char* t : {"f32", "bf16", "q8_0", "nvfp4"}) ids.push_back(std::string(f) + "-" + t);
   return ids;
+}
+// The seeds' own models (GLM-5, DeepSeek-V4): their banks' f32 HF directories (file_fixture.h).
+const std::vector<std::string> kSeedModelBanks = {"glm-dsa-f32", "deepseek4-f32"};
+std::string bank_model_path(const std::string& id) {
+  const std::string dir = std::string(MEMRA_BINARY_DIR) + "/fixtures/";
+  if (id == "glm-dsa-f32") return dir + "tiny-glm-dsa-hf";
+  if (id == "deepseek4-f32") return dir + "tiny-deepseek4-hf";
+  return dir + "tiny-" + id + ".gguf";
 }
 
 struct CommittedBank {
@@ -481,8 +490,9 @@ TEST_P(TfBanksTeeth, RandomPicksAdjudicatedComeOutOfBand) {
   b.tokens.resize(kTeethSteps);
   b.rows.resize(kTeethSteps);
   // the adjudicator: the oracle on the bank's model, with the bank's activation contract
-  const std::string model = std::string(MEMRA_BINARY_DIR) + "/fixtures/tiny-" + id + ".gguf";
-  ASSERT_EQ(sha256_file_hex(model), b.model_sha256) << model << " is not the model of the committed bank";
+  const std::string model = bank_model_path(id);
+  const std::string hashed = model.ends_with(".gguf") ? model : model + "/model.safetensors";
+  ASSERT_EQ(sha256_file_hex(hashed), b.model_sha256) << model << " is not the model of the committed bank";
   oracle::Options o;
   o.q8_1_activations = id.ends_with("q8_0") || id.ends_with("nvfp4");
   const std::vector<std::vector<float>> rows =
@@ -521,6 +531,12 @@ TEST_P(TfBanksTeeth, RandomPicksAdjudicatedComeOutOfBand) {
   EXPECT_GE(out, kTeethSteps * 85 / 100);
   EXPECT_GE(rejects, 0.9);
 }
+INSTANTIATE_TEST_SUITE_P(SeedModels, TfBanksTeeth, ::testing::ValuesIn(kSeedModelBanks),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 INSTANTIATE_TEST_SUITE_P(Committed, TfBanksTeeth, ::testing::ValuesIn(committed_bank_ids()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string n = p.param;
