@@ -1,8 +1,8 @@
 // memra-mkfixture — deterministic seeded fixture models (include/memra/fixture.h).
 //
 //   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset tiny|bank|qwen3-0.6b|
-//                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N]
-//                   [--type T[,T...]] [--gguf FILE] [--hf DIR]
+//                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N] [--width D]
+//                   [--type T[,T...]] [--gguf FILE] [--hf DIR] [--release DIR]
 //                   [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run]
 //                   [--measure STEPS]
 //
@@ -13,7 +13,9 @@
 // as an HF directory (--hf: config.json + model.safetensors in f32 + tokenizer.json). The
 // realistic presets do not fit in memory as f32: they are streamed straight into the GGUF, and
 // into the HF directory (--hf: BF16 safetensors, or F32 when --type is f32); --dry-run prints
-// their sizes without writing.
+// their sizes without writing. --release DIR (deepseek4, tiny and bank) writes the model as
+// DeepSeek releases it: the release's names, FP8 projections with E8M0 block scales, FP4
+// experts. --width overrides the hidden width D.
 // --tokenizer auto looks for the real Qwen3 tokenizer.json in the npm cache ($MEMRA_CACHE_DIR,
 // ~/.cache/memra, <--repo>/.cache/memra) and falls back to a byte-level vocabulary with a
 // warning. --measure runs STEPS greedy decode steps on the CPU oracle and prints the
@@ -38,8 +40,8 @@ int usage(const std::string& msg) {
   std::cerr
       << "memra-mkfixture: " << msg << "\n"
       << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
-         "         [--layers N] [--vocab N] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]] [--gguf FILE] "
-         "[--hf DIR]\n"
+         "         [--layers N] [--vocab N] [--width D] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]]\n"
+         "         [--gguf FILE] [--hf DIR] [--release DIR]\n"
          "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
@@ -103,7 +105,7 @@ void measure(const ModelConfig& c, ModelWeights w, const Tokenizer& tok, int64_t
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string family, preset = "tiny", type = "f32", gguf, hf, tokenizer = "auto", repo;
+  std::string family, preset = "tiny", type = "f32", gguf, hf, release, tokenizer = "auto", repo;
   fixture::FixtureSpec spec;
   int threads = 0;
   bool dry = false;
@@ -120,10 +122,12 @@ int main(int argc, char** argv) {
       else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
       else if (a == "--layers") spec.n_layer = to_int(a, value());
       else if (a == "--vocab") spec.n_vocab = to_int(a, value());
+      else if (a == "--width") spec.n_embd = to_int(a, value());
       else if (a == "--moe-every-layer") spec.moe_every_layer = true;
       else if (a == "--type") type = value();
       else if (a == "--gguf") gguf = value();
       else if (a == "--hf") hf = value();
+      else if (a == "--release") release = value();
       else if (a == "--tokenizer") tokenizer = value();
       else if (a == "--repo") repo = value();
       else if (a == "--threads") threads = static_cast<int>(to_int(a, value()));
@@ -140,8 +144,8 @@ int main(int argc, char** argv) {
     return usage(e.what());
   }
   if (family.empty()) return usage("--family is required");
-  if (gguf.empty() && hf.empty() && !dry && measure_steps == 0)
-    return usage("nothing to do: give --gguf, --hf, --dry-run or --measure");
+  if (gguf.empty() && hf.empty() && release.empty() && !dry && measure_steps == 0)
+    return usage("nothing to do: give --gguf, --hf, --release, --dry-run or --measure");
 
   try {
     spec.family = fixture::family_from_name(family);
@@ -179,6 +183,7 @@ int main(int argc, char** argv) {
     const bool realistic = spec.preset != fixture::Preset::Tiny && spec.preset != fixture::Preset::Bank;
     if (realistic) {
       if (measure_steps) fail("--measure: preset ", preset, " does not fit the CPU oracle");
+      if (!release.empty()) fail("--release: preset ", preset, " is streamed; release directories are written in memory");
       fixture::StreamOptions o;
       o.matrix_type = mtype;
       o.threads = threads;
@@ -210,6 +215,10 @@ int main(int argc, char** argv) {
       // The real tokenizer.json only describes the model when the vocabulary was not truncated.
       const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
       fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "");
+    }
+    if (!release.empty()) {
+      const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
+      fixture::write_fixture_dsv4_release_dir(release, c, w, whole ? tok_json : "");
     }
     if (dry) std::printf("%s\n", c.summary().c_str());
     if (measure_steps > 0) measure(c, std::move(w), Tokenizer(tspec), measure_steps);

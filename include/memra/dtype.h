@@ -1,7 +1,8 @@
 // memra/dtype.h — tensor element/block types and their storage traits.
 //
 // Ids are ggml's (llama.cpp `enum ggml_type`) so a GGUF type id converts with a range check and
-// no table; types that ggml lacks but safetensors has (F8_E4M3, U8) take ids above ggml's range.
+// no table; types that ggml lacks but safetensors has (F8_E4M3, F8_E8M0, U8) take ids above
+// ggml's range.
 // The scalar conversions between these encodings and float (fp16, bf16, e4m3, e2m1) live in the
 // second half of this header: they are the numeric contracts every kernel reproduces.
 //
@@ -21,6 +22,7 @@ enum class DType : uint32_t {
   I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, MXFP4 = 39, NVFP4 = 40,
   // not ggml types (safetensors only)
   F8_E4M3 = 1000, U8 = 1001,
+  F8_E8M0 = 1002,  // a bare power of two 2^(e-127) (block scales of FP8 / FP4 releases)
 };
 
 struct TypeTraits {

@@ -40,7 +40,8 @@
 // provides: Preset, preset_name, preset_from_name, family_from_name, FixtureSpec, FixtureScales,
 //           fixture_scales, fixture_config, fixture_seed, fixture_weights, find_qwen3_tokenizer,
 //           fit_vocab, byte_level_tokenizer_spec, fixture_tokenizer_spec, write_fixture_gguf,
-//           write_fixture_hf_dir, TensorPlan, gguf_tensor_plan, StreamOptions, StreamResult,
+//           write_fixture_hf_dir, write_fixture_dsv4_release_dir, TensorPlan, gguf_tensor_plan,
+//           StreamOptions, StreamResult,
 //           write_gguf_streamed, hf_tensor_plan, write_hf_dir_streamed, gguf_storage_type
 #pragma once
 
@@ -73,6 +74,7 @@ struct FixtureSpec {
   uint64_t seed = 0;     // 0: the preset's default seed for this family (fixture_seed)
   int64_t n_layer = 0;   // 0: the preset's; else overrides (hybrids keep the [L,L,L,F] pattern)
   int64_t n_vocab = 0;   // 0: the preset's
+  int64_t n_embd = 0;    // 0: the preset's; else the hidden width (the heads keep their sizes)
   // Routed experts in every layer: Qwen3-Next's dense layer among MoE layers (mlp_only_layers)
   // goes. Real Qwen3-Next checkpoints have none, and llama.cpp's converter cannot map one
   // (test/fixtures/llamacpp_convert.py). Meaningless for a family without experts.
@@ -134,6 +136,12 @@ void write_fixture_gguf(const std::string& path, const ModelConfig& c, const Mod
 // save_pretrained's names), plus tokenizer.json copied from `tokenizer_json` when given.
 void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
                           const std::string& tokenizer_json = "");
+// A DeepSeek-V4 model as DeepSeek releases it (docs/deepseek-v4.md "Files as released"): the
+// release's tensor names, FP8 E4M3 projections with E8M0 block scales, FP4 experts, config.json
+// with quantization_config and expert_dtype "fp4". The weights are rounded to those formats;
+// loading the directory gives the rounded values.
+void write_fixture_dsv4_release_dir(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
+                                    const std::string& tokenizer_json = "");
 
 // --- streamed realistic-shape GGUF ------------------------------------------------------------
 

@@ -77,9 +77,9 @@ static_assert(sizeof(BlockNvfp4) == 36 && sizeof(BlockMxfp4) == 17 && sizeof(Blo
 // --- whole rows -----------------------------------------------------------------------------
 
 // n elements (a multiple of the type's block size) of storage type `type` to f32. Supported:
-// F32, F16, BF16, Q8_0, Q8_1, NVFP4 (without the per-tensor scale), MXFP4, F8_E4M3, I8, U8,
-// I16, I32, I64 (integers as values, rounded to nearest f32 above 2^24), F64 (rounded to
-// nearest f32). Fails with memra::Error naming the type and n for a bad n or an unsupported
+// F32, F16, BF16, Q8_0, Q8_1, NVFP4 (without the per-tensor scale), MXFP4, F8_E4M3, F8_E8M0 (NaN
+// for 0xFF), I8, U8, I16, I32, I64 (integers as values, rounded to nearest f32 above 2^24), F64
+// (rounded to nearest f32). Fails with memra::Error naming the type and n for a bad n or an unsupported
 // type.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 

@@ -34,7 +34,8 @@ namespace memra {
 // The safetensors spelling of a dtype ("F32", "BF16", "F8_E4M3", ...); nullopt for types that
 // safetensors cannot hold (the ggml block types).
 std::optional<std::string_view> safetensors_dtype_name(DType t);
-// Inverse of the above for the dtypes memra reads: F32 F16 BF16 F64 F8_E4M3 I8 U8 I16 I32 I64.
+// Inverse of the above for the dtypes memra reads: F32 F16 BF16 F64 F8_E4M3 F8_E8M0 I8 U8 I16 I32
+// I64.
 // nullopt for any other name (BOOL, U16, F8_E5M2, ... are valid safetensors but unsupported).
 std::optional<DType> safetensors_dtype_from_name(std::string_view name);
 

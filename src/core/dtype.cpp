@@ -38,6 +38,7 @@ constexpr Entry kTypes[] = {
     {DType::NVFP4, {"nvfp4", 64, 36, true, true}},
     {DType::F8_E4M3, {"f8_e4m3", 1, 1, false, true}},
     {DType::U8, {"u8", 1, 1, false, true}},
+    {DType::F8_E8M0, {"f8_e8m0", 1, 1, false, true}},
 };
 
 const Entry* lookup(DType t) {

@@ -677,12 +677,30 @@ ModelConfig glm_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
   return c;
 }
 
+// quantization_config: memra reads the one form the releases it loads use, block-scaled FP8
+// (quant_method "fp8", E4M3 codes, 128 x 128 blocks); the tensors say which matrices carry it.
+void check_quantization_config(const MetaKeys& kv) {
+  const char* method = "quantization_config.quant_method";
+  if (!kv.has(method)) return;
+  if (kv.get_string(method) != "fp8")
+    fail(method, " '", kv.get_string(method), "' (memra reads block-scaled fp8 checkpoints)");
+  const char* fmt = "quantization_config.fmt";
+  if (kv.has(fmt) && kv.get_string(fmt) != "e4m3") fail(fmt, " '", kv.get_string(fmt), "' (e4m3)");
+  const char* block = "quantization_config.weight_block_size";
+  if (kv.has(block) && kv.get_int_array(block) != std::vector<int64_t>{128, 128})
+    fail(block, " is not [128, 128] (the block scale grid memra reads)");
+  const char* experts = "expert_dtype";
+  if (kv.has(experts) && kv.get_string(experts) != "fp4" && kv.get_string(experts) != "fp8")
+    fail(experts, " '", kv.get_string(experts), "' (fp4 or fp8)");
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
   return with_context(kv.where(), [&] {
     ModelConfig c;
     c.family = family_from_hf(kv);
+    check_quantization_config(kv);
     if (c.family == Family::GlmDsa) return glm_from_hf_keys(kv, c);
     if (c.family == Family::DeepseekV4) return detail::dsv4_from_hf_keys(kv, c);
     auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };

@@ -23,6 +23,7 @@
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/safetensors.h"
+#include "model/dsv4_release.h"
 #include "model/names.h"
 #include "model/weight_map.h"
 
@@ -412,8 +413,9 @@ ModelConfig fixture_config(const FixtureSpec& s) {
       break;
     default: c = realistic_shapes(s.preset, s.family); break;
   }
-  if (s.n_vocab < 0 || s.n_layer < 0) fail("fixture: negative n_vocab/n_layer override");
+  if (s.n_vocab < 0 || s.n_layer < 0 || s.n_embd < 0) fail("fixture: negative n_vocab/n_layer/n_embd override");
   if (s.n_vocab > 0) c.n_vocab = s.n_vocab;
+  if (s.n_embd > 0) c.n_embd = s.n_embd;
   if (s.n_layer > 0 && c.family == Family::DeepseekV4) {
     dsv4_layers(c, s.n_layer);
   } else if (s.n_layer > 0) {
@@ -729,6 +731,26 @@ void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const Mo
   make_dir(dir);
   const MemorySource src = to_hf_source(c, w);
   write_text(fs::path(dir) / "config.json", hf_config_text(c, "float32"));
+  std::vector<TensorView> views;
+  for (const std::string& n : src.tensor_names()) views.push_back(*src.find(n));
+  write_safetensors_file((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}});
+  copy_tokenizer(tokenizer_json, dir);
+}
+
+void write_fixture_dsv4_release_dir(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
+                                    const std::string& tokenizer_json) {
+  if (c.family != Family::DeepseekV4) fail("write_fixture_dsv4_release_dir: a ", family_arch(c.family), " model");
+  make_dir(dir);
+  const MemorySource src = detail::to_dsv4_release(to_hf_source(c, w));
+  nlohmann::json cfg = nlohmann::json::parse(hf_config_text(c, "float32"));
+  // The quantisation a release declares: FP8 projections with UE8M0 block scales, FP4 experts.
+  cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                {"fmt", "e4m3"},
+                                {"scale_fmt", "ue8m0"},
+                                {"activation_scheme", "dynamic"},
+                                {"weight_block_size", {128, 128}}};
+  cfg["expert_dtype"] = "fp4";
+  write_text(fs::path(dir) / "config.json", cfg.dump(2) + "\n");
   std::vector<TensorView> views;
   for (const std::string& n : src.tensor_names()) views.push_back(*src.find(n));
   write_safetensors_file((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}});

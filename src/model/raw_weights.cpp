@@ -1,12 +1,17 @@
 // load_raw_weights: checkpoint names -> RawWeights (memra/raw_weights.h), keeping the file's
 // blocks. Which tensor feeds which slot is weight_map.h, shared with load_weights; every layout
 // change there is a selection of whole rows, so it is valid for any block type.
+#include <bit>
 #include <cstring>
+#include <deque>
+#include <optional>
 
 #include "memra/error.h"
 #include "memra/memory_source.h"
 #include "memra/quant.h"
 #include "memra/raw_weights.h"
+#include "model/dsv4_release.h"
+#include "model/names.h"
 #include "model/weight_map.h"
 #include "model/weights_internal.h"
 
@@ -82,20 +87,45 @@ class RawReader {
 
   const TensorView& checked(const std::string& name, const std::vector<int64_t>& want) const {
     const TensorView* t = &detail::checked_tensor(src_, name, want);
+    if (detail::needs_expansion(src_, *t)) return expanded(*t);
     if (!gpu_matrix_type(t->type))
       fail(src_.path(), ": tensor '", name, "': type ", dtype_name(t->type),
-           " is not supported by the GPU model (F32, F16, BF16, Q8_0, NVFP4)");
+           " is not supported by the GPU model (F32, F16, BF16, Q8_0, NVFP4; block-scaled FP8 and MXFP4 as BF16 or F32)");
     const int64_t rb = row_bytes(t->type, t->ne[0]);
     if (rb * (t->nelements() / t->ne[0]) != t->nbytes())
       fail(src_.path(), ": tensor '", name, "': ", t->nbytes(), " bytes for shape ", shape_str(t->ne));
     return *t;
   }
 
+  // A block-scaled FP8 or an MXFP4 matrix has no GPU mat-vec of its own: its values (scales
+  // applied, as the f32 loader computes them) are kept as BF16 when every one of them is a BF16
+  // value, else as F32 — the same numbers either way. DeepSeek-V4's releases scale by powers of
+  // two (E8M0), so their E4M3 and E2M1 codes land in BF16 exactly, at twice or four times the
+  // bytes of the file.
+  const TensorView& expanded(const TensorView& t) const {
+    const std::vector<float> v = detail::tensor_values(src_, t);
+    bool bf16 = true;
+    for (float x : v) bf16 = bf16 && (std::bit_cast<uint32_t>(x) & 0xffffu) == 0;
+    Expanded& e = expanded_.emplace_back();
+    e.view.name = t.name;
+    e.view.ne = t.ne;
+    e.view.type = bf16 ? DType::BF16 : DType::F32;
+    e.bytes.resize(static_cast<size_t>(row_bytes(e.view.type, t.ne[0]) * (t.nelements() / t.ne[0])));
+    quantize_row(e.view.type, v.data(), e.bytes.data(), static_cast<int64_t>(v.size()));
+    e.view.data = std::span<const std::byte>(e.bytes);
+    return e.view;
+  }
+  bool is_expanded(const TensorView& t) const {
+    for (const Expanded& e : expanded_)
+      if (&e.view == &t) return true;
+    return false;
+  }
+
   // The per-tensor "<base>.scale" as one value per slab (1 when absent).
   std::vector<float> slab_scales(const TensorView& t, int64_t slabs) const {
     std::vector<float> out(static_cast<size_t>(slabs), 1.0f);
     const TensorView* s = src_.find(names::scale_of(t.name));
-    if (!s) return out;
+    if (!s || is_expanded(t)) return out;  // an expanded tensor's values carry its scales
     std::vector<float> sv(static_cast<size_t>(s->nelements()));
     with_context(src_.path() + ": tensor '" + s->name + "'", [&] {
       for (int64_t i = 0; i < s->nelements(); i += s->ne[0])
@@ -182,13 +212,21 @@ class RawReader {
       for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] *= sc[static_cast<size_t>(i / (n / slabs))];
     return out;
   }
+  struct Expanded {
+    std::vector<std::byte> bytes;
+    TensorView view;
+  };
   const WeightSource& src_;
+  mutable std::deque<Expanded> expanded_;  // deque: a returned view never moves
 };
 
 }  // namespace
 
-RawWeights load_raw_weights(const WeightSource& src, const ModelConfig& c) {
+RawWeights load_raw_weights(const WeightSource& file, const ModelConfig& c) {
   c.validate();
+  std::optional<detail::Dsv4ReleaseView> release;  // a DeepSeek-V4 release, under transformers' names
+  if (detail::is_dsv4_release(file, c)) release.emplace(file);
+  const WeightSource& src = release ? *release : file;
   const RawReader rd(src);
   const bool gguf = detail::source_uses_gguf_names(src);
   RawWeights w;

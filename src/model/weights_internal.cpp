@@ -5,7 +5,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "memra/error.h"
 #include "memra/memory_source.h"
+#include "memra/quant.h"
+#include "model/names.h"
+#include "model/weight_map.h"
 
 namespace memra {
 
@@ -55,6 +59,57 @@ bool source_uses_gguf_names(const WeightSource& src) {
     if (auto* m = dynamic_cast<const MemorySource*>(&src)) return m->style() == MetaStyle::Gguf;
   }
   return false;
+}
+
+namespace {
+constexpr int64_t kFp8Block = 128;
+
+void apply_block_scale(const TensorView& t, const TensorView& s, std::vector<float>& out) {
+  if (t.type != DType::F8_E4M3)
+    fail("block scale '", s.name, "' beside a ", dtype_name(t.type), " tensor (block scales go with F8_E4M3)");
+  if (t.ne.size() != 2) fail("block-scaled FP8 tensor of ", t.ne.size(), " dimensions (2 expected)");
+  const int64_t cols = t.ne[0], rows = t.ne[1];
+  const int64_t bc = (cols + kFp8Block - 1) / kFp8Block, br = (rows + kFp8Block - 1) / kFp8Block;
+  if (s.ne.size() != 2 || s.ne[0] != bc || s.ne[1] != br)
+    fail("block scale '", s.name, "' has shape ", shape_str(s.ne), ", expected ", shape_str({bc, br}),
+         " (128 x 128 blocks of a [", rows, ", ", cols, "] matrix)");
+  std::vector<float> sv(static_cast<size_t>(bc * br));
+  for (int64_t r = 0; r < br; ++r)
+    dequantize_row(s.type, s.data.data() + row_bytes(s.type, bc) * r, sv.data() + r * bc, bc);
+  for (float v : sv)
+    if (!std::isfinite(v)) fail("block scale '", s.name, "' holds ", v);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] *= sv[static_cast<size_t>((r / kFp8Block) * bc + c / kFp8Block)];
+}
+}  // namespace
+
+std::vector<float> tensor_values(const WeightSource& src, const TensorView& t) {
+  return with_context(src.path() + ": tensor '" + t.name + "'", [&] {
+    const int64_t n = t.nelements();
+    const int64_t rl = t.ne[0];
+    const int64_t rb = row_bytes(t.type, rl);
+    if (rb * (n / rl) != t.nbytes()) fail(t.nbytes(), " bytes for ", n, " ", dtype_name(t.type), " values");
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n / rl; ++r) dequantize_row(t.type, t.data.data() + r * rb, out.data() + r * rl, rl);
+    if (const TensorView* s = src.find(names::scale_of(t.name))) {
+      std::vector<float> sv(static_cast<size_t>(s->nelements()));
+      for (int64_t i = 0; i < s->nelements(); i += s->ne[0])
+        dequantize_row(s->type, s->data.data() + row_bytes(s->type, s->ne[0]) * (i / s->ne[0]), sv.data() + i,
+                       s->ne[0]);
+      const int64_t slabs = t.ne.size() == 3 ? t.ne[2] : 1;
+      if (static_cast<int64_t>(sv.size()) != 1 && static_cast<int64_t>(sv.size()) != slabs)
+        fail("scale tensor '", s->name, "' has ", sv.size(), " values, expected 1 or ", slabs);
+      const int64_t per = n / static_cast<int64_t>(sv.size());
+      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] *= sv[static_cast<size_t>(i / per)];
+    }
+    if (const TensorView* s = src.find(names::block_scale_of(t.name))) apply_block_scale(t, *s, out);
+    return out;
+  });
+}
+
+bool needs_expansion(const WeightSource& src, const TensorView& t) {
+  return t.type == DType::MXFP4 || (t.type == DType::F8_E4M3 && src.find(names::block_scale_of(t.name)) != nullptr);
 }
 
 }  // namespace detail

@@ -3,10 +3,12 @@
 // the f32 reader and the one convention only it applies (GDN value-head reorder, permute_v_heads).
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "memra/error.h"
 #include "memra/quant.h"
 #include "memra/weights.h"
+#include "model/dsv4_release.h"
 #include "model/names.h"
 #include "model/weight_map.h"
 #include "model/weights_internal.h"
@@ -16,9 +18,8 @@ namespace memra {
 namespace {
 
 // The f32 reader of the name mapping (weight_map.h): reads tensors by name, validates their
-// shapes (ggml order, trailing 1s ignored) and converts them to f32, applying an NVFP4-style
-// per-tensor "<base>.scale" or a block-scaled FP8 "<base>.weight_scale_inv" when the source has
-// one.
+// shapes (ggml order, trailing 1s ignored) and converts them to f32 with the scales the source
+// holds for them (detail::tensor_values).
 class F32Reader {
  public:
   using Mat = Matrix;
@@ -40,8 +41,7 @@ class F32Reader {
   const TensorView* find(const std::string& name) const { return src_.find(name); }
 
   std::vector<float> vec(const std::string& name, std::vector<int64_t> want) const {
-    const TensorView* t = &detail::checked_tensor(src_, name, want);
-    return with_context(src_.path() + ": tensor '" + name + "'", [&] { return to_f32(*t); });
+    return detail::tensor_values(src_, detail::checked_tensor(src_, name, want));
   }
   Matrix mat(const std::string& name, int64_t rows, int64_t cols) const {
     Matrix m;
@@ -86,58 +86,16 @@ class F32Reader {
   }
 
  private:
-  std::vector<float> to_f32(const TensorView& t) const {
-    const int64_t n = t.nelements();
-    const int64_t rl = t.ne[0];
-    const int64_t rb = row_bytes(t.type, rl);
-    if (rb * (n / rl) != t.nbytes()) fail(t.nbytes(), " bytes for ", n, " ", dtype_name(t.type), " values");
-    std::vector<float> out(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n / rl; ++r)
-      dequantize_row(t.type, t.data.data() + r * rb, out.data() + r * rl, rl);
-    // llama.cpp: y = (W x) * <name>.scale, one value per tensor or one per expert slab.
-    if (const TensorView* s = src_.find(names::scale_of(t.name))) {
-      std::vector<float> sv(static_cast<size_t>(s->nelements()));
-      for (int64_t i = 0; i < s->nelements(); i += s->ne[0])
-        dequantize_row(s->type, s->data.data() + row_bytes(s->type, s->ne[0]) * (i / s->ne[0]),
-                       sv.data() + i, s->ne[0]);
-      const int64_t slabs = t.ne.size() == 3 ? t.ne[2] : 1;
-      if (static_cast<int64_t>(sv.size()) != 1 && static_cast<int64_t>(sv.size()) != slabs)
-        fail("scale tensor '", s->name, "' has ", sv.size(), " values, expected 1 or ", slabs);
-      const int64_t per = n / static_cast<int64_t>(sv.size());
-      for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] *= sv[static_cast<size_t>(i / per)];
-    }
-    if (const TensorView* s = src_.find(names::block_scale_of(t.name))) apply_block_scale(t, *s, out);
-    return out;
-  }
-
-  // Block-scaled FP8 as DeepSeek-V3, GLM-5 and DeepSeek-V4 release it (config.json
-  // quantization_config {"quant_method": "fp8", "weight_block_size": [128, 128]}): the matrix
-  // [rows, cols] is F8_E4M3 and "<base>.weight_scale_inv" [ceil(rows/128), ceil(cols/128)] holds
-  // one multiplier per 128 x 128 block (partial blocks at the edges): w = e4m3 * scale_inv.
-  static constexpr int64_t kFp8Block = 128;
-  void apply_block_scale(const TensorView& t, const TensorView& s, std::vector<float>& out) const {
-    if (t.type != DType::F8_E4M3)
-      fail("block scale '", s.name, "' beside a ", dtype_name(t.type), " tensor (block scales go with F8_E4M3)");
-    if (t.ne.size() != 2) fail("block-scaled FP8 tensor of ", t.ne.size(), " dimensions (2 expected)");
-    const int64_t cols = t.ne[0], rows = t.ne[1];
-    const int64_t bc = (cols + kFp8Block - 1) / kFp8Block, br = (rows + kFp8Block - 1) / kFp8Block;
-    if (s.ne.size() != 2 || s.ne[0] != bc || s.ne[1] != br)
-      fail("block scale '", s.name, "' has shape ", detail::shape_str(s.ne), ", expected ", detail::shape_str({bc, br}),
-           " (128 x 128 blocks of a [", rows, ", ", cols, "] matrix)");
-    std::vector<float> sv(static_cast<size_t>(bc * br));
-    for (int64_t r = 0; r < br; ++r)
-      dequantize_row(s.type, s.data.data() + row_bytes(s.type, bc) * r, sv.data() + r * bc, bc);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        out[static_cast<size_t>(r * cols + c)] *= sv[static_cast<size_t>((r / kFp8Block) * bc + c / kFp8Block)];
-  }
   const WeightSource& src_;
 };
 
 }  // namespace
 
-ModelWeights load_weights(const WeightSource& src, const ModelConfig& c) {
+ModelWeights load_weights(const WeightSource& file, const ModelConfig& c) {
   c.validate();
+  std::optional<detail::Dsv4ReleaseView> release;  // a DeepSeek-V4 release, under transformers' names
+  if (detail::is_dsv4_release(file, c)) release.emplace(file);
+  const WeightSource& src = release ? *release : file;
   const F32Reader rd(src);
   const bool gguf = detail::source_uses_gguf_names(src);
   const detail::NameStyle style = gguf ? detail::NameStyle::Gguf : detail::NameStyle::Hf;

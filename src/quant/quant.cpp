@@ -220,6 +220,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::F8_E4M3:
       for (int64_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(load<uint8_t>(src, i));
       return;
+    case DType::F8_E8M0:
+      for (int64_t i = 0; i < n; ++i) dst[i] = e8m0_to_f32(load<uint8_t>(src, i));
+      return;
     case DType::F64:
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(load<double>(src, i));
       return;

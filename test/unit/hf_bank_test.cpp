@@ -19,7 +19,9 @@
 //              (accents, Cyrillic, CJK, code, numbers, a 131-token text), rows at positions
 //              0, 63, 64 and the last as well;
 //   moe_*      Qwen3-Next with experts in every layer (the form llama.cpp's converter takes);
-//   heldoutmoe_* the same for the held-out Qwen3-Next.
+//   heldoutmoe_* the same for the held-out Qwen3-Next;
+//   release_deepseek4, heldoutrelease_deepseek4: DeepSeek-V4 in the release's own format (its
+//              names, FP8 E4M3 projections with E8M0 block scales, FP4 experts), D 256.
 // DeepSeek-V4 (bank_deepseek4, heldout_deepseek4): the indexer's exact ties are broken as torch
 // breaks them (oracle::Options::topk_ties), and the test reports how many rows the contract's
 // tie rule moves.
@@ -113,6 +115,7 @@ fixture::FixtureSpec bank_spec(const nlohmann::json& j) {
   spec.seed = j.at("seed").get<uint64_t>();
   spec.n_layer = j.value("layers", int64_t{0});
   spec.moe_every_layer = j.value("moe_every_layer", false);
+  spec.n_embd = j.value("width", int64_t{0});
   return spec;
 }
 
@@ -185,7 +188,10 @@ TEST_P(HfBank, OracleMatchesTransformers) {
 
   st_test::TempDir dir("bank");
   const std::string hf = (dir.path() / "hf").string();
-  fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed));
+  // "files": "release": the DeepSeek-V4 directory as DeepSeek releases it (FP8, FP4, its names)
+  const bool release = j.value("files", std::string()) == "release";
+  if (release) fixture::write_fixture_dsv4_release_dir(hf, c, fixture::fixture_weights(c, spec.seed));
+  else fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed));
   ASSERT_EQ(file_sha256(hf + "/model.safetensors"), j.at("safetensors_sha256").get<std::string>())
       << "the regenerated fixture is not the model the bank was computed from";
 
@@ -254,9 +260,11 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     EXPECT_TRUE(sparse) << "no banked row attends to fewer tokens than it could (index_topk " << c.dsa_topk << ")";
   }
 
-  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions).
+  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions); a release's
+  // as the values its FP8 and FP4 codes decode to.
   const std::string gguf = (dir.path() / "m.gguf").string();
-  fixture::write_fixture_gguf(gguf, c, fixture::fixture_weights(c, spec.seed), nullptr, DType::F32, "bank");
+  fixture::write_fixture_gguf(gguf, c, release ? load_weights(*src, c) : fixture::fixture_weights(c, spec.seed),
+                              nullptr, DType::F32, "bank");
   expect_matches_bank(oracle::Model::load(*GgufFile::open(gguf), bank_options(c)), j, "memra GGUF");
 }
 
@@ -330,6 +338,10 @@ const char* const kBanks[] = {"bank_qwen3",     "bank_qwen3next",       "bank_qw
                               "heldout_qwen3",  "heldout_qwen3next",    "heldout_qwen35", "heldout_qwen35moe",
                               "moe_qwen3next",  "heldoutmoe_qwen3next", "bank_glm-dsa",   "heldout_glm-dsa",
                               "bank_deepseek4", "heldout_deepseek4"};
+// DeepSeek-V4 as released (write_fixture_dsv4_release_dir; D 256, so the FP8 block grids have
+// two blocks along rows or columns): transformers read them through its own renames and its
+// FP8 / FP4 dequantisation (hf_bank.py), memra through Dsv4ReleaseView.
+const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4"};
 
 std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
   std::string s(bank);
@@ -338,6 +350,8 @@ std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
 }
 
 INSTANTIATE_TEST_SUITE_P(Banks, HfBank, ::testing::ValuesIn(kBanks),
+                         [](const auto& info) { return test_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Release, HfBank, ::testing::ValuesIn(kReleaseBanks),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Banks, HfBankGguf, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });

@@ -77,6 +77,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DtypeCase{"BF16", DType::BF16, 2, 0x3F80, 0xC020},         // 1.0, -2.5
                       DtypeCase{"F64", DType::F64, 8, 0x3FF8000000000000, 0xBFD0000000000000},
                       DtypeCase{"F8_E4M3", DType::F8_E4M3, 1, 0x38, 0xC0},       // 1.0, -2.0
+                      DtypeCase{"F8_E8M0", DType::F8_E8M0, 1, 0x7F, 0x85},       // 1.0, 64.0
                       DtypeCase{"I8", DType::I8, 1, 0xFF, 0x7F},                 // -1, 127
                       DtypeCase{"U8", DType::U8, 1, 0xC8, 0x01},                 // 200, 1
                       DtypeCase{"I16", DType::I16, 2, 0xFFFE, 0x012C},           // -2, 300
