@@ -21,7 +21,8 @@
 // tensor, the expected and the actual shape.
 //
 // provides: Matrix, AttnWeights, GdnWeights, MlaWeights, DsaWeights, FfnWeights, MoeWeights, LayerWeights, MtpWeights,
-//           ModelWeights, load_weights, random_weights, to_gguf_source, to_hf_source
+//           ModelWeights, load_weights, random_weights, to_gguf_source, to_hf_source,
+//           to_dsv4_release_source
 #pragma once
 
 #include <cstdint>
@@ -114,5 +115,10 @@ struct GgufLayout {
 };
 MemorySource to_gguf_source(const ModelConfig& c, const ModelWeights& w, GgufLayout layout = {});
 MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout layout = {});
+// A DeepSeek-V4 model as DeepSeek releases it (docs/deepseek-v4.md "Files as released"): the
+// release's names, the projections as FP8 E4M3 with E8M0 128 x 128 block scales, the routed
+// experts as FP4 (I8-packed E2M1, E8M0 per 32), embedding, lm_head and router BF16. The values
+// are rounded to those formats.
+MemorySource to_dsv4_release_source(const ModelConfig& c, const ModelWeights& w);
 
 }  // namespace memra

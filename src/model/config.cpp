@@ -680,6 +680,9 @@ ModelConfig glm_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
 // quantization_config: memra reads the one form the releases it loads use, block-scaled FP8
 // (quant_method "fp8", E4M3 codes, 128 x 128 blocks); the tensors say which matrices carry it.
 void check_quantization_config(const MetaKeys& kv) {
+  const char* experts = "expert_dtype";  // DeepSeek-V4: how the routed experts are stored
+  if (kv.has(experts) && kv.get_string(experts) != "fp4" && kv.get_string(experts) != "fp8")
+    fail(experts, " '", kv.get_string(experts), "' (fp4 or fp8)");
   const char* method = "quantization_config.quant_method";
   if (!kv.has(method)) return;
   if (kv.get_string(method) != "fp8")
@@ -689,9 +692,6 @@ void check_quantization_config(const MetaKeys& kv) {
   const char* block = "quantization_config.weight_block_size";
   if (kv.has(block) && kv.get_int_array(block) != std::vector<int64_t>{128, 128})
     fail(block, " is not [128, 128] (the block scale grid memra reads)");
-  const char* experts = "expert_dtype";
-  if (kv.has(experts) && kv.get_string(experts) != "fp4" && kv.get_string(experts) != "fp8")
-    fail(experts, " '", kv.get_string(experts), "' (fp4 or fp8)");
 }
 
 }  // namespace

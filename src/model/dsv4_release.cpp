@@ -8,6 +8,7 @@
 
 #include "memra/error.h"
 #include "memra/quant.h"
+#include "memra/weights.h"
 #include "model/names.h"
 #include "model/weight_map.h"
 
@@ -333,3 +334,10 @@ MemorySource to_dsv4_release(const MemorySource& hf) {
 }
 
 }  // namespace memra::detail
+
+namespace memra {
+MemorySource to_dsv4_release_source(const ModelConfig& c, const ModelWeights& w) {
+  if (c.family != Family::DeepseekV4) fail("to_dsv4_release_source: a ", family_arch(c.family), " model");
+  return detail::to_dsv4_release(to_hf_source(c, w));
+}
+}  // namespace memra

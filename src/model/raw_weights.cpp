@@ -190,6 +190,7 @@ class RawReader {
 
   std::vector<float> vec(const std::string& name, std::vector<int64_t> want) const {
     const TensorView* t = &detail::checked_tensor(src_, name, want);
+    if (detail::needs_expansion(src_, *t)) return detail::tensor_values(src_, *t);
     std::vector<float> out(static_cast<size_t>(t->nelements()));
     with_context(src_.path() + ": tensor '" + name + "'", [&] {
       const int64_t rl = t->ne[0], rb = row_bytes(t->type, rl);

@@ -542,7 +542,7 @@ void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
 // HF in every type, and GGUF as llama.cpp's converter writes it: kv_b split into attn_k_b
 // (transposed) and attn_v_b, joined back on load (F32 where the halves are block-quantised).
 TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
-  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4, DType::F8_E4M3})
     glm_follows_oracle(loaded(Family::GlmDsa, t, true), Break{},
                        testing::ReportPart(report(), std::string(dtype_name(t))));
   for (DType t : {DType::F32, DType::Q8_0, DType::NVFP4})
@@ -550,9 +550,10 @@ TEST_F(GpuModel, GlmDsaFollowsTheOracle) {
                        testing::ReportPart(report(), std::string(dtype_name(t)) + "_gguf"));
 }
 
-// DeepSeek-V4 from GGUF in every type (llama.cpp's deepseek4 names) and from HF (transformers'
-// names): 48 tokens close 12 CSA rows (the indexer keeps 4) and 6 HCA rows, and run past the
-// window of 8 raw keys.
+// DeepSeek-V4 from GGUF in every type (llama.cpp's deepseek4 names), from HF (transformers'
+// names) and as DeepSeek releases it (FP8 projections with E8M0 block scales and FP4 experts,
+// held on the device as the BF16 values they decode to): 48 tokens close 12 CSA rows (the
+// indexer keeps 4) and 6 HCA rows, and run past the window of 8 raw keys.
 TEST_F(GpuModel, Dsv4FollowsTheOracle) {
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     glm_follows_oracle(loaded(Family::DeepseekV4, t, false), Break{},
@@ -560,6 +561,8 @@ TEST_F(GpuModel, Dsv4FollowsTheOracle) {
   for (DType t : {DType::F32, DType::Q8_0})
     glm_follows_oracle(loaded(Family::DeepseekV4, t, true), Break{},
                        testing::ReportPart(report(), std::string(dtype_name(t)) + "_hf"));
+  glm_follows_oracle(loaded(Family::DeepseekV4, DType::F8_E4M3, true), Break{},
+                     testing::ReportPart(report(), "release"));
 }
 
 // DeepSeek-V4 over a long prompt (200 tokens: 50 CSA rows for the indexer's 4, 25 HCA rows, the

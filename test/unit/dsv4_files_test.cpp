@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -16,6 +18,8 @@
 #include "memra/fixture.h"
 #include "memra/memory_source.h"
 #include "memra/oracle.h"
+#include "memra/quant.h"
+#include "memra/raw_weights.h"
 #include "memra/source.h"
 #include "memra/testing/fixtures.h"
 #include "memra/weights.h"
@@ -23,6 +27,7 @@
 namespace memra {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using testing_fixtures::bit_equal;
 using testing_fixtures::prompt;
@@ -267,6 +272,185 @@ TEST(Dsv4Files, BadTensorsAreNamed) {
       EXPECT_THAT(std::string(e.what()), HasSubstr("model.layers.3.self_attn.compressor.kv_proj.weight': shape"));
     }
   }
+}
+
+// --- files as released (the release's names, FP8 with E8M0 block scales, FP4 experts) ---------
+
+// D 256: the FP8 projections span two 128-blocks along their rows or their columns.
+ModelConfig dsv4_wide() {
+  return fixture::fixture_config(
+      {.family = Family::DeepseekV4, .preset = fixture::Preset::Unit, .n_vocab = 512, .n_embd = 256});
+}
+
+const uint8_t* bytes_of(const MemorySource& s, const std::string& name) {
+  return reinterpret_cast<const uint8_t*>(s.tensor(name).data.data());
+}
+
+// Every loaded value is its code times ITS block's scale, decoded here by hand from the release
+// bytes: E4M3 codes over 128 x 128 E8M0 blocks, and E2M1 codes two per byte (the even column in
+// the low nibble) with one E8M0 scale per 32 values of a row.
+TEST(Dsv4Release, LoadsTheValuesItsCodesDecodeTo) {
+  const ModelConfig c = dsv4_wide();
+  const MemorySource rel = to_dsv4_release_source(c, random_weights(c, 3));
+  const ModelWeights w = load_weights(rel, c);
+  auto fp8 = [&](const Matrix& m, const std::string& base) {
+    const uint8_t* q = bytes_of(rel, base + ".weight");
+    const uint8_t* e = bytes_of(rel, base + ".scale");
+    const int64_t bc = (m.cols + 127) / 128;
+    std::vector<float> want(m.data.size());
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t k = 0; k < m.cols; ++k)
+        want[static_cast<size_t>(r * m.cols + k)] =
+            e4m3_to_f32(q[r * m.cols + k]) * std::ldexp(1.0f, e[(r / 128) * bc + k / 128] - 127);
+    EXPECT_TRUE(bit_equal(m.data, want)) << base;
+    EXPECT_EQ(m.stored, DType::F8_E4M3) << base;
+  };
+  fp8(w.layers[0].dsv4->wq_a, "layers.0.attn.wq_a");  // [32, 256]: two column blocks
+  fp8(w.layers[0].dsv4->wo_b, "layers.0.attn.wo_b");  // [256, 32]: two row blocks
+  fp8(w.layers[2].compressor->wkv, "layers.2.attn.compressor.wkv");
+  fp8(w.layers[2].dsv4_indexer->wq_b, "layers.2.attn.indexer.wq_b");
+  fp8(w.layers[3].moe->shared.down, "layers.3.ffn.shared_experts.w2");
+  auto fp4 = [&](const Matrix& m, const std::string& base) {
+    const uint8_t* q = bytes_of(rel, base + ".weight");
+    const uint8_t* e = bytes_of(rel, base + ".scale");
+    std::vector<float> want(m.data.size());
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t k = 0; k < m.cols; ++k) {
+        const uint8_t code = (q[(r * m.cols + k) / 2] >> (4 * (k & 1))) & 0xf;
+        const float v = e2m1_to_f32(code) * std::ldexp(1.0f, e[(r * m.cols + k) / 32] - 127);
+        want[static_cast<size_t>(r * m.cols + k)] = v == 0 ? 0.0f : v;  // E2M1's -0 loads as +0 (no sum differs)
+      }
+    EXPECT_TRUE(bit_equal(m.data, want)) << base;
+    EXPECT_EQ(m.stored, DType::MXFP4) << base;
+  };
+  fp4(w.layers[1].moe->experts[2].gate, "layers.1.ffn.experts.2.w1");
+  fp4(w.layers[1].moe->experts[2].up, "layers.1.ffn.experts.2.w3");
+  fp4(w.layers[3].moe->experts[0].down, "layers.3.ffn.experts.0.w2");
+  // the values are not all one code: the scales and both nibbles are under test
+  std::set<float> distinct(w.layers[1].moe->experts[2].gate.data.begin(), w.layers[1].moe->experts[2].gate.data.end());
+  EXPECT_GE(distinct.size(), 10u);
+}
+
+// The release and transformers' names of the same rounded values give the same logits bitwise:
+// every tensor of the release maps to the slot transformers' name fills. And the GPU's file-typed
+// loader holds the FP8 and FP4 matrices as the BF16 values they decode to (E8M0 scales are powers
+// of two), the same numbers.
+TEST(Dsv4Release, LoadsLikeTransformersNamesOfTheSameValues) {
+  const ModelConfig c = dsv4_wide();
+  const MemorySource rel = to_dsv4_release_source(c, random_weights(c, 3));
+  const ModelWeights w = load_weights(rel, c);
+  const ModelWeights back = load_weights(to_hf_source(c, w), c);
+  const auto a = logits(c, w), b = logits(c, back);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "position " << i;
+
+  const RawWeights raw = load_raw_weights(rel, c);
+  auto as_f32 = [](const RawMatrix& m) {
+    std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) dequantize_row(m.type, m.data.data() + r * m.row_bytes(), v.data() + r * m.cols, m.cols);
+    return v;
+  };
+  EXPECT_EQ(raw.layers[0].dsv4->wq_a.type, DType::BF16);
+  EXPECT_TRUE(bit_equal(as_f32(raw.layers[0].dsv4->wq_a), w.layers[0].dsv4->wq_a.data));
+  const RawMatrix& gate = raw.layers[1].moe->experts.gate;  // E slabs, expert e's rows in slab e
+  EXPECT_EQ(gate.type, DType::BF16);
+  const std::vector<float> g = as_f32(gate);
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const std::vector<float>& want = w.layers[1].moe->experts[static_cast<size_t>(e)].gate.data;
+    EXPECT_TRUE(bit_equal(std::vector<float>(g.begin() + e * static_cast<int64_t>(want.size()),
+                                             g.begin() + (e + 1) * static_cast<int64_t>(want.size())),
+                          want))
+        << "expert " << e;
+  }
+}
+
+// dsv4-flash-base keeps its E8M0 scales as powers of two in F32 containers; the MTP layers load
+// and are not used.
+TEST(Dsv4Release, F32ScaleContainersAndMtpTensors) {
+  const ModelConfig c = dsv4_wide();
+  const MemorySource rel = to_dsv4_release_source(c, random_weights(c, 3));
+  const ModelWeights want = load_weights(rel, c);
+  MemorySource f32 = to_dsv4_release_source(c, random_weights(c, 3));
+  for (const std::string& n : rel.tensor_names()) {
+    const TensorView& t = rel.tensor(n);
+    if (!n.ends_with(".scale")) continue;
+    std::vector<float> v(static_cast<size_t>(t.nelements()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(1.0f, static_cast<int>(bytes_of(rel, n)[i]) - 127);
+    f32.add_f32(n, t.ne, v);
+  }
+  f32.add_f32("mtp.0.attn_norm.weight", {c.n_embd}, std::vector<float>(static_cast<size_t>(c.n_embd), 1.0f));
+  const ModelWeights got = load_weights(f32, c);
+  EXPECT_TRUE(bit_equal(got.layers[1].moe->experts[2].gate.data, want.layers[1].moe->experts[2].gate.data));
+  EXPECT_TRUE(bit_equal(got.layers[0].dsv4->wo_b.data, want.layers[0].dsv4->wo_b.data));
+}
+
+TEST(Dsv4Release, BadTensorsAndConfigsAreNamed) {
+  const ModelConfig c = dsv4_wide();
+  const ModelWeights w = random_weights(c, 3);
+  auto load_error = [&](const MemorySource& s) {
+    try {
+      load_weights(s, c);
+    } catch (const Error& e) { return std::string(e.what()); }
+    return std::string("no error");
+  };
+  {  // an FP4 expert without its scales
+    MemorySource s = to_dsv4_release_source(c, w);
+    s.remove("layers.1.ffn.experts.3.w2.scale");
+    EXPECT_THAT(load_error(s), HasSubstr("FP4 matrix 'layers.1.ffn.experts.3.w2.weight' without its scale tensor"));
+  }
+  {  // FP4 scales of another grid
+    MemorySource s = to_dsv4_release_source(c, w);
+    s.add("layers.1.ffn.experts.3.w1.scale", DType::F8_E8M0, {1, c.n_ff_exp},
+          std::vector<std::byte>(static_cast<size_t>(c.n_ff_exp), std::byte{127}));
+    EXPECT_THAT(load_error(s), HasSubstr("scale tensor 'layers.1.ffn.experts.3.w1.scale' has shape {1, 32}, expected {8, 32}"));
+  }
+  {  // FP8 scales of another grid: named under transformers' name, the two shapes given
+    MemorySource s = to_dsv4_release_source(c, w);
+    s.add("layers.0.attn.wq_a.scale", DType::F8_E8M0, {1, 1}, std::vector<std::byte>(1, std::byte{127}));
+    EXPECT_THAT(load_error(s), AllOf(HasSubstr("model.layers.0.self_attn.q_a_proj.weight_scale_inv"),
+                                     HasSubstr("shape {1, 1}, expected {2, 1}")));
+  }
+  {  // E8M0's NaN
+    MemorySource s = to_dsv4_release_source(c, w);
+    s.add("layers.0.attn.wkv.scale", DType::F8_E8M0, {2, 1}, std::vector<std::byte>(2, std::byte{0xff}));
+    EXPECT_THAT(load_error(s), HasSubstr("scale tensor 'layers.0.attn.wkv.scale' value 0 is E8M0's NaN"));
+  }
+  {  // a scale beside a matrix that takes none
+    MemorySource s = to_dsv4_release_source(c, w);
+    s.add("head.scale", DType::F8_E8M0, {2, 4}, std::vector<std::byte>(8, std::byte{127}));
+    EXPECT_THAT(load_error(s), HasSubstr("scale tensor 'head.scale' beside a bf16 matrix"));
+  }
+  {  // an F32 container holding a scale that is not a power of two
+    MemorySource s = to_dsv4_release_source(c, w);
+    const TensorView& t = s.tensor("layers.2.ffn.experts.0.w1.scale");
+    s.add_f32("layers.2.ffn.experts.0.w1.scale", t.ne, std::vector<float>(static_cast<size_t>(t.nelements()), 0.75f));
+    EXPECT_THAT(load_error(s), HasSubstr("value 0 = 0.75 is not a power of two"));
+  }
+  {  // quantization_config memra does not read
+    MemorySource k = dsv4_keys();
+    k.set("quantization_config.quant_method", std::string("fp8"));
+    k.set("quantization_config.weight_block_size", std::vector<int64_t>{64, 64});
+    EXPECT_THAT(config_error(k), HasSubstr("quantization_config.weight_block_size is not [128, 128]"));
+    k.set("quantization_config.quant_method", std::string("awq"));
+    EXPECT_THAT(config_error(k), HasSubstr("quantization_config.quant_method 'awq'"));
+    MemorySource e = dsv4_keys();
+    e.set("expert_dtype", std::string("int4"));
+    EXPECT_THAT(config_error(e), HasSubstr("expert_dtype 'int4' (fp4 or fp8)"));
+  }
+}
+
+// A directory as memra-mkfixture --release writes it: config.json with quantization_config and
+// expert_dtype, read back to the same configuration and the same logits as its source.
+TEST(Dsv4Release, ADirectoryLoadsToTheSameLogits) {
+  const ModelConfig c = dsv4_wide();
+  const ModelWeights w = random_weights(c, 5);
+  const std::string dir = (std::filesystem::path(::testing::TempDir()) / "dsv4-release").string();
+  fixture::write_fixture_dsv4_release_dir(dir, c, w, "");
+  const auto src = open_weights(dir);
+  const ModelConfig r = ModelConfig::from_source(*src);
+  EXPECT_EQ(r, c) << config_difference(r, c);
+  const auto a = logits(c, load_weights(to_dsv4_release_source(c, w), c)), b = logits(r, load_weights(*src, r));
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i], b[i])) << "position " << i;
+  std::filesystem::remove_all(dir);
 }
 
 // --- GGUF (llama.cpp deepseek4) ---------------------------------------------------------------

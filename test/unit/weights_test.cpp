@@ -13,6 +13,7 @@
 #include "memra/memory_source.h"
 #include "memra/oracle.h"
 #include "memra/quant.h"
+#include "memra/raw_weights.h"
 #include "memra/testing/fixtures.h"
 #include "memra/weights.h"
 
@@ -336,6 +337,17 @@ TEST(WeightsFp8, BlockScaledE4M3IsDequantisedPerBlock) {
   expect(w.layers[2].mla->wkv_b, "model.layers.2.self_attn.kv_b_proj.weight");
   // and the oracle runs on it
   EXPECT_NO_THROW(oracle::Model::from_weights(c, w).forward_last(testing_fixtures::prompt(20, c.n_vocab)));
+  // The GPU's file-typed loader holds them as the same values: F32, since a scale amax / 448 is
+  // no power of two and its products are no BF16 values.
+  const RawWeights raw = load_raw_weights(h, c);
+  auto raw_values = [](const RawMatrix& m) {
+    EXPECT_EQ(m.type, DType::F32);
+    std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
+    std::memcpy(v.data(), m.data.data(), v.size() * 4);
+    return v;
+  };
+  EXPECT_TRUE(testing_fixtures::bit_equal(raw_values(raw.layers[0].ffn->down), want.at("model.layers.0.mlp.down_proj.weight")));
+  EXPECT_TRUE(testing_fixtures::bit_equal(raw_values(raw.layers[2].mla->wkv_b), want.at("model.layers.2.self_attn.kv_b_proj.weight")));
 
   // a scale tensor of another block grid is an error naming both shapes
   h.add_f32("model.layers.0.mlp.down_proj.weight_scale_inv", {1, 1}, std::vector<float>{1.0f});
