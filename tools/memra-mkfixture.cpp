@@ -211,15 +211,10 @@ int main(int argc, char** argv) {
     ModelWeights w = fixture::fixture_weights(c, seed);
     if (!gguf.empty())
       for (const auto& t : types) fixture::write_fixture_gguf(gguf_for(t), c, w, &tspec, type_from_name(t), name);
-    if (!hf.empty()) {
-      // The real tokenizer.json only describes the model when the vocabulary was not truncated.
-      const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
-      fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "");
-    }
-    if (!release.empty()) {
-      const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
-      fixture::write_fixture_dsv4_release_dir(release, c, w, whole ? tok_json : "");
-    }
+    // The real tokenizer.json only describes the model when the vocabulary was not truncated.
+    const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
+    if (!hf.empty()) fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "");
+    if (!release.empty()) fixture::write_fixture_dsv4_release_dir(release, c, w, whole ? tok_json : "");
     if (dry) std::printf("%s\n", c.summary().c_str());
     if (measure_steps > 0) measure(c, std::move(w), Tokenizer(tspec), measure_steps);
   } catch (const std::exception& e) {
