@@ -122,12 +122,14 @@ int main(int argc, char** argv) {
       else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
       else if (a == "--layers") spec.n_layer = to_int(a, value());
       else if (a == "--vocab") spec.n_vocab = to_int(a, value());
-      else if (a == "--width") spec.n_embd = to_int(a, value());
+      else if (a == "--width")
+        spec.n_embd = to_int(a, value());
       else if (a == "--moe-every-layer") spec.moe_every_layer = true;
       else if (a == "--type") type = value();
       else if (a == "--gguf") gguf = value();
       else if (a == "--hf") hf = value();
-      else if (a == "--release") release = value();
+      else if (a == "--release")
+        release = value();
       else if (a == "--tokenizer") tokenizer = value();
       else if (a == "--repo") repo = value();
       else if (a == "--threads") threads = static_cast<int>(to_int(a, value()));
@@ -183,7 +185,8 @@ int main(int argc, char** argv) {
     const bool realistic = spec.preset != fixture::Preset::Tiny && spec.preset != fixture::Preset::Bank;
     if (realistic) {
       if (measure_steps) fail("--measure: preset ", preset, " does not fit the CPU oracle");
-      if (!release.empty()) fail("--release: preset ", preset, " is streamed; release directories are written in memory");
+      if (!release.empty())
+        fail("--release: preset ", preset, " is streamed; release directories are written in memory");
       fixture::StreamOptions o;
       o.matrix_type = mtype;
       o.threads = threads;
@@ -212,7 +215,8 @@ int main(int argc, char** argv) {
     if (!gguf.empty())
       for (const auto& t : types) fixture::write_fixture_gguf(gguf_for(t), c, w, &tspec, type_from_name(t), name);
     // The real tokenizer.json only describes the model when the vocabulary was not truncated.
-    const bool whole = !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
+    const bool whole =
+        !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
     if (!hf.empty()) fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "");
     if (!release.empty()) fixture::write_fixture_dsv4_release_dir(release, c, w, whole ? tok_json : "");
     if (dry) std::printf("%s\n", c.summary().c_str());

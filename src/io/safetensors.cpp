@@ -34,10 +34,9 @@ struct DtypeName {
   std::string_view name;
 };
 constexpr DtypeName kDtypes[] = {
-    {DType::F32, "F32"},         {DType::F16, "F16"}, {DType::BF16, "BF16"},
-    {DType::F64, "F64"},         {DType::I8, "I8"},   {DType::U8, "U8"},
-    {DType::I16, "I16"},         {DType::I32, "I32"}, {DType::I64, "I64"},
-    {DType::F8_E4M3, "F8_E4M3"}, {DType::F8_E8M0, "F8_E8M0"},
+    {DType::F32, "F32"}, {DType::F16, "F16"},         {DType::BF16, "BF16"},       {DType::F64, "F64"},
+    {DType::I8, "I8"},   {DType::U8, "U8"},           {DType::I16, "I16"},         {DType::I32, "I32"},
+    {DType::I64, "I64"}, {DType::F8_E4M3, "F8_E4M3"}, {DType::F8_E8M0, "F8_E8M0"},
 };
 
 std::string supported_list() {

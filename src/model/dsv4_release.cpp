@@ -81,7 +81,10 @@ bool expert_name(const std::string& rest, std::string& hf) {
   const size_t dot = rest.find('.', head.size());
   if (dot == std::string::npos) return false;
   const std::string e = rest.substr(head.size(), dot - head.size()), w = rest.substr(dot + 1);
-  const char* proj = w == "w1.weight" ? "gate_proj" : w == "w3.weight" ? "up_proj" : w == "w2.weight" ? "down_proj" : nullptr;
+  const char* proj = w == "w1.weight"   ? "gate_proj"
+                     : w == "w3.weight" ? "up_proj"
+                     : w == "w2.weight" ? "down_proj"
+                                        : nullptr;
   if (!proj || e.empty()) return false;
   hf = "mlp.experts." + e + "." + proj + ".weight";
   return true;
@@ -143,7 +146,10 @@ std::string dsv4_release_name(const std::string& hf) {
     const size_t d = rest.find('.', experts.size());
     if (d == std::string::npos) return {};
     const std::string e = rest.substr(experts.size(), d - experts.size()), w = rest.substr(d + 1);
-    const char* k = w == "gate_proj.weight" ? "w1" : w == "up_proj.weight" ? "w3" : w == "down_proj.weight" ? "w2" : nullptr;
+    const char* k = w == "gate_proj.weight"   ? "w1"
+                    : w == "up_proj.weight"   ? "w3"
+                    : w == "down_proj.weight" ? "w2"
+                                              : nullptr;
     if (k) return prefix + "ffn.experts." + e + "." + k + ".weight";
   }
   return {};

@@ -90,7 +90,8 @@ class RawReader {
     if (detail::needs_expansion(src_, *t)) return expanded(*t);
     if (!gpu_matrix_type(t->type))
       fail(src_.path(), ": tensor '", name, "': type ", dtype_name(t->type),
-           " is not supported by the GPU model (F32, F16, BF16, Q8_0, NVFP4; block-scaled FP8 and MXFP4 as BF16 or F32)");
+           " is not supported by the GPU model (F32, F16, BF16, Q8_0, NVFP4; block-scaled FP8 and MXFP4 as BF16 or "
+           "F32)");
     const int64_t rb = row_bytes(t->type, t->ne[0]);
     if (rb * (t->nelements() / t->ne[0]) != t->nbytes())
       fail(src_.path(), ": tensor '", name, "': ", t->nbytes(), " bytes for shape ", shape_str(t->ne));

@@ -8,8 +8,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <set>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -346,7 +346,8 @@ TEST(Dsv4Release, LoadsLikeTransformersNamesOfTheSameValues) {
   const RawWeights raw = load_raw_weights(rel, c);
   auto as_f32 = [](const RawMatrix& m) {
     std::vector<float> v(static_cast<size_t>(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) dequantize_row(m.type, m.data.data() + r * m.row_bytes(), v.data() + r * m.cols, m.cols);
+    for (int64_t r = 0; r < m.rows; ++r)
+      dequantize_row(m.type, m.data.data() + r * m.row_bytes(), v.data() + r * m.cols, m.cols);
     return v;
   };
   EXPECT_EQ(raw.layers[0].dsv4->wq_a.type, DType::BF16);
@@ -401,7 +402,8 @@ TEST(Dsv4Release, BadTensorsAndConfigsAreNamed) {
     MemorySource s = to_dsv4_release_source(c, w);
     s.add("layers.1.ffn.experts.3.w1.scale", DType::F8_E8M0, {1, c.n_ff_exp},
           std::vector<std::byte>(static_cast<size_t>(c.n_ff_exp), std::byte{127}));
-    EXPECT_THAT(load_error(s), HasSubstr("scale tensor 'layers.1.ffn.experts.3.w1.scale' has shape {1, 32}, expected {8, 32}"));
+    EXPECT_THAT(load_error(s),
+                HasSubstr("scale tensor 'layers.1.ffn.experts.3.w1.scale' has shape {1, 32}, expected {8, 32}"));
   }
   {  // FP8 scales of another grid: named under transformers' name, the two shapes given
     MemorySource s = to_dsv4_release_source(c, w);

@@ -190,8 +190,10 @@ TEST_P(HfBank, OracleMatchesTransformers) {
   const std::string hf = (dir.path() / "hf").string();
   // "files": "release": the DeepSeek-V4 directory as DeepSeek releases it (FP8, FP4, its names)
   const bool release = j.value("files", std::string()) == "release";
-  if (release) fixture::write_fixture_dsv4_release_dir(hf, c, fixture::fixture_weights(c, spec.seed));
-  else fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed));
+  if (release)
+    fixture::write_fixture_dsv4_release_dir(hf, c, fixture::fixture_weights(c, spec.seed));
+  else
+    fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed));
   ASSERT_EQ(file_sha256(hf + "/model.safetensors"), j.at("safetensors_sha256").get<std::string>())
       << "the regenerated fixture is not the model the bank was computed from";
 

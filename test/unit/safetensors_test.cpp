@@ -70,20 +70,19 @@ TEST_P(SafetensorsDtype, RawBitsRoundTrip) {
   EXPECT_EQ(safetensors_dtype_name(c.type), std::string_view(c.st_name));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllDtypes, SafetensorsDtype,
-    ::testing::Values(DtypeCase{"F32", DType::F32, 4, 0x3F800000, 0xC0200000},   // 1.0, -2.5
-                      DtypeCase{"F16", DType::F16, 2, 0x3C00, 0xC000},           // 1.0, -2.0
-                      DtypeCase{"BF16", DType::BF16, 2, 0x3F80, 0xC020},         // 1.0, -2.5
-                      DtypeCase{"F64", DType::F64, 8, 0x3FF8000000000000, 0xBFD0000000000000},
-                      DtypeCase{"F8_E4M3", DType::F8_E4M3, 1, 0x38, 0xC0},       // 1.0, -2.0
-                      DtypeCase{"F8_E8M0", DType::F8_E8M0, 1, 0x7F, 0x85},       // 1.0, 64.0
-                      DtypeCase{"I8", DType::I8, 1, 0xFF, 0x7F},                 // -1, 127
-                      DtypeCase{"U8", DType::U8, 1, 0xC8, 0x01},                 // 200, 1
-                      DtypeCase{"I16", DType::I16, 2, 0xFFFE, 0x012C},           // -2, 300
-                      DtypeCase{"I32", DType::I32, 4, 0xFFFFFFFE, 0x000186A0},   // -2, 100000
-                      DtypeCase{"I64", DType::I64, 8, 0xFFFFFFFFFFFFFFFD, 1ull << 40}),
-    [](const auto& info) { return std::string(info.param.st_name); });
+INSTANTIATE_TEST_SUITE_P(AllDtypes, SafetensorsDtype,
+                         ::testing::Values(DtypeCase{"F32", DType::F32, 4, 0x3F800000, 0xC0200000},  // 1.0, -2.5
+                                           DtypeCase{"F16", DType::F16, 2, 0x3C00, 0xC000},          // 1.0, -2.0
+                                           DtypeCase{"BF16", DType::BF16, 2, 0x3F80, 0xC020},        // 1.0, -2.5
+                                           DtypeCase{"F64", DType::F64, 8, 0x3FF8000000000000, 0xBFD0000000000000},
+                                           DtypeCase{"F8_E4M3", DType::F8_E4M3, 1, 0x38, 0xC0},      // 1.0, -2.0
+                                           DtypeCase{"F8_E8M0", DType::F8_E8M0, 1, 0x7F, 0x85},      // 1.0, 64.0
+                                           DtypeCase{"I8", DType::I8, 1, 0xFF, 0x7F},                // -1, 127
+                                           DtypeCase{"U8", DType::U8, 1, 0xC8, 0x01},                // 200, 1
+                                           DtypeCase{"I16", DType::I16, 2, 0xFFFE, 0x012C},          // -2, 300
+                                           DtypeCase{"I32", DType::I32, 4, 0xFFFFFFFE, 0x000186A0},  // -2, 100000
+                                           DtypeCase{"I64", DType::I64, 8, 0xFFFFFFFFFFFFFFFD, 1ull << 40}),
+                         [](const auto& info) { return std::string(info.param.st_name); });
 
 // Values decoded the way a consumer would: the hand-encoded bits mean what the comment says.
 TEST(Safetensors, DecodedValuesOfMixedFile) {

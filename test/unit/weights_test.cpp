@@ -346,8 +346,10 @@ TEST(WeightsFp8, BlockScaledE4M3IsDequantisedPerBlock) {
     std::memcpy(v.data(), m.data.data(), v.size() * 4);
     return v;
   };
-  EXPECT_TRUE(testing_fixtures::bit_equal(raw_values(raw.layers[0].ffn->down), want.at("model.layers.0.mlp.down_proj.weight")));
-  EXPECT_TRUE(testing_fixtures::bit_equal(raw_values(raw.layers[2].mla->wkv_b), want.at("model.layers.2.self_attn.kv_b_proj.weight")));
+  EXPECT_TRUE(
+      testing_fixtures::bit_equal(raw_values(raw.layers[0].ffn->down), want.at("model.layers.0.mlp.down_proj.weight")));
+  EXPECT_TRUE(testing_fixtures::bit_equal(raw_values(raw.layers[2].mla->wkv_b),
+                                          want.at("model.layers.2.self_attn.kv_b_proj.weight")));
 
   // a scale tensor of another block grid is an error naming both shapes
   h.add_f32("model.layers.0.mlp.down_proj.weight_scale_inv", {1, 1}, std::vector<float>{1.0f});
