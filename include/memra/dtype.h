@@ -16,34 +16,16 @@
 
 namespace memra {
 
+// clang-format off: the ids read as ggml's table
 enum class DType : uint32_t {
-  F32 = 0,
-  F16 = 1,
-  Q4_0 = 2,
-  Q4_1 = 3,
-  Q5_0 = 6,
-  Q5_1 = 7,
-  Q8_0 = 8,
-  Q8_1 = 9,
-  Q2_K = 10,
-  Q3_K = 11,
-  Q4_K = 12,
-  Q5_K = 13,
-  Q6_K = 14,
-  Q8_K = 15,
-  I8 = 24,
-  I16 = 25,
-  I32 = 26,
-  I64 = 27,
-  F64 = 28,
-  BF16 = 30,
-  MXFP4 = 39,
-  NVFP4 = 40,
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
+  I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, BF16 = 30, MXFP4 = 39, NVFP4 = 40,
   // not ggml types (safetensors only)
-  F8_E4M3 = 1000,
-  U8 = 1001,
+  F8_E4M3 = 1000, U8 = 1001,
   F8_E8M0 = 1002,  // a bare power of two 2^(e-127) (block scales of FP8 / FP4 releases)
 };
+// clang-format on
 
 struct TypeTraits {
   std::string_view name;  // ggml's spelling ("q8_0", "nvfp4") or safetensors' for the extras
