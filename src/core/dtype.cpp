@@ -13,7 +13,7 @@ struct Entry {
 };
 
 // Block sizes and byte counts from ggml-common.h (see ../shared/reference).
-// clang-format off: one type per line
+// clang-format off
 constexpr Entry kTypes[] = {
     {DType::F32, {"f32", 1, 4, false, true}},
     {DType::F16, {"f16", 1, 2, false, true}},
