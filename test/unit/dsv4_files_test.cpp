@@ -49,6 +49,14 @@ std::string config_error(const MemorySource& s) {
   return "no error";
 }
 
+// The error loading `s` as `c` gives ("no error" when it loads).
+std::string weights_error(const MemorySource& s, const ModelConfig& c) {
+  try {
+    load_weights(s, c);
+  } catch (const Error& e) { return e.what(); }
+  return "no error";
+}
+
 // Every position's logits of the oracle on `w`, single-threaded.
 std::vector<std::vector<float>> logits(const ModelConfig& c, const ModelWeights& w) {
   oracle::Options o;
@@ -243,12 +251,7 @@ TEST(Dsv4Files, ASafetensorsDirectoryLoadsToTheSameLogits) {
 TEST(Dsv4Files, BadTensorsAreNamed) {
   const ModelConfig c = dsv4();
   const ModelWeights w = random_weights(c, 3);
-  auto load_error = [&](const MemorySource& s) {
-    try {
-      load_weights(s, c);
-    } catch (const Error& e) { return std::string(e.what()); }
-    return std::string("no error");
-  };
+  auto load_error = [&](const MemorySource& s) { return weights_error(s, c); };
   {  // an expert id past the experts
     ModelWeights bad = w;
     bad.layers[0].moe->tid2eid[2 * c.n_expert_used + 1] = static_cast<float>(c.n_expert);
@@ -387,12 +390,7 @@ TEST(Dsv4Release, F32ScaleContainersAndMtpTensors) {
 TEST(Dsv4Release, BadTensorsAndConfigsAreNamed) {
   const ModelConfig c = dsv4_wide();
   const ModelWeights w = random_weights(c, 3);
-  auto load_error = [&](const MemorySource& s) {
-    try {
-      load_weights(s, c);
-    } catch (const Error& e) { return std::string(e.what()); }
-    return std::string("no error");
-  };
+  auto load_error = [&](const MemorySource& s) { return weights_error(s, c); };
   {  // an FP4 expert without its scales
     MemorySource s = to_dsv4_release_source(c, w);
     s.remove("layers.1.ffn.experts.3.w2.scale");
