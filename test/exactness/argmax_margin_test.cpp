@@ -179,6 +179,15 @@ INSTANTIATE_TEST_SUITE_P(
     testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyDsv4W4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases({"deepseek4-nvfp4"}, {"w4a4"})), testing::CaseName());
+// GLM-5 (the seed's DecodeGraph model; its tiny GGUFs, kv_b split as llama.cpp's converter
+// writes it): the GEMM arm over its MLA and indexer projections and grouped experts, and W4A4 on
+// the NVFP4 file.
+INSTANTIATE_TEST_SUITE_P(
+    TinyGlm, MarginGate,
+    ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}, {"glm-dsa"}), {"gemm"})),
+    testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(TinyGlmW4a4, MarginGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-nvfp4"}, {"w4a4"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"gemm"})),
