@@ -202,41 +202,6 @@ void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
   mv(wo_b, ws.og.data(), GR, ws.ogq.data(), ws.yb.data(), c.n_embd, T, false);
 }
 
-// The MoE into ws.yb: the router, score or hash routing, the clamped experts (expert_swiglu,
-// swiglu: the clamp follows ModelConfig::swiglu_limit), the shared expert, the combine over zero.
-void Model::Impl::dsv4_moe(DevLayer& L, int64_t T) {
-  const int64_t D = c.n_embd;
-  const auto& M = *L.moe;
-  const int K = static_cast<int>(c.n_expert_used);
-  const bool hash = M.tid2eid.size() > 0;  // loaded for the hash layers only
-  mv(M.router.m, ws.h.data(), D, ws.hq.data(), ws.rl.data(), c.n_expert, T, false);
-  cuda::Dsv4RouteParams rp;
-  rp.logits = ws.rl.data();
-  rp.bias = hash ? nullptr : M.router_bias.data();
-  rp.tid2eid = hash ? M.tid2eid.data() : nullptr;
-  rp.tokens = ws.tok.data();
-  rp.ids = ws.ids.data();
-  rp.weights = ws.wts.data();
-  rp.T = T;
-  rp.E = static_cast<int>(c.n_expert);
-  rp.k = K;
-  rp.scale = c.expert_weights_scale;
-  cuda::dsv4_route_run(rp, s);
-  expert_swiglu(L, T, K);
-  const bool shared = !M.shared.empty();
-  if (shared) swiglu(M.shared.gate, M.shared.up, M.shared.down, T, 1, nullptr, ws.ysh.data(), false);
-  MEMRA_CUDA_CHECK(cudaMemsetAsync(ws.yb.data(), 0, sizeof(float) * static_cast<size_t>(T * D), s));
-  cuda::MoeCombineParams cp;
-  cp.y = ws.ye.data();
-  cp.weights = ws.wts.data();
-  cp.y_shared = shared ? ws.ysh.data() : nullptr;
-  cp.x = ws.yb.data();
-  cp.T = T;
-  cp.D = D;
-  cp.k = K;
-  cuda::moe_combine_run(cp, s);
-}
-
 void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
   const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
   cuda::EmbedParams ep;
@@ -261,7 +226,8 @@ void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
     dsv4_output(L, T);
     hc_leave(T);
     hc_enter(*L.hc_ffn, L.ffn_norm, T);
-    dsv4_moe(L, T);
+    MEMRA_CUDA_CHECK(cudaMemsetAsync(ws.yb.data(), 0, sizeof(float) * static_cast<size_t>(T * D), s));
+    moe_layer(L, T, ws.yb.data());  // the block output alone: hc_leave mixes it into the streams
     hc_leave(T);
     if (ledger) ledger_record(li, seqs, rows);
     if (brk.scale_layer == li) break_scale(ws.hcx.data(), T * N * D);  // a canary's defect (Break)

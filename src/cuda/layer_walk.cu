@@ -7,6 +7,7 @@
 #include "cuda/attention.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dsa.cuh"
+#include "cuda/dsv4.cuh"
 #include "cuda/embed.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/gemm.cuh"
@@ -698,26 +699,46 @@ void Model::Impl::expert_swiglu(const DevLayer& L, int64_t T, int K) {
 }
 
 void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
-  const int64_t D = c.n_embd;
   if (!L.moe) return swiglu(L.ffn->gate, L.ffn->up, L.ffn->down, T, 1, nullptr, ws.x.data(), true);
+  moe_layer(L, T, ws.x.data());
+}
+
+void Model::Impl::moe_layer(DevLayer& L, int64_t T, float* out) {
+  const int64_t D = c.n_embd;
   const auto& M = *L.moe;
   const int K = static_cast<int>(c.n_expert_used);
   mv(M.router.m, ws.h.data(), D, ws.hq.data(), ws.rl.data(), c.n_expert, T, false);
-  cuda::MoeRouteParams rp;
-  rp.logits = ws.rl.data();
-  rp.ids = ws.ids.data();
-  rp.weights = ws.wts.data();
-  rp.T = T;
-  rp.E = static_cast<int>(c.n_expert);
-  rp.k = K;
-  rp.renorm = c.norm_topk;
-  if (c.moe_gating == MoeGating::SigmoidGrouped) {
-    rp.bias = M.router_bias.data();
-    rp.n_group = static_cast<int>(c.n_expert_group);
-    rp.topk_group = static_cast<int>(c.n_expert_group_used);
-    rp.scale = static_cast<float>(c.expert_weights_scale);
+  if (c.moe_gating == MoeGating::SqrtSoftplus) {  // DeepSeek-V4: score or hash routing (dsv4.cuh)
+    const bool hash = M.tid2eid.size() > 0;       // loaded for the hash layers only
+    cuda::Dsv4RouteParams rp;
+    rp.logits = ws.rl.data();
+    rp.bias = hash ? nullptr : M.router_bias.data();
+    rp.tid2eid = hash ? M.tid2eid.data() : nullptr;
+    rp.tokens = ws.tok.data();
+    rp.ids = ws.ids.data();
+    rp.weights = ws.wts.data();
+    rp.T = T;
+    rp.E = static_cast<int>(c.n_expert);
+    rp.k = K;
+    rp.scale = c.expert_weights_scale;
+    cuda::dsv4_route_run(rp, s);
+  } else {
+    cuda::MoeRouteParams rp;
+    rp.logits = ws.rl.data();
+    rp.ids = ws.ids.data();
+    rp.weights = ws.wts.data();
+    rp.T = T;
+    rp.E = static_cast<int>(c.n_expert);
+    rp.k = K;
+    rp.renorm = c.norm_topk;
+    if (c.moe_gating == MoeGating::SigmoidGrouped) {
+      rp.bias = M.router_bias.data();
+      rp.n_group = static_cast<int>(c.n_expert_group);
+      rp.topk_group = static_cast<int>(c.n_expert_group_used);
+      rp.scale = static_cast<float>(c.expert_weights_scale);
+    }
+    cuda::moe_route_run(rp, s);
   }
-  cuda::moe_route_run(rp, s);
   expert_swiglu(L, T, K);
   const bool shared = !M.shared.empty(), gated = shared && c.shared_expert_gated();
   if (gated) mv(L.shared_gate_row.m, ws.h.data(), D, ws.hq.data(), ws.sg.data(), 1, T, false);
@@ -727,7 +748,7 @@ void Model::Impl::ffn_layer(DevLayer& L, int64_t T) {
   cp.weights = ws.wts.data();
   cp.y_shared = shared ? ws.ysh.data() : nullptr;
   cp.sg = gated ? ws.sg.data() : nullptr;
-  cp.x = ws.x.data();
+  cp.x = out;
   cp.T = T;
   cp.D = D;
   cp.k = K;

@@ -283,7 +283,7 @@ struct Model::Impl {
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
   void mla_output(cuda::DevLayer& L, int64_t T);
   // DeepSeek-V4 (dsv4_walk.cu): the tables of rotation frequencies (sliding, compressed), the
-  // hyper-connections around a block, the attention in three parts, the MoE, the whole walk.
+  // hyper-connections around a block, the attention in three parts, the whole walk.
   DeviceBuffer<double> dsv4_freq[2];
   void hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head);
   void hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T);
@@ -291,7 +291,6 @@ struct Model::Impl {
   void dsv4_project(cuda::DevLayer& L, int64_t T);
   void dsv4_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
   void dsv4_output(cuda::DevLayer& L, int64_t T);
-  void dsv4_moe(cuda::DevLayer& L, int64_t T);
   void dsv4_walk(std::span<const Seq> seqs, int64_t rows);
   void glu(int64_t rows, int64_t n);
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
@@ -299,7 +298,12 @@ struct Model::Impl {
   bool use_routed_gemm(const cuda::DevMatrix& m, int64_t T) const;
   void routed_gemm(const cuda::DMat& m, const cuda::Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n);
   void expert_swiglu(const cuda::DevLayer& L, int64_t T, int K);
-  void ffn_layer(cuda::DevLayer& L, int64_t T);
+  void ffn_layer(cuda::DevLayer& L, int64_t T);  // dense or MoE, added into ws.x
+  // The MoE block added into `out` (ws.x, or DeepSeek-V4's zeroed block output ws.yb): the
+  // router, the family's routing (softmax, sigmoid-grouped, or DeepSeek-V4's sqrt-softplus /
+  // hash in dsv4.cuh), the experts (clamped where swiglu_limit says), the shared expert (gated
+  // in Qwen), the combine.
+  void moe_layer(cuda::DevLayer& L, int64_t T, float* out);
   // The embedding of ws.tok and every layer, leaving the residual stream in ws.x: seqs.size()
   // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
   // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
