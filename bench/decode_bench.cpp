@@ -1,8 +1,7 @@
 // Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>),
-// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048) and the TeacherForced gate's step, on
-// realistic-shape
-// synthetic models (fixture presets' configs, weights filled on the device: Model::synthetic),
-// plus the streaming-read probe that defines the card's read-bandwidth roofline.
+// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192) and the TeacherForced gate's
+// step, on realistic-shape synthetic models (fixture presets' configs, weights filled on the
+// device: Model::synthetic), plus the streaming-read probe that defines the card's read-bandwidth roofline.
 //
 //   bench_decode --benchmark_out=decode.json --benchmark_out_format=json
 //
@@ -297,13 +296,14 @@ void register_all() {
           ->Repetitions(9)
           ->DisplayAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
-    // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048 (the
-    // prefill length curve).
+    // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048, the fast
+    // arm alone at 8192 (the prefill length curve; the default arm is flat in T).
     std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
     if (s.type == DType::NVFP4) prefill_arms.push_back("w4a4");
-    for (int T : {128, 512, 2048})
+    for (int T : {128, 512, 2048, 8192})
       for (const char* arm : prefill_arms) {
         if (T != 512 && std::string(arm) != "mmvq" && std::string(arm) != "gemm") continue;
+        if (T == 8192 && std::string(arm) != "gemm") continue;
         benchmark::RegisterBenchmark(("Prefill" + std::to_string(T) + "/" + shape + "/" + arm).c_str(), BM_Prefill, s,
                                      arm, T)
             ->UseManualTime()
