@@ -16,6 +16,8 @@
 //     made it the most frequent slow launch of a decode step (65 per 9B step).
 //   rowop_wide_kernel: SwiGLU and Identity (no row reduction), a warp per 32-value group over
 //     the whole grid.
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/norm.cuh"
 #include "cuda/launch.cuh"
@@ -198,7 +200,6 @@ template <RowOp Op>
 void launch(const RowOpParams& p, cudaStream_t s) {
   if constexpr (Op == RowOp::Swiglu || Op == RowOp::SwigluClamped || Op == RowOp::Identity) {
     const int64_t groups = ceil_div(p.n, 32);
-    if (p.rows > 65535) fail("rowop: ", p.rows, " rows exceed the grid (65535)");
     const dim3 grid(static_cast<unsigned>(ceil_div(groups, kThreads / 32)), static_cast<unsigned>(p.rows));
     launch_kernel("rowop_wide_kernel", rowop_wide_kernel<Op>, grid, kThreads, 0, s, p);
   } else {
@@ -229,6 +230,22 @@ void launch(const RowOpParams& p, cudaStream_t s) {
 void rowop_run(const RowOpParams& p, cudaStream_t s) {
   if (p.rows == 0) return;
   if (p.q && p.n % 32 != 0) fail("rowop: q8_1 output needs n % 32 == 0, n = ", p.n);
+  // Rows are independent and each row's result depends only on (x, n): more rows than a grid
+  // dimension holds (a long prefill's per-head rows) run as consecutive launches of at most
+  // kMaxGridRows rows, the same values.
+  constexpr int64_t kMaxGridRows = 65535;
+  if (p.rows > kMaxGridRows) {
+    for (int64_t r0 = 0; r0 < p.rows; r0 += kMaxGridRows) {
+      RowOpParams c = p;
+      c.rows = std::min(kMaxGridRows, p.rows - r0);
+      c.x = p.x + r0 * p.ld_x;
+      if (p.z) c.z = p.z + r0 * p.ld_z;
+      if (p.y) c.y = p.y + r0 * p.ld_y;
+      if (p.q) c.q = p.q + r0 * (p.n / 32);
+      rowop_run(c, s);
+    }
+    return;
+  }
   switch (p.op) {
     case RowOp::RmsNorm: return launch<RowOp::RmsNorm>(p, s);
     case RowOp::RmsNormGated: return launch<RowOp::RmsNormGated>(p, s);

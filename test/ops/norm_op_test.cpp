@@ -183,5 +183,55 @@ std::vector<BatchCase> batch_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(Eval, RowOpBatchTest, ::testing::ValuesIn(batch_cases()), OpCaseName());
 
+// More rows than a grid dimension holds (a long prefill's per-head rows: 8192 tokens x 16 heads):
+// every row is written, and a row's bits are those of the same row launched alone.
+TEST(RowOpManyRows, MoreRowsThanAGridDimension) {
+  Engine e = Engine::open(testing::test_device());
+  constexpr int64_t kRows = 2 * 65535 + 7, kN = 64;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> U(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(kRows * kN)), z(x.size()), w(static_cast<size_t>(kN));
+  for (float& v : x) v = U(rng);
+  for (float& v : z) v = U(rng);
+  for (float& v : w) v = 0.75f + 0.25f * U(rng);
+  for (cuda::RowOp op : {cuda::RowOp::Identity, cuda::RowOp::Swiglu, cuda::RowOp::RmsNorm}) {
+    auto run = [&](int64_t r0, int64_t rows) {
+      const std::vector<float> xs(x.begin() + r0 * kN, x.begin() + (r0 + rows) * kN),
+          zs(z.begin() + r0 * kN, z.begin() + (r0 + rows) * kN);
+      DeviceBuffer<float> dx(e, xs.size()), dz(e, zs.size()), dw(e, w.size()), dy(e, xs.size());
+      dx.upload(xs);
+      dz.upload(zs);
+      dw.upload(w);
+      dy.fill_bytes(0xFF);
+      DeviceBuffer<BlockQ8_1> dq(e, xs.size() / 32);
+      cuda::RowOpParams p;
+      p.op = op;
+      p.x = dx.data();
+      p.ld_x = kN;
+      p.z = dz.data();
+      p.ld_z = kN;
+      p.w = dw.data();
+      p.eps = 1e-6f;
+      p.y = dy.data();
+      p.ld_y = kN;
+      p.q = reinterpret_cast<cuda::Q81*>(dq.data());
+      p.rows = rows;
+      p.n = kN;
+      cuda::rowop_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
+      e.synchronize();
+      return dy.download();
+    };
+    const std::vector<float> all = run(0, kRows);
+    size_t unwritten = 0;
+    for (float v : all) unwritten += std::isnan(v);
+    EXPECT_EQ(unwritten, 0u) << static_cast<int>(op);
+    for (int64_t r : {int64_t{0}, int64_t{65534}, int64_t{65535}, int64_t{2 * 65535}, kRows - 1}) {
+      const std::vector<float> alone = run(r, 1);
+      const std::vector<float> row(all.begin() + r * kN, all.begin() + (r + 1) * kN);
+      EXPECT_THAT(row, memra::testing::BitIdentical(alone)) << "op " << static_cast<int>(op) << ", row " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace memra::ops
