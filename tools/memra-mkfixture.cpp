@@ -2,7 +2,7 @@
 //
 //   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset tiny|bank|qwen3-0.6b|
 //                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N] [--width D]
-//                   [--type T[,T...]] [--gguf FILE] [--hf DIR] [--release DIR]
+//                   [--type T[,T...]] [--gguf FILE] [--hf DIR [--fp8]] [--release DIR]
 //                   [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run]
 //                   [--measure STEPS]
 //
@@ -15,7 +15,8 @@
 // into the HF directory (--hf: BF16 safetensors, or F32 when --type is f32); --dry-run prints
 // their sizes without writing. --release DIR (deepseek4, tiny and bank) writes the model as
 // DeepSeek releases it: the release's names, FP8 projections with E8M0 block scales, FP4
-// experts. --width overrides the hidden width D.
+// experts. --fp8 writes --hf's projections block-scaled FP8 (E4M3, an F32 weight_scale_inv per
+// 128 x 128 block) as GLM-5's FP8 release stores them. --width overrides the hidden width D.
 // --tokenizer auto looks for the real Qwen3 tokenizer.json in the npm cache ($MEMRA_CACHE_DIR,
 // ~/.cache/memra, <--repo>/.cache/memra) and falls back to a byte-level vocabulary with a
 // warning. --measure runs STEPS greedy decode steps on the CPU oracle and prints the
@@ -41,7 +42,7 @@ int usage(const std::string& msg) {
       << "memra-mkfixture: " << msg << "\n"
       << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
          "         [--layers N] [--vocab N] [--width D] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]]\n"
-         "         [--gguf FILE] [--hf DIR] [--release DIR]\n"
+         "         [--gguf FILE] [--hf DIR [--fp8]] [--release DIR]\n"
          "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
   std::string family, preset = "tiny", type = "f32", gguf, hf, release, tokenizer = "auto", repo;
   fixture::FixtureSpec spec;
   int threads = 0;
-  bool dry = false;
+  bool dry = false, fp8 = false;
   int64_t measure_steps = 0;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -117,24 +118,25 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) fail(a, " needs a value");
         return argv[++i];
       };
+      // clang-format off
       if (a == "--family") family = value();
       else if (a == "--preset") preset = value();
       else if (a == "--seed") spec.seed = static_cast<uint64_t>(to_int(a, value()));
       else if (a == "--layers") spec.n_layer = to_int(a, value());
       else if (a == "--vocab") spec.n_vocab = to_int(a, value());
-      else if (a == "--width")
-        spec.n_embd = to_int(a, value());
+      else if (a == "--width") spec.n_embd = to_int(a, value());
       else if (a == "--moe-every-layer") spec.moe_every_layer = true;
       else if (a == "--type") type = value();
       else if (a == "--gguf") gguf = value();
       else if (a == "--hf") hf = value();
-      else if (a == "--release")
-        release = value();
+      else if (a == "--release") release = value();
+      else if (a == "--fp8") fp8 = true;
       else if (a == "--tokenizer") tokenizer = value();
       else if (a == "--repo") repo = value();
       else if (a == "--threads") threads = static_cast<int>(to_int(a, value()));
       else if (a == "--measure") measure_steps = to_int(a, value());
       else if (a == "--dry-run") dry = true;
+      // clang-format on
       else if (a == "-h" || a == "--help") {
         usage("write a fixture model");
         return 0;
@@ -217,7 +219,7 @@ int main(int argc, char** argv) {
     // The real tokenizer.json only describes the model when the vocabulary was not truncated.
     const bool whole =
         !tok_json.empty() && static_cast<int64_t>(read_hf_tokenizer_spec(tok_json).tokens.size()) <= c.n_vocab;
-    if (!hf.empty()) fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "");
+    if (!hf.empty()) fixture::write_fixture_hf_dir(hf, c, w, whole ? tok_json : "", fp8);
     if (!release.empty()) fixture::write_fixture_dsv4_release_dir(release, c, w, whole ? tok_json : "");
     if (dry) std::printf("%s\n", c.summary().c_str());
     if (measure_steps > 0) measure(c, std::move(w), Tokenizer(tspec), measure_steps);

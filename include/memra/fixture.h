@@ -133,9 +133,11 @@ DType gguf_storage_type(std::string_view name, const std::vector<int64_t>& ne, D
 void write_fixture_gguf(const std::string& path, const ModelConfig& c, const ModelWeights& w,
                         const TokenizerSpec* tok, DType matrix_type, const std::string& name);
 // HF directory: config.json (transformers-loadable, fp32) + model.safetensors (F32,
-// save_pretrained's names), plus tokenizer.json copied from `tokenizer_json` when given.
+// save_pretrained's names), plus tokenizer.json copied from `tokenizer_json` when given. With
+// `fp8`: the projections block-scaled FP8 (to_hf_fp8_source) and config.json's
+// quantization_config saying so, as GLM-5's FP8 release.
 void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
-                          const std::string& tokenizer_json = "");
+                          const std::string& tokenizer_json = "", bool fp8 = false);
 // A DeepSeek-V4 model as DeepSeek releases it (docs/deepseek-v4.md "Files as released"): the
 // release's tensor names, FP8 E4M3 projections with E8M0 block scales, FP4 experts, config.json
 // with quantization_config and expert_dtype "fp4". The weights are rounded to those formats;

@@ -22,7 +22,7 @@
 //
 // provides: Matrix, AttnWeights, GdnWeights, MlaWeights, DsaWeights, FfnWeights, MoeWeights, LayerWeights, MtpWeights,
 //           ModelWeights, load_weights, random_weights, to_gguf_source, to_hf_source,
-//           to_dsv4_release_source
+//           to_dsv4_release_source, to_hf_fp8_source
 #pragma once
 
 #include <cstdint>
@@ -120,5 +120,11 @@ MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout 
 // experts as FP4 (I8-packed E2M1, E8M0 per 32), embedding, lm_head and router BF16. The values
 // are rounded to those formats.
 MemorySource to_dsv4_release_source(const ModelConfig& c, const ModelWeights& w);
+// HF names with every projection matrix block-scaled FP8 as DeepSeek-V3 and GLM-5 release them
+// (quantization_config fp8, weight_block_size [128, 128]): F8_E4M3 codes of w / s and an F32
+// "<base>.weight_scale_inv" s = amax / 448 per 128 x 128 block (1 for an all-zero block). The
+// embedding, the lm_head, the router and 1-D tensors stay as to_hf_source writes them (experts
+// per expert). The values are rounded to that format. DeepSeek-V4: to_dsv4_release_source.
+MemorySource to_hf_fp8_source(const ModelConfig& c, const ModelWeights& w);
 
 }  // namespace memra

@@ -726,10 +726,16 @@ void copy_tokenizer(const std::string& json, const std::string& dir) {
 }  // namespace
 
 void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const ModelWeights& w,
-                          const std::string& tokenizer_json) {
+                          const std::string& tokenizer_json, bool fp8) {
   make_dir(dir);
-  const MemorySource src = to_hf_source(c, w);
-  write_text(fs::path(dir) / "config.json", hf_config_text(c, "float32"));
+  const MemorySource src = fp8 ? to_hf_fp8_source(c, w) : to_hf_source(c, w);
+  nlohmann::json cfg = nlohmann::json::parse(hf_config_text(c, "float32"));
+  if (fp8)  // as DeepSeek-V3 and GLM-5's FP8 releases declare it
+    cfg["quantization_config"] = {{"quant_method", "fp8"},
+                                  {"fmt", "e4m3"},
+                                  {"activation_scheme", "dynamic"},
+                                  {"weight_block_size", {128, 128}}};
+  write_text(fs::path(dir) / "config.json", cfg.dump(2) + "\n");
   std::vector<TensorView> views;
   for (const std::string& n : src.tensor_names()) views.push_back(*src.find(n));
   write_safetensors_file((fs::path(dir) / "model.safetensors").string(), views, {{"format", "pt"}});

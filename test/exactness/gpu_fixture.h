@@ -10,15 +10,13 @@
 //   DeepSeek-V4 (deepseek4): GGUF under llama.cpp's deepseek4 names and HF under transformers';
 //         type F8_E4M3 with hf is the model as DeepSeek releases it (its names, FP8 projections
 //         with E8M0 block scales, FP4 experts: to_dsv4_release_source);
-//   F8_E4M3 for GLM-5 (hf): the matrices block-scaled as its FP8 release stores them (E4M3 codes,
-//         one F32 "<base>.weight_scale_inv" per 128 x 128 block, the scale amax / 448).
+//   F8_E4M3 for GLM-5 (hf): the projections block-scaled as its FP8 release stores them
+//         (to_hf_fp8_source: E4M3 codes, one F32 "<base>.weight_scale_inv" per 128 x 128 block).
 // The oracle and the GPU model load the SAME source, so the only differences between them are
 // the engines' arithmetic (f64 vs f32 accumulation, q8_1 activations).
 #pragma once
 
-#include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +37,7 @@ namespace memra::gpu_test {
 // file (llama.cpp's quantizer keeps them; GGUF's ffn_gate_inp, HF's mlp.gate), the NVFP4 scales. A
 // BF16 conversion takes the HF router too, as a BF16 checkpoint stores it.
 inline bool keep_f32(const std::string& name, DType type) {
-  const bool blocks = type == DType::Q8_0 || type == DType::NVFP4 || type == DType::F8_E4M3;
+  const bool blocks = type == DType::Q8_0 || type == DType::NVFP4;
   auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
   // DeepSeek-V4's hyper-connection mixers and compressor position biases stay F32 as its
   // converters keep them (GGUF hc_* / output_hc_* / *_ape, HF attn_hc / ffn_hc / hc_head /
@@ -49,39 +47,9 @@ inline bool keep_f32(const std::string& name, DType type) {
          (blocks && name.ends_with("mlp.gate.weight"));
 }
 
-// A matrix as block-scaled FP8 (GLM-5's release form): E4M3 codes, scale_inv per 128 x 128 block.
-inline void to_block_fp8(MemorySource& src, const TensorView& t) {
-  const int64_t cols = t.ne[0], rows = t.ne[1], bc = (cols + 127) / 128, br = (rows + 127) / 128;
-  const float* w = reinterpret_cast<const float*>(t.data.data());
-  std::vector<float> scale(static_cast<size_t>(bc * br), 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < cols; ++k) {
-      float& s = scale[static_cast<size_t>((r / 128) * bc + k / 128)];
-      s = std::max(s, std::abs(w[r * cols + k]) / 448.0f);
-    }
-  for (float& s : scale) s = s == 0 ? 1.0f : s;
-  std::vector<std::byte> codes(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t k = 0; k < cols; ++k)
-      codes[static_cast<size_t>(r * cols + k)] =
-          static_cast<std::byte>(f32_to_e4m3(w[r * cols + k] / scale[static_cast<size_t>((r / 128) * bc + k / 128)]));
-  const std::string name = t.name;
-  const std::vector<int64_t> ne = t.ne;
-  src.add(name, DType::F8_E4M3, ne, std::move(codes));
-  src.add_f32(name + "_scale_inv", {bc, br}, scale);
-}
-
 // Re-stores every eligible matrix of `src` as `type`.
 inline void convert_matrices(MemorySource& src, DType type) {
   if (type == DType::F32) return;
-  if (type == DType::F8_E4M3) {
-    for (const std::string& name : src.tensor_names()) {
-      const TensorView t = *src.find(name);
-      if (t.ne.size() == 2 && t.ne[1] > 1 && name.ends_with(".weight") && !keep_f32(name, type) && t.type == DType::F32)
-        to_block_fp8(src, t);
-    }
-    return;
-  }
   const int64_t bs = type_traits(type).block_elems;
   for (const std::string& name : src.tensor_names()) {
     const TensorView t = *src.find(name);
@@ -123,9 +91,10 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
   FixtureModel m;
   m.config = testing_fixtures::unit_config(f);
   const ModelWeights w = random_weights(m.config, seed + static_cast<uint64_t>(f));
-  if (f == Family::DeepseekV4 && type == DType::F8_E4M3) {
-    if (!hf) fail("gpu fixture: DeepSeek-V4's FP8 form is its release (hf)");
-    m.source = std::make_unique<MemorySource>(to_dsv4_release_source(m.config, w));
+  if (type == DType::F8_E4M3) {  // the FP8 releases' forms
+    if (!hf) fail("gpu fixture: FP8 fixtures are HF directories");
+    m.source = std::make_unique<MemorySource>(f == Family::DeepseekV4 ? to_dsv4_release_source(m.config, w)
+                                                                      : to_hf_fp8_source(m.config, w));
   } else {
     m.source = std::make_unique<MemorySource>(hf ? to_hf_source(m.config, w) : to_gguf_source(m.config, w));
     convert_matrices(*m.source, type);

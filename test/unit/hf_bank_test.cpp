@@ -188,12 +188,15 @@ TEST_P(HfBank, OracleMatchesTransformers) {
 
   st_test::TempDir dir("bank");
   const std::string hf = (dir.path() / "hf").string();
-  // "files": "release": the DeepSeek-V4 directory as DeepSeek releases it (FP8, FP4, its names)
-  const bool release = j.value("files", std::string()) == "release";
-  if (release)
+  // "files": "release": the DeepSeek-V4 directory as DeepSeek releases it (FP8, FP4, its names);
+  // "fp8": the HF directory with block-scaled FP8 projections (GLM-5's FP8 release form)
+  const std::string files = j.value("files", std::string());
+  const bool quantised = !files.empty();
+  if (files == "release") {
     fixture::write_fixture_dsv4_release_dir(hf, c, fixture::fixture_weights(c, spec.seed));
-  else
-    fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed));
+  } else {
+    fixture::write_fixture_hf_dir(hf, c, fixture::fixture_weights(c, spec.seed), "", files == "fp8");
+  }
   ASSERT_EQ(file_sha256(hf + "/model.safetensors"), j.at("safetensors_sha256").get<std::string>())
       << "the regenerated fixture is not the model the bank was computed from";
 
@@ -262,10 +265,10 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     EXPECT_TRUE(sparse) << "no banked row attends to fewer tokens than it could (index_topk " << c.dsa_topk << ")";
   }
 
-  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions); a release's
-  // as the values its FP8 and FP4 codes decode to.
+  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions); quantised
+  // files' as the values their FP8 and FP4 codes decode to.
   const std::string gguf = (dir.path() / "m.gguf").string();
-  fixture::write_fixture_gguf(gguf, c, release ? load_weights(*src, c) : fixture::fixture_weights(c, spec.seed),
+  fixture::write_fixture_gguf(gguf, c, quantised ? load_weights(*src, c) : fixture::fixture_weights(c, spec.seed),
                               nullptr, DType::F32, "bank");
   expect_matches_bank(oracle::Model::load(*GgufFile::open(gguf), bank_options(c)), j, "memra GGUF");
 }
@@ -343,7 +346,9 @@ const char* const kBanks[] = {"bank_qwen3",     "bank_qwen3next",       "bank_qw
 // DeepSeek-V4 as released (write_fixture_dsv4_release_dir; D 256, so the FP8 block grids have
 // two blocks along rows or columns): transformers read them through its own renames and its
 // FP8 / FP4 dequantisation (hf_bank.py), memra through Dsv4ReleaseView.
-const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4"};
+// GLM-5 with its projections block-scaled FP8 (an F32 scale_inv per 128 x 128 block) as its FP8
+// release stores them, D 256: transformers read it through its FP8 dequantisation.
+const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4", "fp8_glm-dsa"};
 
 std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
   std::string s(bank);
