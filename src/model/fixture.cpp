@@ -731,10 +731,8 @@ void write_fixture_hf_dir(const std::string& dir, const ModelConfig& c, const Mo
   const MemorySource src = fp8 ? to_hf_fp8_source(c, w) : to_hf_source(c, w);
   nlohmann::json cfg = nlohmann::json::parse(hf_config_text(c, "float32"));
   if (fp8)  // as DeepSeek-V3 and GLM-5's FP8 releases declare it
-    cfg["quantization_config"] = {{"quant_method", "fp8"},
-                                  {"fmt", "e4m3"},
-                                  {"activation_scheme", "dynamic"},
-                                  {"weight_block_size", {128, 128}}};
+    cfg["quantization_config"] = {
+        {"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
   write_text(fs::path(dir) / "config.json", cfg.dump(2) + "\n");
   std::vector<TensorView> views;
   for (const std::string& n : src.tensor_names()) views.push_back(*src.find(n));

@@ -25,7 +25,8 @@ bool fp8_projection(const std::string& name, const TensorView& t) {
 }  // namespace
 
 MemorySource to_hf_fp8_source(const ModelConfig& c, const ModelWeights& w) {
-  if (c.family == Family::DeepseekV4) fail("to_hf_fp8_source: DeepSeek-V4's FP8 form is its release (to_dsv4_release_source)");
+  if (c.family == Family::DeepseekV4)
+    fail("to_hf_fp8_source: DeepSeek-V4's FP8 form is its release (to_dsv4_release_source)");
   MemorySource s = to_hf_source(c, w);
   constexpr int64_t B = 128;
   for (const std::string& name : s.tensor_names()) {
