@@ -15,6 +15,8 @@
 // exp(gamma_last - gamma_j) k_j V'_j^T, with D[i,j] = exp(gamma_i - gamma_j) for j <= i.
 // A last chunk shorter than C is the same as HF's zero padding (padded steps neither decay the
 // state nor add to it).
+// Kimi delta attention (KDA) runs the same rule with a log decay per key channel (g [T, dk]):
+// gamma, the decay matrices and the state's decay are then taken per channel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -24,15 +26,28 @@
 
 namespace memra::oracle::ops {
 
-void delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
-                          const double* beta, int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
+namespace {
+
+// The delta rule over one head with a scalar log decay per step (GDN: g [T]) or one per key
+// channel (KDA: g [T, dk], row i of the state decays by exp(g_t[i])). The scalar form's
+// arithmetic is the one the GDN contracts were set on, operation for operation.
+template <bool kPerChannel>
+void delta_rule_recurrent_t(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                            int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
   std::vector<double> u(static_cast<size_t>(dv));
   for (int64_t t = 0; t < T; ++t) {
     const double* kt = k + t * dk;
     const double* qt = q + t * dk;
     const double* vt = v + t * dv;
-    const double decay = std::exp(g[t]);
-    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;           // S <- exp(g) S
+    if constexpr (kPerChannel) {
+      for (int64_t i = 0; i < dk; ++i) {  // S <- diag(exp(g)) S
+        const double decay = std::exp(g[t * dk + i]);
+        for (int64_t j = 0; j < dv; ++j) S[i * dv + j] *= decay;
+      }
+    } else {
+      const double decay = std::exp(g[t]);
+      for (int64_t i = 0; i < dk * dv; ++i) S[i] *= decay;  // S <- exp(g) S
+    }
     for (int64_t j = 0; j < dv; ++j) u[j] = 0;
     for (int64_t i = 0; i < dk; ++i)                                 // S^T k (decayed S)
       for (int64_t j = 0; j < dv; ++j) u[j] += S[i * dv + j] * kt[i];
@@ -46,30 +61,49 @@ void delta_rule_recurrent(const double* q, const double* k, const double* v, con
   }
 }
 
-void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
-                        const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
-                        double* S, double* o) {
+template <bool kPerChannel>
+void delta_rule_chunked_t(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                          int64_t T, int64_t dk, int64_t dv, int64_t chunk, double* S, double* o) {
+  const int64_t gw = kPerChannel ? dk : 1;  // decays per step
   std::vector<double> gam, L, U, W, Vn, kS;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t C = std::min(chunk, T - t0);
     const double* K = k + t0 * dk;
     const double* Q = q + t0 * dk;
     const double* Vv = v + t0 * dv;
-    gam.assign(static_cast<size_t>(C), 0.0);
-    double run = 0;
-    for (int64_t i = 0; i < C; ++i) gam[i] = (run += g[t0 + i]);
+    gam.assign(static_cast<size_t>(C * gw), 0.0);  // gamma = cumsum(g) per channel
+    for (int64_t a = 0; a < gw; ++a) {
+      double run = 0;
+      for (int64_t i = 0; i < C; ++i) gam[i * gw + a] = (run += g[(t0 + i) * gw + a]);
+    }
+    // sum_a x_a y_a exp(gamma_i - gamma_j): per channel for KDA; the scalar form factors the
+    // decay out of the dot.
+    auto decayed_dot = [&](const double* x, const double* y, int64_t i, int64_t j) {
+      if constexpr (kPerChannel) {
+        double acc = 0;
+        for (int64_t a = 0; a < dk; ++a) acc += x[a] * y[a] * std::exp(gam[i * dk + a] - gam[j * dk + a]);
+        return acc;
+      } else {
+        return dot_f64(x, y, dk) * std::exp(gam[i] - gam[j]);
+      }
+    };
+    auto g_of = [&](int64_t i, int64_t a) { return gam[i * gw + (kPerChannel ? a : 0)]; };
     // L = strict_lower(diag(beta) (K K^T) . D)
     L.assign(static_cast<size_t>(C * C), 0.0);
     for (int64_t i = 0; i < C; ++i)
-      for (int64_t j = 0; j < i; ++j)
-        L[i * C + j] = beta[t0 + i] * dot_f64(K + i * dk, K + j * dk, dk) * std::exp(gam[i] - gam[j]);
+      for (int64_t j = 0; j < i; ++j) {
+        if constexpr (kPerChannel)
+          L[i * C + j] = beta[t0 + i] * decayed_dot(K + i * dk, K + j * dk, i, j);
+        else
+          L[i * C + j] = beta[t0 + i] * dot_f64(K + i * dk, K + j * dk, dk) * std::exp(gam[i] - gam[j]);
+      }
     // (I + L) U = beta V and (I + L) W = beta exp(gamma) K by forward substitution.
     U.assign(static_cast<size_t>(C * dv), 0.0);
     W.assign(static_cast<size_t>(C * dk), 0.0);
     for (int64_t i = 0; i < C; ++i) {
-      const double b = beta[t0 + i], eg = std::exp(gam[i]);
+      const double b = beta[t0 + i];
       for (int64_t d = 0; d < dv; ++d) U[i * dv + d] = b * Vv[i * dv + d];
-      for (int64_t d = 0; d < dk; ++d) W[i * dk + d] = b * eg * K[i * dk + d];
+      for (int64_t d = 0; d < dk; ++d) W[i * dk + d] = b * std::exp(g_of(i, d)) * K[i * dk + d];
       for (int64_t j = 0; j < i; ++j) {
         const double l = L[i * C + j];
         for (int64_t d = 0; d < dv; ++d) U[i * dv + d] -= l * U[j * dv + d];
@@ -83,31 +117,51 @@ void delta_rule_chunked(const double* q, const double* k, const double* v, const
         const double wa = W[i * dk + a];
         for (int64_t d = 0; d < dv; ++d) Vn[i * dv + d] -= wa * S[a * dv + d];
       }
-    // O_i = exp(gamma_i) (q_i S) + sum_{j<=i} (q_i.k_j) exp(gamma_i - gamma_j) V'_j
+    // O_i = (q_i exp(gamma_i)) S + sum_{j<=i} (decayed q_i.k_j) V'_j
     for (int64_t i = 0; i < C; ++i) {
       double* oi = o + (t0 + i) * dv;
-      const double eg = std::exp(gam[i]);
       for (int64_t d = 0; d < dv; ++d) oi[d] = 0;
       for (int64_t a = 0; a < dk; ++a) {
-        const double qa = Q[i * dk + a] * eg;
+        const double qa = Q[i * dk + a] * std::exp(g_of(i, a));
         for (int64_t d = 0; d < dv; ++d) oi[d] += qa * S[a * dv + d];
       }
       for (int64_t j = 0; j <= i; ++j) {
-        const double c = dot_f64(Q + i * dk, K + j * dk, dk) * std::exp(gam[i] - gam[j]);
+        const double c = decayed_dot(Q + i * dk, K + j * dk, i, j);
         for (int64_t d = 0; d < dv; ++d) oi[d] += c * Vn[j * dv + d];
       }
     }
-    // S <- exp(gamma_last) S + sum_j exp(gamma_last - gamma_j) k_j V'_j^T
-    const double gl = gam[C - 1], el = std::exp(gl);
-    for (int64_t i = 0; i < dk * dv; ++i) S[i] *= el;
-    for (int64_t j = 0; j < C; ++j) {
-      const double e = std::exp(gl - gam[j]);
+    // S <- exp(gamma_last) S + sum_j exp(gamma_last - gamma_j) k_j V'_j^T (per channel row)
+    for (int64_t a = 0; a < dk; ++a) {
+      const double el = std::exp(g_of(C - 1, a));
+      for (int64_t d = 0; d < dv; ++d) S[a * dv + d] *= el;
+    }
+    for (int64_t j = 0; j < C; ++j)
       for (int64_t a = 0; a < dk; ++a) {
-        const double ka = K[j * dk + a] * e;
+        const double ka = K[j * dk + a] * std::exp(g_of(C - 1, a) - g_of(j, a));
         for (int64_t d = 0; d < dv; ++d) S[a * dv + d] += ka * Vn[j * dv + d];
       }
-    }
   }
+}
+
+}  // namespace
+
+void delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
+                          const double* beta, int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
+  delta_rule_recurrent_t<false>(q, k, v, g, beta, T, dk, dv, S, o);
+}
+void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
+                        const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                        double* S, double* o) {
+  delta_rule_chunked_t<false>(q, k, v, g, beta, T, dk, dv, chunk, S, o);
+}
+void kda_delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
+                              const double* beta, int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
+  delta_rule_recurrent_t<true>(q, k, v, g, beta, T, dk, dv, S, o);
+}
+void kda_delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
+                            const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
+                            double* S, double* o) {
+  delta_rule_chunked_t<true>(q, k, v, g, beta, T, dk, dv, chunk, S, o);
 }
 
 void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,

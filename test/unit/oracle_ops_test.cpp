@@ -1,11 +1,16 @@
 // The oracle's ops against values worked out here: by hand for the small cases (RoPE, 2-token
 // attention, routing, MoE, norms), and against literal scalar re-implementations of the HF
 // formulas (shared/reference/qwen-models.md) for GQA attention and a whole GDN layer.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <numbers>
 #include <random>
 
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 
 #include "memra/config.h"
 #include "memra/oracle.h"
@@ -318,6 +323,104 @@ TEST_P(OracleGdnForms, ChunkedEqualsRecurrent) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Lengths, OracleGdnForms, ::testing::Values(1, 63, 64, 65, 130));
+
+// Kimi delta attention's rule (a log decay per key channel) against transformers 5.17's own KDA
+// functions (test/fixtures/kda_ref.py: 70 tokens, 2 heads, dk 8, dv 6, decays in the safe gate's
+// [-5, 0]): the oracle's recurrent and chunked forms, each against transformers' chunked and
+// recurrent outputs, and a 67-token prefill continued by 3 decode steps from its state. The
+// inputs are L2-normed (x / sqrt(sum x^2 + 1e-6)) and q scaled by 1/sqrt(dk) here, as the
+// reference kernels do. Bound: 2e-5 of the largest output (the reference runs in fp32).
+TEST(OracleKda, BothFormsMatchTransformers) {
+  std::ifstream f(std::string(MEMRA_SOURCE_DIR) + "/test/fixtures/banks/ops/kda_delta_rule.json");
+  ASSERT_TRUE(f) << "test/fixtures/banks/ops/kda_delta_rule.json";
+  const nlohmann::json j = nlohmann::json::parse(f);
+  const int64_t T = j.at("T"), H = j.at("H"), dk = j.at("dk"), dv = j.at("dv"), P = j.at("prefill");
+  const auto q = j.at("q").get<std::vector<double>>(), k = j.at("k").get<std::vector<double>>(),
+             v = j.at("v").get<std::vector<double>>(), g = j.at("g").get<std::vector<double>>(),
+             beta = j.at("beta").get<std::vector<double>>();
+  auto l2 = [&](const std::vector<double>& x, int64_t t, int64_t h, double scale, double* out) {
+    const double* r = x.data() + (t * H + h) * dk;
+    double ss = 0;
+    for (int64_t i = 0; i < dk; ++i) ss += r[i] * r[i];
+    for (int64_t i = 0; i < dk; ++i) out[i] = r[i] / std::sqrt(ss + 1e-6) * scale;
+  };
+  enum class Form { recurrent, chunked, prefill_then_decode };
+  auto run = [&](Form form) {
+    std::vector<double> out(static_cast<size_t>(T * H * dv));
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<double> qh(T * dk), kh(T * dk), vh(T * dv), gh(T * dk), bh(T), oh(T * dv), S(dk * dv, 0.0);
+      for (int64_t t = 0; t < T; ++t) {
+        l2(q, t, h, 1.0 / std::sqrt(static_cast<double>(dk)), qh.data() + t * dk);
+        l2(k, t, h, 1.0, kh.data() + t * dk);
+        for (int64_t d = 0; d < dv; ++d) vh[t * dv + d] = v[(t * H + h) * dv + d];
+        for (int64_t i = 0; i < dk; ++i) gh[t * dk + i] = g[(t * H + h) * dk + i];
+        bh[t] = beta[t * H + h];
+      }
+      if (form == Form::recurrent) {
+        ops::kda_delta_rule_recurrent(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, S.data(), oh.data());
+      } else if (form == Form::chunked) {
+        ops::kda_delta_rule_chunked(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, kGdnChunk,
+                                    S.data(), oh.data());
+      } else {
+        ops::kda_delta_rule_chunked(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), P, dk, dv, kGdnChunk,
+                                    S.data(), oh.data());
+        ops::kda_delta_rule_recurrent(qh.data() + P * dk, kh.data() + P * dk, vh.data() + P * dv, gh.data() + P * dk,
+                                      bh.data() + P, T - P, dk, dv, S.data(), oh.data() + P * dv);
+      }
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < dv; ++d) out[(t * H + h) * dv + d] = oh[t * dv + d];
+    }
+    return out;
+  };
+  auto sci = [](double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", x);
+    return std::string(b);
+  };
+  auto worst = [](const std::vector<double>& a, const std::vector<double>& ref) {
+    double err = 0, top = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      err = std::max(err, std::abs(a[i] - ref[i]));
+      top = std::max(top, std::abs(ref[i]));
+    }
+    return err / top;
+  };
+  const auto ref_chunked = j.at("out_chunked").get<std::vector<double>>();
+  const auto ref_recurrent = j.at("out_recurrent").get<std::vector<double>>();
+  const auto ref_split = j.at("out_prefill_then_decode").get<std::vector<double>>();
+  const std::vector<double> rec = run(Form::recurrent), chk = run(Form::chunked), split = run(Form::prefill_then_decode);
+  for (const auto* ref : {&ref_chunked, &ref_recurrent}) {
+    EXPECT_LE(worst(rec, *ref), 2e-5);
+    EXPECT_LE(worst(chk, *ref), 2e-5);
+  }
+  EXPECT_LE(worst(split, ref_split), 2e-5);
+  RecordProperty("recurrent_vs_transformers", sci(worst(rec, ref_recurrent)));
+  RecordProperty("chunked_vs_transformers", sci(worst(chk, ref_chunked)));
+  RecordProperty("prefill_then_decode_vs_transformers", sci(worst(split, ref_split)));
+  // Not vacuous: the scalar-decay rule (GDN's, the channels' mean) is far from the reference.
+  std::vector<double> gmean(static_cast<size_t>(T * H));
+  for (int64_t t = 0; t < T * H; ++t) {
+    double m = 0;
+    for (int64_t i = 0; i < dk; ++i) m += g[t * dk + i];
+    gmean[static_cast<size_t>(t)] = m / static_cast<double>(dk);
+  }
+  std::vector<double> scalar(static_cast<size_t>(T * H * dv));
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<double> qh(T * dk), kh(T * dk), vh(T * dv), gh(T), bh(T), oh(T * dv), S(dk * dv, 0.0);
+    for (int64_t t = 0; t < T; ++t) {
+      l2(q, t, h, 1.0 / std::sqrt(static_cast<double>(dk)), qh.data() + t * dk);
+      l2(k, t, h, 1.0, kh.data() + t * dk);
+      for (int64_t d = 0; d < dv; ++d) vh[t * dv + d] = v[(t * H + h) * dv + d];
+      gh[t] = gmean[static_cast<size_t>(t * H + h)];
+      bh[t] = beta[t * H + h];
+    }
+    ops::delta_rule_recurrent(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, S.data(), oh.data());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t d = 0; d < dv; ++d) scalar[(t * H + h) * dv + d] = oh[t * dv + d];
+  }
+  EXPECT_GT(worst(scalar, ref_recurrent), 1e-2);
+  RecordProperty("scalar_decay_vs_transformers", sci(worst(scalar, ref_recurrent)));
+}
 
 // A whole GDN layer against a literal scalar implementation of the HF formulas (conv with zero
 // history, SiLU, L2 norms with eps 1e-6, q scale, GVA head map h -> h / (nv/nk), gates, gated
