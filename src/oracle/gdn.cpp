@@ -145,22 +145,20 @@ void delta_rule_chunked_t(const double* q, const double* k, const double* v, con
 
 }  // namespace
 
-void delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
-                          const double* beta, int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
+void delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                          int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
   delta_rule_recurrent_t<false>(q, k, v, g, beta, T, dk, dv, S, o);
 }
-void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
-                        const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
-                        double* S, double* o) {
+void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                        int64_t T, int64_t dk, int64_t dv, int64_t chunk, double* S, double* o) {
   delta_rule_chunked_t<false>(q, k, v, g, beta, T, dk, dv, chunk, S, o);
 }
-void kda_delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
-                              const double* beta, int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
+void kda_delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                              int64_t T, int64_t dk, int64_t dv, double* S, double* o) {
   delta_rule_recurrent_t<true>(q, k, v, g, beta, T, dk, dv, S, o);
 }
-void kda_delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
-                            const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
-                            double* S, double* o) {
+void kda_delta_rule_chunked(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                            int64_t T, int64_t dk, int64_t dv, int64_t chunk, double* S, double* o) {
   delta_rule_chunked_t<true>(q, k, v, g, beta, T, dk, dv, chunk, S, o);
 }
 

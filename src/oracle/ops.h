@@ -104,11 +104,10 @@ void delta_rule_chunked(const double* q, const double* k, const double* v, const
 // Kimi delta attention's rule (GLM-5's hybrid, kimi_linear): the same recurrence with a log
 // decay per key channel, g [T, dk] (state row i decays by exp(g_t[i])), in both forms; the
 // chunked one is the WY form above with every decay taken per channel.
-void kda_delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g,
-                              const double* beta, int64_t T, int64_t dk, int64_t dv, double* state, double* o);
-void kda_delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
-                            const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
-                            double* state, double* o);
+void kda_delta_rule_recurrent(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                              int64_t T, int64_t dk, int64_t dv, double* state, double* o);
+void kda_delta_rule_chunked(const double* q, const double* k, const double* v, const double* g, const double* beta,
+                            int64_t T, int64_t dk, int64_t dv, int64_t chunk, double* state, double* o);
 
 // Multi-head latent attention with the DSA indexer (src/oracle/mla.cpp) at positions
 // pos0..pos0+T-1: writes these positions' expanded keys/values (and, with `dsa`, indexer keys)

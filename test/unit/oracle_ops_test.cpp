@@ -357,7 +357,8 @@ TEST(OracleKda, BothFormsMatchTransformers) {
         bh[t] = beta[t * H + h];
       }
       if (form == Form::recurrent) {
-        ops::kda_delta_rule_recurrent(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, S.data(), oh.data());
+        ops::kda_delta_rule_recurrent(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, S.data(),
+                                      oh.data());
       } else if (form == Form::chunked) {
         ops::kda_delta_rule_chunked(qh.data(), kh.data(), vh.data(), gh.data(), bh.data(), T, dk, dv, kGdnChunk,
                                     S.data(), oh.data());
@@ -388,7 +389,8 @@ TEST(OracleKda, BothFormsMatchTransformers) {
   const auto ref_chunked = j.at("out_chunked").get<std::vector<double>>();
   const auto ref_recurrent = j.at("out_recurrent").get<std::vector<double>>();
   const auto ref_split = j.at("out_prefill_then_decode").get<std::vector<double>>();
-  const std::vector<double> rec = run(Form::recurrent), chk = run(Form::chunked), split = run(Form::prefill_then_decode);
+  const std::vector<double> rec = run(Form::recurrent), chk = run(Form::chunked),
+                            split = run(Form::prefill_then_decode);
   for (const auto* ref : {&ref_chunked, &ref_recurrent}) {
     EXPECT_LE(worst(rec, *ref), 2e-5);
     EXPECT_LE(worst(chk, *ref), 2e-5);
