@@ -20,7 +20,7 @@
 // Adding a layer kind (docs/architecture.md "Adding a layer kind"): a part struct with its
 // fields and a `visit` listing them, an optional of it in LayerT, one line in for_each_tensor.
 //
-// provides: AttnT, GdnT, MlaT, DsaIndexerT, FfnT, MoeT, LayerT, for_each_tensor
+// provides: AttnT, GdnT, KdaT, MlaT, DsaIndexerT, FfnT, MoeT, LayerT, for_each_tensor
 #pragma once
 
 #include <optional>
@@ -185,6 +185,42 @@ struct Dsv4IndexerT {
   }
 };
 
+// Kimi delta attention (KDA: GLM-5's hybrid, transformers' glm5_next / kimi_linear), H heads of
+// d = head_dim: [q|k|v] = silu(causal depthwise conv_K([wq x | wk x | wv x])); a log decay per key
+// channel g = bound * sigmoid(exp(A_log) * (f_b f_a x + dt_bias)) (or -exp(A_log) *
+// softplus(...) without a bound); beta = sigmoid(wb x); the delta rule per head on L2-normed q, k;
+// out = wo(rmsnorm(o) * norm * sigmoid(g_b g_a x)) per head.
+template <class M, class V, class C>
+struct KdaT {
+  M wq, wk, wv;  // [H*d, D] each
+  C conv;        // [3*H*d, K] depthwise causal conv taps of [q|k|v], tap K-1 on the newest input
+  M f_a;         // [d, D]   forget gate, low rank
+  M f_b;         // [H*d, d]
+  V dt_bias;     // [H*d]
+  V a_log;       // [H]
+  M wb;          // [H, D]   beta logits
+  M g_a;         // [d, D]   output gate, low rank
+  M g_b;         // [H*d, d]
+  V norm;        // [d]      gated RMSNorm multiplier
+  M wo;          // [D, H*d]
+  template <class F, class... S>
+  static void visit(F&& f, S&... s) {
+    f("wq", s.wq...);
+    f("wk", s.wk...);
+    f("wv", s.wv...);
+    f("conv", s.conv...);
+    f("f_a", s.f_a...);
+    f("f_b", s.f_b...);
+    f("dt_bias", s.dt_bias...);
+    f("a_log", s.a_log...);
+    f("wb", s.wb...);
+    f("g_a", s.g_a...);
+    f("g_b", s.g_b...);
+    f("norm", s.norm...);
+    f("wo", s.wo...);
+  }
+};
+
 // A manifold-constrained hyper-connection (DeepSeek-V4): fn [(2+N)N, N·D], base [(2+N)N],
 // scale [3]; the final hc_head has fn [N, N·D], base [N], scale [1].
 template <class M, class V>
@@ -239,10 +275,12 @@ struct LayerT {
   using Compressor = CompressorT<M, V>;
   using Dsv4Indexer = Dsv4IndexerT<M, V>;
   using Hyper = HyperT<M, V>;
+  using Kda = KdaT<M, V, C>;
   V attn_norm;               // [D] pre-mixer norm
   V ffn_norm;                // [D] pre-FFN norm
   std::optional<Attn> attn;  // mixer: one of attn / gdn / mla
   std::optional<Gdn> gdn;
+  std::optional<Kda> kda;  // Kimi delta attention (no model runs it yet: the GLM-5 hybrid will)
   std::optional<Mla> mla;
   std::optional<Dsa> dsa;                   // with mla, unless the layer reuses the previous layer's selection
   std::optional<Dsv4> dsv4;                 // DeepSeek-V4: the mixer,
@@ -315,6 +353,7 @@ void for_each_tensor(F&& f, L&... layers) {
   f("ffn_norm", layers.ffn_norm...);
   with_part([&](auto&... p) { visit_part(f, "attn.", p...); }, layers.attn...);
   with_part([&](auto&... p) { visit_part(f, "gdn.", p...); }, layers.gdn...);
+  with_part([&](auto&... p) { visit_part(f, "kda.", p...); }, layers.kda...);
   with_part([&](auto&... p) { visit_part(f, "mla.", p...); }, layers.mla...);
   with_part([&](auto&... p) { visit_part(f, "dsa.", p...); }, layers.dsa...);
   with_part([&](auto&... p) { visit_part(f, "dsv4.", p...); }, layers.dsv4...);

@@ -61,6 +61,7 @@ struct Matrix {
 // matrices and conv taps, std::vector<float> vectors and one FFN per routed expert.
 using AttnWeights = AttnT<Matrix, std::vector<float>>;
 using GdnWeights = GdnT<Matrix, std::vector<float>, Matrix>;  // value heads grouped
+using KdaWeights = KdaT<Matrix, std::vector<float>, Matrix>;
 using MlaWeights = MlaT<Matrix, std::vector<float>>;
 using DsaWeights = DsaIndexerT<Matrix, std::vector<float>>;
 using Dsv4AttnWeights = Dsv4AttnT<Matrix, std::vector<float>>;

@@ -22,11 +22,14 @@ void rmsnorm(const float* x, const float* w, int64_t n, double eps, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<double>(x[i]) * r * static_cast<double>(w[i]));
 }
 
-void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, double eps, float* y) {
-  // Norm first, then the SiLU gate (Qwen3NextRMSNormGated; llama.cpp: ssm_norm then * silu(z)).
+void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, double eps, float* y, NormGate gate) {
+  // Norm first, then the gate (Qwen3NextRMSNormGated; llama.cpp: ssm_norm then * silu(z)).
   const double r = inv_rms(x, n, eps);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(static_cast<double>(w[i]) * static_cast<double>(x[i]) * r * silu(static_cast<double>(z[i])));
+  for (int64_t i = 0; i < n; ++i) {
+    const double zi = static_cast<double>(z[i]);
+    y[i] = static_cast<float>(static_cast<double>(w[i]) * static_cast<double>(x[i]) * r *
+                              (gate == NormGate::silu ? silu(zi) : sigmoid(zi)));
+  }
 }
 
 }  // namespace memra::oracle::ops

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -50,8 +51,11 @@ double softplus(double x);  // log(1 + e^x); x for x > 20 (torch's threshold)
 
 // y = f32(x * rsqrt(mean(x^2) + eps) * w), all in f64. `w` is the canonical multiplier.
 void rmsnorm(const float* x, const float* w, int64_t n, double eps, float* y);
-// GDN output norm: y = f32(w * x * rsqrt(mean(x^2) + eps) * silu(z)).
-void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, double eps, float* y);
+// Gated output norms: y = f32(w * x * rsqrt(mean(x^2) + eps) * gate(z)), gate silu (GDN) or
+// sigmoid (KDA).
+enum class NormGate { silu, sigmoid };
+void rmsnorm_gated(const float* x, const float* z, const float* w, int64_t n, double eps, float* y,
+                   NormGate gate = NormGate::silu);
 // NEOX (half-split) rotation of the first n_rot dims of one head at position pos:
 // pair (x_i, x_{i+n_rot/2}) rotated by pos * theta^(-2i/n_rot); dims >= n_rot unchanged.
 void rope_neox(float* x, int64_t n_rot, int64_t pos, double theta);
@@ -101,6 +105,17 @@ void delta_rule_recurrent(const double* q, const double* k, const double* v, con
 void delta_rule_chunked(const double* q, const double* k, const double* v, const double* g,
                         const double* beta, int64_t T, int64_t dk, int64_t dv, int64_t chunk,
                         double* state, double* o);
+// Kimi delta attention's layer (memra/layer_schema.h KdaT) over T tokens continuing `cache`
+// (conv: the last K-1 inputs [K-1, 3*H*d]; state: [H, d, d]). gate_bound: the safe gate's lower
+// bound (g = bound * sigmoid(exp(A_log) * f)); without one, g = -exp(A_log) * softplus(f).
+struct KdaShape {
+  int64_t n_head = 0, head_dim = 0, conv_kernel = 0;
+  std::optional<double> gate_bound;
+  double rms_eps = 1e-6;  // the output norm's
+};
+void kda(const KdaShape& s, const KdaWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
+         float* out, int threads);
+
 // Kimi delta attention's rule (GLM-5's hybrid, kimi_linear): the same recurrence with a log
 // decay per key channel, g [T, dk] (state row i decays by exp(g_t[i])), in both forms; the
 // chunked one is the WY form above with every decay taken per channel.

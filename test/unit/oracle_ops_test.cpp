@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <numbers>
+#include <optional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -503,6 +504,109 @@ TEST(OracleGdn, LayerMatchesLiteralReference) {
   }
   // the conv state keeps the last K-1 = 2 inputs
   for (int ch = 0; ch < cd; ++ch) EXPECT_NEAR(cache.conv[cd + ch], mixed[T - 1][ch], 1e-6);
+}
+
+// A whole KDA layer against a literal scalar implementation of transformers' Glm5NextText-
+// LinearAttention (q, k, v projected separately and concatenated before the conv, the per-channel
+// forget gate through its low-rank projection, the sigmoid-gated output norm): both gate forms
+// (the safe bound, and softplus without one), both prefill forms, and a prefill continued by
+// decode steps through the cache equal to one pass.
+TEST(OracleKda, LayerMatchesLiteralReference) {
+  std::mt19937 g(5);
+  const int D = 6, H = 2, d = 4, K = 3, T = 5, hd = H * d, cd = 3 * hd;
+  KdaWeights w;
+  w.wq = rand_mat(g, hd, D);
+  w.wk = rand_mat(g, hd, D);
+  w.wv = rand_mat(g, hd, D);
+  w.conv = rand_mat(g, cd, K, 0.8f);
+  w.f_a = rand_mat(g, d, D);
+  w.f_b = rand_mat(g, hd, d);
+  w.dt_bias = rand_vec(g, hd, -1, 1);
+  w.a_log = {0.3f, -0.5f};
+  w.wb = rand_mat(g, H, D);
+  w.g_a = rand_mat(g, d, D);
+  w.g_b = rand_mat(g, hd, d);
+  w.norm = rand_vec(g, d, 0.5f, 1.5f);
+  w.wo = rand_mat(g, D, hd);
+  const std::vector<float> x = rand_vec(g, T * D, -1, 1);
+  auto fresh = [&] { return GdnCacheLayer{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(H * d * d, 0.0)}; };
+  auto lin = [&](const Matrix& m, const double* v) {
+    std::vector<double> y(static_cast<size_t>(m.rows));
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t k = 0; k < m.cols; ++k) y[r] += m.at(r, k) * v[k];
+    return y;
+  };
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  for (const std::optional<double> bound : {std::optional<double>(-5.0), std::optional<double>()}) {
+    ops::KdaShape s{H, d, K, bound, 1e-5};
+    std::vector<float> out(T * D);
+    GdnCacheLayer cache = fresh();
+    ops::kda(s, w, x.data(), T, GdnPrefill::recurrent, cache, out.data(), 1);
+
+    std::vector<double> xd(x.begin(), x.end());
+    std::vector<std::vector<double>> mixed(T);
+    for (int t = 0; t < T; ++t) {
+      auto q = lin(w.wq, &xd[t * D]), k = lin(w.wk, &xd[t * D]), v = lin(w.wv, &xd[t * D]);
+      mixed[t] = q;
+      mixed[t].insert(mixed[t].end(), k.begin(), k.end());
+      mixed[t].insert(mixed[t].end(), v.begin(), v.end());
+    }
+    std::vector<double> S(H * d * d, 0.0);
+    for (int t = 0; t < T; ++t) {
+      std::vector<double> y(cd);
+      for (int ch = 0; ch < cd; ++ch) {
+        double a = 0;
+        for (int j = 0; j < K; ++j)
+          if (t - K + 1 + j >= 0) a += w.conv.at(ch, j) * mixed[t - K + 1 + j][ch];
+        y[ch] = a * sig(a);
+      }
+      auto fa = lin(w.f_a, &xd[t * D]);
+      auto f = lin(w.f_b, fa.data());
+      auto b = lin(w.wb, &xd[t * D]);
+      auto ga = lin(w.g_a, &xd[t * D]);
+      auto gate = lin(w.g_b, ga.data());
+      std::vector<double> o(hd, 0.0);
+      for (int h = 0; h < H; ++h) {
+        double q[d], k[d], qn = 0, kn = 0;
+        for (int i = 0; i < d; ++i) { qn += y[h * d + i] * y[h * d + i]; kn += y[hd + h * d + i] * y[hd + h * d + i]; }
+        for (int i = 0; i < d; ++i) {
+          q[i] = y[h * d + i] / std::sqrt(qn + 1e-6) / std::sqrt(double(d));
+          k[i] = y[hd + h * d + i] / std::sqrt(kn + 1e-6);
+        }
+        const double rate = std::exp(w.a_log[h]), beta = sig(b[h]);
+        double* Sh = &S[h * d * d];
+        double kvmem[d] = {};
+        for (int i = 0; i < d; ++i) {
+          const double fi = f[h * d + i] + w.dt_bias[h * d + i];
+          const double gi = bound ? *bound * sig(rate * fi) : -rate * std::log1p(std::exp(fi));
+          for (int j = 0; j < d; ++j) {
+            Sh[i * d + j] *= std::exp(gi);
+            kvmem[j] += Sh[i * d + j] * k[i];
+          }
+        }
+        for (int i = 0; i < d; ++i)
+          for (int j = 0; j < d; ++j) Sh[i * d + j] += k[i] * beta * (y[2 * hd + h * d + j] - kvmem[j]);
+        for (int j = 0; j < d; ++j)
+          for (int i = 0; i < d; ++i) o[h * d + j] += Sh[i * d + j] * q[i];
+        double ss = 0;
+        for (int j = 0; j < d; ++j) ss += o[h * d + j] * o[h * d + j];
+        for (int j = 0; j < d; ++j)
+          o[h * d + j] = w.norm[j] * o[h * d + j] / std::sqrt(ss / d + 1e-5) * sig(gate[h * d + j]);
+      }
+      auto want = lin(w.wo, o.data());
+      for (int e = 0; e < D; ++e) EXPECT_NEAR(out[t * D + e], want[e], 1e-5) << "t " << t << " d " << e;
+    }
+    // the chunked prefill, and 3 + 2 tokens through the cache, give the same outputs
+    std::vector<float> chunked(T * D), split(T * D);
+    GdnCacheLayer c2 = fresh(), c3 = fresh();
+    ops::kda(s, w, x.data(), T, GdnPrefill::chunked, c2, chunked.data(), 1);
+    ops::kda(s, w, x.data(), 3, GdnPrefill::chunked, c3, split.data(), 1);
+    ops::kda(s, w, x.data() + 3 * D, T - 3, GdnPrefill::recurrent, c3, split.data() + 3 * D, 1);
+    for (int i = 0; i < T * D; ++i) {
+      EXPECT_NEAR(chunked[i], out[i], 1e-5) << i;
+      EXPECT_NEAR(split[i], out[i], 1e-5) << i;
+    }
+  }
 }
 
 TEST(OracleTopK, LargestFirstTiesToLowestIndex) {
