@@ -23,9 +23,10 @@ namespace memra::oracle::ops {
 void kda(const KdaShape& s, const KdaWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
          float* out, int threads) {
   const int64_t H = s.n_head, d = s.head_dim, K = s.conv_kernel, hd = H * d, cd = 3 * hd;
-  MEMRA_CHECK(static_cast<int64_t>(cache.conv.size()) == (K - 1) * cd && static_cast<int64_t>(cache.state.size()) == H * d * d,
-              "kda: a cache of ", cache.conv.size(), " conv and ", cache.state.size(), " state values for ", H,
-              " heads of ", d, " and a kernel of ", K);
+  MEMRA_CHECK(
+      static_cast<int64_t>(cache.conv.size()) == (K - 1) * cd && static_cast<int64_t>(cache.state.size()) == H * d * d,
+      "kda: a cache of ", cache.conv.size(), " conv and ", cache.state.size(), " state values for ", H, " heads of ", d,
+      " and a kernel of ", K);
   std::vector<float> qkv(static_cast<size_t>(T * cd)), proj(static_cast<size_t>(T * hd)),
       fa(static_cast<size_t>(T * d)), f(static_cast<size_t>(T * hd)), b(static_cast<size_t>(T * H)),
       ga(static_cast<size_t>(T * d)), gate(static_cast<size_t>(T * hd));

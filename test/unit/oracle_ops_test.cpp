@@ -529,7 +529,9 @@ TEST(OracleKda, LayerMatchesLiteralReference) {
   w.norm = rand_vec(g, d, 0.5f, 1.5f);
   w.wo = rand_mat(g, D, hd);
   const std::vector<float> x = rand_vec(g, T * D, -1, 1);
-  auto fresh = [&] { return GdnCacheLayer{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(H * d * d, 0.0)}; };
+  auto fresh = [&] {
+    return GdnCacheLayer{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(H * d * d, 0.0)};
+  };
   auto lin = [&](const Matrix& m, const double* v) {
     std::vector<double> y(static_cast<size_t>(m.rows));
     for (int64_t r = 0; r < m.rows; ++r)
@@ -568,7 +570,10 @@ TEST(OracleKda, LayerMatchesLiteralReference) {
       std::vector<double> o(hd, 0.0);
       for (int h = 0; h < H; ++h) {
         double q[d], k[d], qn = 0, kn = 0;
-        for (int i = 0; i < d; ++i) { qn += y[h * d + i] * y[h * d + i]; kn += y[hd + h * d + i] * y[hd + h * d + i]; }
+        for (int i = 0; i < d; ++i) {
+          qn += y[h * d + i] * y[h * d + i];
+          kn += y[hd + h * d + i] * y[hd + h * d + i];
+        }
         for (int i = 0; i < d; ++i) {
           q[i] = y[h * d + i] / std::sqrt(qn + 1e-6) / std::sqrt(double(d));
           k[i] = y[hd + h * d + i] / std::sqrt(kn + 1e-6);
