@@ -41,6 +41,14 @@ std::vector<float> rand_vec(std::mt19937& g, int64_t n, float lo, float hi) {
   for (float& x : v) x = u(g);
   return v;
 }
+// The literal references' arithmetic: y = m v in f64, and the logistic function.
+std::vector<double> lin(const Matrix& m, const double* v) {
+  std::vector<double> y(static_cast<size_t>(m.rows));
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t k = 0; k < m.cols; ++k) y[static_cast<size_t>(r)] += m.at(r, k) * v[k];
+  return y;
+}
+double sig(double v) { return 1 / (1 + std::exp(-v)); }
 
 TEST(OracleDot, F64AccumulationAndThreadIndependentMatvec) {
   std::mt19937 g(1);
@@ -455,13 +463,6 @@ TEST(OracleGdn, LayerMatchesLiteralReference) {
   GdnCacheLayer cache{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(nv * dk * dv, 0.0)};
   ops::gdn(c, w, x.data(), T, GdnPrefill::recurrent, cache, out.data(), 1);
 
-  auto lin = [&](const Matrix& m, const double* v) {
-    std::vector<double> y(static_cast<size_t>(m.rows));
-    for (int64_t r = 0; r < m.rows; ++r)
-      for (int64_t k = 0; k < m.cols; ++k) y[r] += m.at(r, k) * v[k];
-    return y;
-  };
-  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   std::vector<std::vector<double>> mixed(T);
   std::vector<double> xd(x.begin(), x.end());
   for (int t = 0; t < T; ++t) mixed[t] = lin(w.wqkv, &xd[t * D]);
@@ -532,13 +533,6 @@ TEST(OracleKda, LayerMatchesLiteralReference) {
   auto fresh = [&] {
     return GdnCacheLayer{std::vector<float>((K - 1) * cd, 0.0f), std::vector<double>(H * d * d, 0.0)};
   };
-  auto lin = [&](const Matrix& m, const double* v) {
-    std::vector<double> y(static_cast<size_t>(m.rows));
-    for (int64_t r = 0; r < m.rows; ++r)
-      for (int64_t k = 0; k < m.cols; ++k) y[r] += m.at(r, k) * v[k];
-    return y;
-  };
-  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   for (const std::optional<double> bound : {std::optional<double>(-5.0), std::optional<double>()}) {
     ops::KdaShape s{H, d, K, bound, 1e-5};
     std::vector<float> out(T * D);
