@@ -452,12 +452,13 @@ class Render(unittest.TestCase):
         by = {}
         for p in plots:
             by.setdefault(p["section"], []).append(p)
-        # prefill: the committed runs hold Prefill128/512/2048 (h200-57e3002-prefill-lengths)
+        # prefill: the committed runs hold Prefill128/512/2048 of both arms (h200-57e3002-prefill-lengths)
+        # and Prefill8192 of the gemm arm (h200-2db8ab4-prefill-lengths)
         self.assertEqual(set(by), {"history", "arms", "roofline", "batch", "prefill"})
         pre = {p["title"]: p for p in by["prefill"]}
         curve = {s["label"]: [pt["x"] for pt in s["data"]]
                  for s in pre["Prefill qwen35-9b q8_0: tokens/s vs prompt length"]["series"]}
-        self.assertEqual(curve["gemm"], [128, 512, 2048])
+        self.assertEqual(curve["gemm"], [128, 512, 2048, 8192])
         self.assertEqual(curve["mmvq"], [128, 512, 2048])
         hist = {p["title"]: p for p in by["history"]}
         g = hist["Decode/qwen35-9b/q8_0/graph_stream"]
