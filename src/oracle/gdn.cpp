@@ -162,6 +162,23 @@ void kda_delta_rule_chunked(const double* q, const double* k, const double* v, c
   delta_rule_chunked_t<true>(q, k, v, g, beta, T, dk, dv, chunk, S, o);
 }
 
+std::vector<float> causal_conv_silu(const Matrix& taps, const float* x, int64_t T, int64_t cd, int64_t K,
+                                    std::vector<float>& state) {
+  std::vector<float> xin(static_cast<size_t>((K - 1 + T) * cd));
+  std::memcpy(xin.data(), state.data(), sizeof(float) * static_cast<size_t>((K - 1) * cd));
+  std::memcpy(xin.data() + (K - 1) * cd, x, sizeof(float) * static_cast<size_t>(T * cd));
+  std::vector<float> conv(static_cast<size_t>(T * cd));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t ch = 0; ch < cd; ++ch) {
+      double s = 0;
+      for (int64_t j = 0; j < K; ++j)
+        s += static_cast<double>(taps.at(ch, j)) * static_cast<double>(xin[(t + j) * cd + ch]);
+      conv[t * cd + ch] = static_cast<float>(silu(s));
+    }
+  std::memcpy(state.data(), xin.data() + T * cd, sizeof(float) * static_cast<size_t>((K - 1) * cd));
+  return conv;
+}
+
 void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
          float* out, int threads) {
   const int64_t nk = c.ssm_n_k_heads, nv = c.ssm_n_v_heads, dk = c.ssm_d_k, dv = c.ssm_d_v;
@@ -174,19 +191,7 @@ void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, G
   matmul(w.wb, x, T, b.data(), threads);
   matmul(w.wa, x, T, a.data(), threads);
 
-  // Causal depthwise conv over [the K-1 cached inputs | these T inputs], then SiLU.
-  std::vector<float> xin(static_cast<size_t>((K - 1 + T) * cd));
-  std::memcpy(xin.data(), cache.conv.data(), sizeof(float) * (K - 1) * cd);
-  std::memcpy(xin.data() + (K - 1) * cd, qkv.data(), sizeof(float) * T * cd);
-  std::vector<float> conv(static_cast<size_t>(T * cd));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t ch = 0; ch < cd; ++ch) {
-      double s = 0;
-      for (int64_t j = 0; j < K; ++j)
-        s += static_cast<double>(w.conv.at(ch, j)) * static_cast<double>(xin[(t + j) * cd + ch]);
-      conv[t * cd + ch] = static_cast<float>(silu(s));
-    }
-  std::memcpy(cache.conv.data(), xin.data() + T * cd, sizeof(float) * (K - 1) * cd);
+  const std::vector<float> conv = causal_conv_silu(w.conv, qkv.data(), T, cd, K, cache.conv);
 
   // Per value head: gather q, k (L2-normed, q scaled), v, g, beta over time.
   const double qscale = 1.0 / std::sqrt(static_cast<double>(dk));

@@ -43,19 +43,7 @@ void kda(const KdaShape& s, const KdaWeights& w, const float* x, int64_t T, GdnP
   matmul(w.g_a, x, T, ga.data(), threads);
   matmul(w.g_b, ga.data(), T, gate.data(), threads);
 
-  // Causal depthwise conv over [the K-1 cached inputs | these T inputs], then SiLU.
-  std::vector<float> xin(static_cast<size_t>((K - 1 + T) * cd));
-  std::memcpy(xin.data(), cache.conv.data(), sizeof(float) * static_cast<size_t>((K - 1) * cd));
-  std::memcpy(xin.data() + (K - 1) * cd, qkv.data(), sizeof(float) * static_cast<size_t>(T * cd));
-  std::vector<float> conv(static_cast<size_t>(T * cd));
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t ch = 0; ch < cd; ++ch) {
-      double acc = 0;
-      for (int64_t j = 0; j < K; ++j)
-        acc += static_cast<double>(w.conv.at(ch, j)) * static_cast<double>(xin[(t + j) * cd + ch]);
-      conv[t * cd + ch] = static_cast<float>(silu(acc));
-    }
-  std::memcpy(cache.conv.data(), xin.data() + T * cd, sizeof(float) * static_cast<size_t>((K - 1) * cd));
+  const std::vector<float> conv = causal_conv_silu(w.conv, qkv.data(), T, cd, K, cache.conv);
 
   const double qscale = 1.0 / std::sqrt(static_cast<double>(d));
   auto l2 = [&](const float* src, double* dst, double scale) {

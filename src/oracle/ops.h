@@ -93,6 +93,12 @@ std::vector<std::pair<int64_t, double>> route_grouped(std::span<const float> rou
 void attention(const ModelConfig& c, const AttnWeights& w, const float* x, int64_t T, int64_t pos0,
                AttnCacheLayer& cache, float* out, int threads);
 
+// The linear-attention layers' input conv: silu(causal depthwise conv_K) of T rows of cd channels
+// over [the K-1 inputs in `state` | x]; taps [cd, K], tap K-1 on the newest input. `state` then
+// holds the last K-1 inputs.
+std::vector<float> causal_conv_silu(const Matrix& taps, const float* x, int64_t T, int64_t cd, int64_t K,
+                                    std::vector<float>& state);
+
 // Gated DeltaNet over T tokens continuing the conv and recurrent state in `cache`.
 void gdn(const ModelConfig& c, const GdnWeights& w, const float* x, int64_t T, GdnPrefill form, GdnCacheLayer& cache,
          float* out, int threads);
