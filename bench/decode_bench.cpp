@@ -1,5 +1,6 @@
 // Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>),
-// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192) and the TeacherForced gate's
+// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192), pipeline stages
+// (PipelineDecode/<shape>/<arm>: per-stage time and hand-over cost) and the TeacherForced gate's
 // step, on realistic-shape synthetic models (fixture presets' configs, weights filled on the
 // device: Model::synthetic), plus the streaming-read probe that defines the card's read-bandwidth roofline.
 //
@@ -277,6 +278,64 @@ void BM_TeacherForcedStep(benchmark::State& st, Shape s) {
   st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
 }
 
+// Pipeline stages (memra/model.h LoadOptions): greedy graph decode of the model whole
+// ("whole"), split in two stages on this GPU ("stages1gpu": two streams, the hand-over a
+// device-local copy) and over GPUs 0 and 1 ("stages2gpu": a peer copy; registered where two are
+// visible), at the automatic split. Counters: tok_per_s; stage<i>_us, each stage's part of a step
+// (its graph, CUDA events on its stream); handover_us, the step's time outside the stages' parts
+// (the hand-overs, join and the host's launches between them).
+Model& pipeline_model(const Shape& s, const std::string& arm) {
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  std::unique_ptr<Model>& m = models[std::string(s.name) + "/" + arm];
+  if (!m) {
+    fixture::FixtureSpec spec;
+    spec.family = s.family;
+    spec.preset = s.preset;
+    LoadOptions o;
+    if (arm == "stages1gpu") o.devices = {0, 0};
+    if (arm == "stages2gpu") o.devices = {0, 1};
+    m = std::make_unique<Model>(Model::synthetic(engine(), fixture::fixture_config(spec), s.type, 42, o));
+  }
+  return *m;
+}
+
+void BM_PipelineDecode(benchmark::State& st, Shape s, const char* arm) {
+  Model& m = pipeline_model(s, arm);
+  set_arm(m, "graph");
+  label(st, s, m);
+  const std::vector<StageInfo> stages = m.stages();
+  Cache c = m.new_cache(16 + st.max_iterations + 9);
+  std::vector<int32_t> prompt(16);
+  for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
+  m.prime_cache(prompt, c);
+  int32_t tok = m.decode_greedy(1, c);  // captures the graphs outside the timing
+  m.time_stages(true);
+  std::vector<double> stage_s(stages.size(), 0.0);
+  double total_s = 0;
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    tok = m.decode_greedy(tok, c);
+    const double step = t.stop_s();
+    st.SetIterationTime(step);
+    total_s += step;
+    const std::vector<double> ms = m.stage_ms();
+    for (size_t i = 0; i < ms.size(); ++i) stage_s[i] += ms[i] / 1e3;
+  }
+  m.time_stages(false);
+  const double n = static_cast<double>(st.iterations());
+  double inside = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    st.counters["stage" + std::to_string(i) + "_us"] = stage_s[i] / n * 1e6;
+    st.counters["stage" + std::to_string(i) + "_layers"] =
+        static_cast<double>(stages[i].end_layer - stages[i].first_layer);
+    inside += stage_s[i];
+  }
+  st.counters["handover_us"] = (total_s - inside) / n * 1e6;
+  st.SetItemsProcessed(st.iterations());
+  st.counters["tok_per_s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
@@ -311,6 +370,16 @@ void register_all() {
             ->Repetitions(9)
             ->DisplayAggregatesOnly(true)
             ->Unit(benchmark::kMillisecond);
+      }
+    if (s.family == Family::Qwen35 || s.family == Family::Qwen3)
+      for (const char* arm : {"whole", "stages1gpu", "stages2gpu"}) {
+        if (std::string(arm) == "stages2gpu" && device_count() < 2) continue;
+        benchmark::RegisterBenchmark(("PipelineDecode/" + shape + "/" + arm).c_str(), BM_PipelineDecode, s, arm)
+            ->UseManualTime()
+            ->Iterations(64)
+            ->Repetitions(9)
+            ->DisplayAggregatesOnly(true)
+            ->Unit(benchmark::kMicrosecond);
       }
     benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
         ->UseManualTime()

@@ -64,6 +64,7 @@ function(memra_add_test target)
   target_compile_definitions(${target} PRIVATE
     MEMRA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MEMRA_BINARY_DIR="${PROJECT_BINARY_DIR}")
   gtest_discover_tests(${target}
+    TEST_PREFIX "${G_PREFIX}"
     DISCOVERY_MODE PRE_TEST
     NO_PRETTY_VALUES
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}
@@ -73,7 +74,7 @@ function(memra_add_test target)
 endfunction()
 
 # memra_add_gate(<target> SOURCES files... ARCHS h100 [b200 rtx5090] [LABELS kinds...]
-#                [GPUS n] [SLOTS s] [LIBS targets...] [TIMEOUT s])
+#                [GPUS n] [SLOTS s] [LIBS targets...] [TIMEOUT s] [PREFIX p])
 #
 # A GPU test executable (op tests, gates, canaries, GPU benchmarks' smoke runs):
 # - labels: gpu, every arch of ARCHS, the kinds of LABELS (unit op gate canary bench slow),
@@ -86,12 +87,14 @@ endfunction()
 #   `ctest -j --resource-spec-file <build>/gpu-resources.json` never oversubscribes a card.
 #   Tests labelled bench also get RUN_SERIAL: timing arms run alone.
 # - TIMEOUT defaults: 300 s (op, unit), 1800 s (gate, canary), 3600 s (slow).
+# - PREFIX: prepended to the discovered test names, for a gate file built twice (its split-model
+#   targets: test/exactness/split.h), so the two targets' cases stay apart in CTest.
 # Canaries live in their gate's own binary (one file and one target per gate): a case whose GTest
 # suite name ends in `Canary` (`Inst/DecodeGraphCanary.BrokenGraphArmFails/...`) gets the label
 # `canary` instead of `gate`, so `ctest -L canary` and `ctest -L gate` select them apart and
 # --gtest_filter='*Canary.*' runs a gate's canaries alone.
 function(memra_add_gate target)
-  cmake_parse_arguments(G "" "GPUS;SLOTS;TIMEOUT" "SOURCES;ARCHS;LABELS;LIBS;PROPERTIES" ${ARGN})
+  cmake_parse_arguments(G "" "GPUS;SLOTS;TIMEOUT;PREFIX" "SOURCES;ARCHS;LABELS;LIBS;PROPERTIES" ${ARGN})
   if(NOT G_SOURCES)
     message(FATAL_ERROR "memra_add_gate(${target}): SOURCES is required")
   endif()
@@ -141,6 +144,7 @@ function(memra_add_gate target)
     MEMRA_SOURCE_DIR="${PROJECT_SOURCE_DIR}" MEMRA_BINARY_DIR="${PROJECT_BINARY_DIR}"
     MEMRA_TEST_ARCHS="${archs_csv}" MEMRA_TEST_GPUS=${G_GPUS})
   gtest_discover_tests(${target}
+    TEST_PREFIX "${G_PREFIX}"
     DISCOVERY_MODE PRE_TEST
     NO_PRETTY_VALUES
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR}

@@ -1,4 +1,5 @@
-// memra/model.h — the GPU model: Qwen3 / Qwen3-Next / Qwen3.5 / Qwen3.5-MoE on one CUDA device.
+// memra/model.h — the GPU model: the Qwen3 family, GLM-5 and DeepSeek-V4 on a CUDA device, or
+// split into pipeline stages over several (LoadOptions).
 //
 //   memra::Engine e = memra::Engine::open(0);
 //   auto src = memra::open_weights("x.gguf");
@@ -36,7 +37,7 @@
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
 // (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
 //
-// provides: LoadOptions, Step, Counters, Break, Sampled, Prime, Model
+// provides: LoadOptions, StageInfo, Step, Counters, Break, Sampled, Prime, Model
 #pragma once
 
 #include <cstdint>
@@ -58,8 +59,30 @@
 
 namespace memra {
 
+// A model split into pipeline stages (src/cuda/pipeline.cu): stage i holds a contiguous range of
+// layers, their weights and every cache's state of them on devices[i]; the first stage also
+// holds the embedding, the last the output norm and lm_head. Between stages the residual stream
+// (DeepSeek-V4: its hyper-connection streams) and the token ids hand over by a device-to-device
+// copy ordered by an event, never through the host. A step computes every value by the same
+// launches as the unsplit model, so the split model's logits, tokens and MoE selections are
+// bit-identical to it (gate Pipeline).
 struct LoadOptions {
-  std::vector<int> devices = {0};  // one device for now; must be the engine's
+  // One stage per entry, in layer order. devices[0] must be the engine's; a later stage opens
+  // its own Engine (its own stream). A device may repeat: stages on one device run on their own
+  // streams, the same code path as over several devices (peer access enabled where the devices
+  // differ and allow it).
+  std::vector<int> devices = {0};
+  // The first layer of each stage after the first (devices.size() - 1 ascending values in
+  // [1, n_layer), every stage at least one layer); empty: an automatic split that balances the
+  // stages' weight bytes (embedding and lm_head included).
+  std::vector<int64_t> split;
+};
+
+// One pipeline stage of a loaded model (Model::stages).
+struct StageInfo {
+  int device = 0;
+  int64_t first_layer = 0, end_layer = 0;  // layers [first_layer, end_layer)
+  int64_t weight_bytes = 0;                // its matrices on its device
 };
 
 struct Step {
@@ -78,7 +101,9 @@ struct Counters {
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
+  int64_t handovers = 0;      // stage-to-stage hand-overs of a split model (one per stage boundary per call)
 };
+// A split model sums its stages' counters: a decode step of n stages captures or replays n graphs.
 
 // Deliberate defects for the gates' canaries (docs/testing.md "Canaries": every gate has a canary
 // that must FAIL). A test-only hook compiled into the library: off by default, and while off
@@ -114,6 +139,12 @@ struct Break {
   // destroyed) and zeroes them, as memory freed and reused by someone else could read. A change
   // of max_ctx (Cache::grow) still re-captures: the attention grid is sized for it.
   bool graph_ignore_reseat = false;
+  // A split model's hand-over no longer makes the next stage wait for the copy of the hidden
+  // state (the event wait is dropped), and the handing stage spins a few milliseconds before
+  // copying, so the next stage reads its input before it lands: the Pipeline canary (a race
+  // that must show as wrong logits). One extra one-thread launch per hand-over; nothing on an
+  // unsplit model.
+  bool pipeline_drop_wait = false;
   bool any() const;  // some break is set (the defaults above are all off)
 };
 
@@ -134,11 +165,12 @@ class Model {
  public:
   // Config from the source's metadata (ModelConfig::from_source), raw weights, upload.
   static Model load(Engine& e, const WeightSource& src, const LoadOptions& opt = {});
-  static Model from_raw(Engine& e, const ModelConfig& c, const RawWeights& w);
+  static Model from_raw(Engine& e, const ModelConfig& c, const RawWeights& w, const LoadOptions& opt = {});
   // Benchmark model: every matrix of `c` in `matrix_type` (Q8_0, NVFP4, BF16, F32), filled on
   // the device with valid random blocks derived from `seed` (no host copy of the weights); norms
   // 1, small GDN gates. Numerically meaningless, shape- and byte-exact.
-  static Model synthetic(Engine& e, const ModelConfig& c, DType matrix_type, uint64_t seed);
+  static Model synthetic(Engine& e, const ModelConfig& c, DType matrix_type, uint64_t seed,
+                         const LoadOptions& opt = {});
   // Why the GPU model cannot run a model of this configuration (a shape past a kernel's limits,
   // a layer kind without kernels: GLM-5's MLA/DSA so far), or nullopt when it can. Host-only: no
   // device needed. Backend selection "auto" uses it to fall back to the CPU oracle.
@@ -189,8 +221,16 @@ class Model {
   // Bytes of weight matrices read by one decode step (embedding: one row; MoE: k of E experts
   // plus router and shared expert), for the bandwidth fraction of benchmarks.
   int64_t decode_bytes_per_token() const;
-  int64_t weight_bytes() const;  // every matrix on the device
+  int64_t weight_bytes() const;  // every matrix on the device(s)
   Counters counters() const;
+  // The pipeline stages (one for an unsplit model), in layer order.
+  std::vector<StageInfo> stages() const;
+  // Per-stage timing (benchmarks): while on, each stage's part of a single-sequence step (its
+  // launches or its graph; the hand-over after it excluded) is bracketed by CUDA events on its
+  // stream; stage_ms() waits for them and gives each stage's milliseconds in the last such step
+  // (empty before one ran).
+  void time_stages(bool on);
+  std::vector<double> stage_ms() const;
 
   // Arm prefill_matmul = mma: calls of >= `min_tokens` tokens (default 32) run Q8_0 / NVFP4
   // matrices through the int8 tensor-core GEMM (src/cuda/gemm.cuh, DotOrder::sequential)

@@ -14,21 +14,21 @@ namespace memra {
 void Cache::Impl::reset() {
   has_last_logits = false;
   pos = 0;
-  pos_dev.fill_bytes(0);
+  for (auto& p : pos_dev) p.fill_bytes(0);
   for (auto& b : conv) b.fill_bytes(0);
   for (auto& b : state) b.fill_bytes(0);
 }
 
-uint64_t Cache::Impl::pointer_signature() const {
+uint64_t Cache::Impl::pointer_signature(const Model::Impl& m) const {
   uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&h](const void* p) {
     auto v = reinterpret_cast<uintptr_t>(p);
     for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
   };
-  mix(pos_dev.data());
-  mix(greedy_hist.data());
+  mix(pos_dev[static_cast<size_t>(m.stage)].data());
+  if (!m.next) mix(greedy_hist.data());
   for (const auto* bufs : layer_buffers())
-    for (const auto& b : *bufs) mix(b.data());
+    for (int64_t li = m.l0; li < m.l1; ++li) mix((*bufs)[static_cast<size_t>(li)].data());
   return h;
 }
 
@@ -42,22 +42,23 @@ DeviceBuffer<T> moved_copy(const Engine& e, cudaStream_t s, const DeviceBuffer<T
   return fresh;
 }
 
-// The allocations a re-seat replaced, once the copies out of them ran: freed, or under
-// Break::graph_ignore_reseat kept alive and zeroed (model.h says why).
-void retire(Cache::Impl& ci, std::vector<DeviceBuffer<float>> old) {
-  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));
-  if (!ci.owner->brk.graph_ignore_reseat) return;
+// The allocations a re-seat replaced (on stage m), once the copies out of them ran: freed, or
+// under Break::graph_ignore_reseat kept alive and zeroed (model.h says why).
+void retire(Cache::Impl& ci, const Model::Impl& m, std::vector<DeviceBuffer<float>> old) {
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(m.s));
+  if (!m.brk.graph_ignore_reseat) return;
   for (auto& b : old) {
     b.fill_bytes(0);
     ci.retired.push_back(std::move(b));
   }
-  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));
+  MEMRA_CUDA_CHECK(cudaStreamSynchronize(m.s));
 }
 
 }  // namespace
 
 Cache::Impl::~Impl() {
-  if (exec) cudaGraphExecDestroy(exec);
+  for (Graph& g : graphs)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
 }
 
 Cache::Cache() = default;
@@ -79,19 +80,19 @@ void Cache::reset() {
 void Cache::reseat(int64_t layer) {
   if (!impl_) fail("Cache::reseat: empty cache (not made by Model::new_cache)");
   Impl& ci = *impl_;
-  const Model::Impl& m = *ci.owner;
-  if (layer < 0 || layer >= m.c.n_layer)
-    fail("Cache::reseat: layer ", layer, " is not a layer (0..", m.c.n_layer - 1, ")");
+  if (layer < 0 || layer >= ci.owner->c.n_layer)
+    fail("Cache::reseat: layer ", layer, " is not a layer (0..", ci.owner->c.n_layer - 1, ")");
+  const Model::Impl& m = ci.owner->stage_of(layer);  // the layer's state lives on its stage's device
   const size_t li = static_cast<size_t>(layer);
   std::vector<DeviceBuffer<float>> old;
   for (auto* bufs : ci.layer_buffers()) {
     DeviceBuffer<float>& b = (*bufs)[li];
     if (!b.data()) continue;
-    DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, b.size(), b.size());
+    DeviceBuffer<float> fresh = moved_copy(*m.e, m.s, b, b.size(), b.size());
     std::swap(b, fresh);
     old.push_back(std::move(fresh));
   }
-  retire(ci, std::move(old));
+  retire(ci, m, std::move(old));
 }
 
 void Cache::grow(int64_t max_ctx) {
@@ -99,39 +100,42 @@ void Cache::grow(int64_t max_ctx) {
   Impl& ci = *impl_;
   if (max_ctx < ci.max_ctx) fail("Cache::grow: max_ctx ", max_ctx, " is below the cache's ", ci.max_ctx);
   if (max_ctx == ci.max_ctx) return;
-  const Model::Impl& m = *ci.owner;
   const size_t pos = static_cast<size_t>(ci.pos);
   std::vector<DeviceBuffer<float>> old;
   for (auto* bufs : ci.layer_buffers()) {
     if (bufs == &ci.conv || bufs == &ci.state) continue;  // fixed size: a ring and a state
-    for (auto& b : *bufs) {
+    for (size_t li = 0; li < bufs->size(); ++li) {
+      DeviceBuffer<float>& b = (*bufs)[li];
       if (!b.data()) continue;
+      const Model::Impl& m = ci.owner->stage_of(static_cast<int64_t>(li));
       const size_t width = b.size() / static_cast<size_t>(ci.max_ctx);  // one position's floats
-      DeviceBuffer<float> fresh = moved_copy(*m.e, ci.s, b, static_cast<size_t>(max_ctx) * width, pos * width);
+      DeviceBuffer<float> fresh = moved_copy(*m.e, m.s, b, static_cast<size_t>(max_ctx) * width, pos * width);
       std::swap(b, fresh);
       old.push_back(std::move(fresh));
     }
   }
-  DeviceBuffer<int32_t> hist = moved_copy(*m.e, ci.s, ci.greedy_hist, static_cast<size_t>(max_ctx), pos);
+  const Model::Impl& t = ci.owner->last();
+  DeviceBuffer<int32_t> hist = moved_copy(*t.e, t.s, ci.greedy_hist, static_cast<size_t>(max_ctx), pos);
   std::swap(ci.greedy_hist, hist);
   ci.max_ctx = max_ctx;
-  MEMRA_CUDA_CHECK(cudaStreamSynchronize(ci.s));  // the copies read the old allocations: done before they go
+  // the copies read the old allocations: done before they go
+  for (const Model::Impl* st = ci.owner; st; st = st->next) MEMRA_CUDA_CHECK(cudaStreamSynchronize(st->s));
 }
 
 Cache Model::new_cache(int64_t max_ctx) const {
   if (max_ctx <= 0) fail("new_cache: max_ctx ", max_ctx, " must be > 0");
   const ModelConfig& c = impl_->c;
-  Engine& e = *impl_->e;
   auto ci = std::make_unique<Cache::Impl>();
   ci->owner = impl_.get();
-  ci->s = impl_->s;
   ci->max_ctx = max_ctx;
-  ci->pos_dev = DeviceBuffer<int64_t>(e, 1);
-  ci->greedy_hist = DeviceBuffer<int32_t>(e, static_cast<size_t>(max_ctx));
+  for (const Impl* st = impl_.get(); st; st = st->next) ci->pos_dev.emplace_back(*st->e, 1);
+  ci->graphs.resize(ci->pos_dev.size());
+  ci->greedy_hist = DeviceBuffer<int32_t>(*impl_->last().e, static_cast<size_t>(max_ctx));
   for (auto* bufs : ci->layer_buffers()) bufs->resize(static_cast<size_t>(c.n_layer));
   const size_t n = static_cast<size_t>(max_ctx);
-  auto per_pos = [&](int64_t width) { return DeviceBuffer<float>(e, n * static_cast<size_t>(width)); };
   for (int64_t i = 0; i < c.n_layer; ++i) {
+    Engine& e = *impl_->stage_of(i).e;  // a layer's state on its stage's device
+    auto per_pos = [&](int64_t width) { return DeviceBuffer<float>(e, n * static_cast<size_t>(width)); };
     const size_t li = static_cast<size_t>(i);
     const LayerKind kind = c.layer_kind[li];
     if (kind == LayerKind::Dsv4) {

@@ -9,7 +9,9 @@
 // GDN block serves one sequence as its own launch would), so a sequence's
 // logits do not depend on its batch-mates, its row or B (law 2; gate DecodeBatch). Eager only
 // (no graph arm). Logits land in logits_batch; token selection (greedy or seeded sampling) runs
-// on the device, one select_rows launch for all rows.
+// on the device, one select_rows launch for all rows. A split model walks each stage's layers over
+// the B rows in turn, a stage before the last advancing its copies of the positions and handing
+// the rows over; the lm_head and the selection run on the last stage.
 #include <cmath>
 
 #include "cuda/launch.cuh"
@@ -33,24 +35,37 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
     seqs.push_back({ci, ci->pos + 1});
   }
   if (B > ws.cap_T) tok_dev = -1;  // the token buffer moves
-  ws.ensure(*e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked);
-  ledger_reserve(B * moe_layers());
-  if (static_cast<int64_t>(logits_batch.size()) < B * c.n_vocab)
-    logits_batch = DeviceBuffer<float>(*e, static_cast<size_t>(B * c.n_vocab));
+  each_stage([&](Impl& st) {
+    st.ws.ensure(*st.e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked);
+    st.ledger_reserve(B * st.moe_layers());
+  });
+  Impl& t = last();
+  if (static_cast<int64_t>(t.logits_batch.size()) < B * c.n_vocab)
+    t.logits_batch = DeviceBuffer<float>(*t.e, static_cast<size_t>(B * c.n_vocab));
   tok_host.assign(toks.begin(), toks.end());
   copy_to_device(ws.tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(B), e->stream());
   tok_dev = -1;
   struct Flag {
-    bool& on;
-    ~Flag() { on = false; }
-  } flag{batch_step};
-  batch_step = true;
-  walk(seqs, 1);
-  norm_quant(ws.x.data(), weights.output_norm.data(), ws.h.data(), ws.hq.data(), B, D);
-  mv(weights.lm_head(), ws.h.data(), D, ws.hq.data(), logits_batch.data(), c.n_vocab, B, false);
+    Impl& m;
+    ~Flag() {
+      m.each_stage([](Impl& st) { st.batch_step = false; });
+    }
+  } flag{*this};
+  each_stage([](Impl& st) { st.batch_step = true; });
+  join();
+  for (Impl* st = this; st; st = st->next) {
+    const StageDevice on(st->e->device());
+    st->walk(seqs, 1);
+    if (!st->next) break;
+    st->advance_pos_batch(cis);
+    st->hand_over(B);
+  }
+  const StageDevice on(t.e->device());
+  t.norm_quant(t.ws.x.data(), t.weights.output_norm.data(), t.ws.h.data(), t.ws.hq.data(), B, D);
+  t.mv(t.weights.lm_head(), t.ws.h.data(), D, t.ws.hq.data(), t.logits_batch.data(), c.n_vocab, B, false);
   std::vector<int64_t*> pos;
-  for (Cache::Impl* ci : cis) pos.push_back(ci->pos_dev.data());
-  select_rows(logits_batch.data(), specs, pos);
+  for (Cache::Impl* ci : cis) pos.push_back(t.pos_of(*ci));
+  t.select_rows(t.logits_batch.data(), specs, pos);
   for (Cache::Impl* ci : cis) {
     ci->pos += 1;
     ci->has_last_logits = false;
@@ -116,7 +131,8 @@ std::vector<std::vector<float>> Model::decode_step_batch(std::span<const int32_t
   impl_->decode_batch(tokens, cis, none);
   const int64_t V = impl_->c.n_vocab;
   std::vector<float> all(static_cast<size_t>(B * V));
-  copy_to_host(all.data(), impl_->logits_batch.data(), sizeof(float) * all.size(), impl_->e->stream());
+  const Impl& t = impl_->last();
+  copy_to_host(all.data(), t.logits_batch.data(), sizeof(float) * all.size(), t.e->stream());
   impl_->ledger_drain();
   std::vector<std::vector<float>> rows(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
@@ -141,20 +157,22 @@ Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::s
     if (specs[b] && !(std::isfinite(specs[b]->temperature) && specs[b]->temperature >= 0))
       fail(what, ": sequence ", b, ": temperature ", specs[b]->temperature, " (must be finite and >= 0)");
   Impl& m = *impl_;
+  Impl& t = m.last();  // the logits and selections sit on the last stage
   const int64_t V = m.c.n_vocab;
   const float* x = nullptr;
   if (B == 1 && m.arms.b1_fast) {  // decode_step's launches (graph arm included), then the selection
     m.decode(tokens[0], *cis[0], false);
     int64_t* no_pos[1] = {nullptr};
-    m.select_rows(m.ws.logits.data(), specs, no_pos);
-    x = m.ws.logits.data();
+    const StageDevice on(t.e->device());
+    t.select_rows(t.ws.logits.data(), specs, no_pos);
+    x = t.ws.logits.data();
   } else {
     m.decode_batch(tokens, cis, specs);
-    x = m.logits_batch.data();
+    x = t.logits_batch.data();
   }
   Sampled out;
   out.tokens.resize(B);
-  copy_to_host(out.tokens.data(), m.row_tokens.data(), sizeof(int32_t) * B, m.e->stream());
+  copy_to_host(out.tokens.data(), t.row_tokens.data(), sizeof(int32_t) * B, t.e->stream());
   m.ledger_drain();
   out.logits.resize(B);
   for (size_t b = 0; b < B; ++b) {
@@ -163,16 +181,16 @@ Sampled Model::decode_step_batch_sampled(std::span<const int32_t> tokens, std::s
     if (specs[b] && lean) {
       Cache::Impl& ci = *cis[b];
       if (ci.last_logits.size() != static_cast<size_t>(V))
-        ci.last_logits = DeviceBuffer<float>(*m.e, static_cast<size_t>(V));
+        ci.last_logits = DeviceBuffer<float>(*t.e, static_cast<size_t>(V));
       MEMRA_CUDA_CHECK(cudaMemcpyAsync(ci.last_logits.data(), row, sizeof(float) * static_cast<size_t>(V),
-                                       cudaMemcpyDeviceToDevice, m.s));
+                                       cudaMemcpyDeviceToDevice, t.s));
       ci.has_last_logits = true;
       continue;
     }
     if (!specs[b]) out.tokens[b] = -1;
     std::vector<float>& h = out.logits[b];
     h.resize(static_cast<size_t>(V));
-    copy_to_host(h.data(), row, sizeof(float) * h.size(), m.e->stream());
+    copy_to_host(h.data(), row, sizeof(float) * h.size(), t.e->stream());
     if (!specs[b])
       check_finite(h, V,
                    {.call = what, .layer = "lm_head", .pos0 = cis[b]->pos - 1, .sequence = static_cast<int64_t>(b)});

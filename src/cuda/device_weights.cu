@@ -336,8 +336,8 @@ int64_t DeviceWeights::weight_bytes() const {
   return n + (hc_head ? hc_head->fn.total_bytes() : 0);
 }
 
-int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used) const {
-  int64_t n = embed.m.row_bytes + (output.empty() ? embed.total_bytes() : output.total_bytes());
+int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used, bool embeds, bool heads) const {
+  int64_t n = (embeds ? embed.m.row_bytes : 0) + (heads ? (output.empty() ? embed.total_bytes() : output.total_bytes()) : 0);
   for (const DevLayer& L : layers) {
     for_each_tensor(
         [&](std::string_view name, const auto& t) {
@@ -355,14 +355,24 @@ int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used) const {
   return n + (hc_head ? hc_head->fn.total_bytes() : 0);
 }
 
-DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w) {
+namespace {
+
+int64_t range_end(const ModelConfig& c, LayerRange r) { return r.l1 < 0 ? c.n_layer : r.l1; }
+
+}  // namespace
+
+DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w, LayerRange r) {
+  const int64_t l1 = range_end(c, r);
+  const bool first = r.l0 == 0, last = l1 == c.n_layer;
   DeviceWeights d;
   d.tiled = w.gdn_tiled_v_heads;
-  d.embed = upload(e, w.embed, "token_embd");
-  d.output = upload(e, w.output, "output");
-  d.output_norm = upload_vec(e, w.output_norm);
+  if (first || (last && w.output.empty())) d.embed = upload(e, w.embed, "token_embd");  // tied: the lm_head
+  if (last) {
+    d.output = upload(e, w.output, "output");
+    d.output_norm = upload_vec(e, w.output_norm);
+  }
   d.layers.resize(static_cast<size_t>(c.n_layer));
-  for (int64_t i = 0; i < c.n_layer; ++i) {
+  for (int64_t i = r.l0; i < l1; ++i) {
     const RawLayer& R = w.layers[static_cast<size_t>(i)];
     DevLayer& L = d.layers[static_cast<size_t>(i)];
     L.kind = c.layer_kind[static_cast<size_t>(i)];
@@ -379,7 +389,7 @@ DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& 
       L.shared_gate_row = upload_row(e, R.moe->shared_gate, P + "moe.shared_gate");
     if (L.dsv4) group_slabs(e, L.dsv4->wo_a, c.o_groups, R.dsv4->wo_a.slab_scale.at(0));
   }
-  if (w.hc_head) {
+  if (w.hc_head && last) {
     d.hc_head.emplace();
     d.hc_head->fn = upload(e, w.hc_head->fn, "hc_head.fn");
     d.hc_head->base = upload_vec(e, w.hc_head->base);
@@ -389,20 +399,43 @@ DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& 
   return d;
 }
 
-DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64_t seed) {
+DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64_t seed, LayerRange r) {
+  const int64_t l1 = range_end(c, r);
+  const bool first = r.l0 == 0, last = l1 == c.n_layer;
   DeviceWeights d;
   uint64_t sd = seed;
   auto M = [&](const MatShape& s, const std::string& what) {
     return synth_matrix(e, s.f32 ? DType::F32 : t, s.rows, s.cols, s.n_slab, ++sd, what);
   };
-  d.embed = M({c.n_vocab, c.n_embd}, "token_embd");
-  if (!c.tied_embeddings) d.output = M({c.n_vocab, c.n_embd}, "output");
-  d.output_norm = upload_vec(e, std::vector<float>(static_cast<size_t>(c.n_embd), 1.0f));
+  // every matrix draws from its own seed, counted over the whole model: a stage's matrices hold
+  // the values the unsplit model's do
+  if (first || (last && c.tied_embeddings))
+    d.embed = M({c.n_vocab, c.n_embd}, "token_embd");
+  else
+    ++sd;
+  if (!c.tied_embeddings) {
+    if (last)
+      d.output = M({c.n_vocab, c.n_embd}, "output");
+    else
+      ++sd;
+  }
+  if (last) d.output_norm = upload_vec(e, std::vector<float>(static_cast<size_t>(c.n_embd), 1.0f));
   d.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
+    const bool here = i >= r.l0 && i < l1;
     DevLayer& L = d.layers[static_cast<size_t>(i)];
     L.kind = c.layer_kind[static_cast<size_t>(i)];
     const LayerShape S = layer_shape(c, i);
+    const bool gated_shared = S.moe && c.n_ff_shexp > 0 && c.shared_expert_gated();
+    if (!here) {  // the seeds its matrices would have drawn
+      for_each_tensor(
+          [&](std::string_view, const auto& shape) {
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(shape)>, MatShape>) ++sd;
+          },
+          S);
+      if (gated_shared) ++sd;
+      continue;
+    }
     for_each_tensor(
         [&](std::string_view name, const auto& shape, auto& dev) {
           if constexpr (std::is_same_v<std::remove_cvref_t<decltype(shape)>, MatShape>)
@@ -411,12 +444,11 @@ DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64
             dev = upload_vec(e, std::vector<float>(static_cast<size_t>(shape.n), shape.value));
         },
         S, L);
-    if (L.moe && c.n_ff_shexp > 0 && c.shared_expert_gated())
-      L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
+    if (gated_shared) L.shared_gate_row = synth_matrix(e, DType::F32, 1, c.n_embd, 1, ++sd, "shared_gate");
     if (L.moe && c.moe_gating == MoeGating::SqrtSoftplus && i < c.n_hash_layers)
       L.moe->tid2eid = synthetic_tid2eid(e, c);
   }
-  if (c.family == Family::DeepseekV4) {
+  if (c.family == Family::DeepseekV4 && last) {
     const int64_t N = c.hc_mult;
     d.hc_head.emplace();
     d.hc_head->fn = synth_matrix(e, DType::F32, N, N * c.n_embd, 1, ++sd, "hc_head.fn");
@@ -425,6 +457,47 @@ DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64
   }
   e.synchronize();
   return d;
+}
+
+namespace {
+
+int64_t device_bytes(DType t, int64_t rows, int64_t cols) { return rows == 0 ? 0 : planar_row_stride(t, cols) * rows; }
+
+}  // namespace
+
+ModelBytes model_bytes(const ModelConfig& c, const RawWeights& w) {
+  ModelBytes b;
+  b.embed = device_bytes(w.embed.type, w.embed.rows, w.embed.cols);
+  b.head = w.output.empty() ? b.embed : device_bytes(w.output.type, w.output.rows, w.output.cols);
+  if (w.hc_head) b.head += device_bytes(w.hc_head->fn.type, w.hc_head->fn.rows, w.hc_head->fn.cols);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    int64_t n = 0;
+    for_each_tensor(
+        [&](std::string_view, const auto& raw) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(raw)>, RawMatrix>)
+            n += device_bytes(raw.type, raw.rows, raw.cols);
+        },
+        w.layers[static_cast<size_t>(i)]);
+    b.layers.push_back(n);
+  }
+  return b;
+}
+
+ModelBytes model_bytes(const ModelConfig& c, DType t) {
+  ModelBytes b;
+  b.embed = b.head = device_bytes(t, c.n_vocab, c.n_embd);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    int64_t n = 0;
+    const LayerShape S = layer_shape(c, i);
+    for_each_tensor(
+        [&](std::string_view, const auto& shape) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(shape)>, MatShape>)
+            n += device_bytes(shape.f32 ? DType::F32 : t, shape.rows, shape.cols);
+        },
+        S);
+    b.layers.push_back(n);
+  }
+  return b;
 }
 
 }  // namespace memra::cuda

@@ -7,7 +7,7 @@
 // field and the limit instead of at its first prompt.
 //
 // provides: DevMatrix, DevVec, DevHyper, DevLayer, DeviceWeights, upload_weights, synthetic_weights,
-//           check_kernel_limits
+//           check_kernel_limits, LayerRange, ModelBytes, model_bytes
 #pragma once
 
 #include <cstdint>
@@ -52,17 +52,35 @@ struct DeviceWeights {
   bool tiled = false;               // GDN value head h reads key head h % n_k (RawWeights::gdn_tiled_v_heads)
   const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
   int64_t weight_bytes() const;                                 // every matrix
-  int64_t decode_bytes_per_token(int64_t n_expert_used) const;  // what one decode step reads
+  // what one decode step reads (a stage: the embedding row where it embeds, the lm_head where it heads)
+  int64_t decode_bytes_per_token(int64_t n_expert_used, bool embeds = true, bool heads = true) const;
 };
 
 // Fails naming the field and the limit when a kernel family cannot run `c`'s shapes (Model's
 // construction calls it before any allocation).
 void check_kernel_limits(const ModelConfig& c);
 
-DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w);
+// A pipeline stage's part of the weights (memra/model.h LoadOptions): layers [l0, l1) (the others
+// left empty), the embedding on the first stage (and on the last where the lm_head is tied to
+// it), the output norm, lm_head and DeepSeek-V4's hc_head on the last. The defaults: everything.
+struct LayerRange {
+  int64_t l0 = 0, l1 = -1;  // -1: n_layer
+};
+
+DeviceWeights upload_weights(Engine& e, const ModelConfig& c, const RawWeights& w, LayerRange r = {});
 
 // Valid random blocks of type `t` for every matrix (the router and shared gate F32), norms 1,
-// drawn on the device: the real shapes without a file (benchmarks). Deterministic in seed.
-DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64_t seed);
+// drawn on the device: the real shapes without a file (benchmarks). Deterministic in seed (the
+// same values whatever the stage split: each matrix's seed is its place in the whole model).
+DeviceWeights synthetic_weights(Engine& e, const ModelConfig& c, DType t, uint64_t seed, LayerRange r = {});
+
+// Bytes of each layer's matrices, of the embedding and of the lm_head (+ DeepSeek-V4's hc_head)
+// as they will sit on the device: what an automatic stage split balances.
+struct ModelBytes {
+  std::vector<int64_t> layers;
+  int64_t embed = 0, head = 0;
+};
+ModelBytes model_bytes(const ModelConfig& c, const RawWeights& w);
+ModelBytes model_bytes(const ModelConfig& c, DType t);  // a synthetic model's
 
 }  // namespace memra::cuda

@@ -105,7 +105,7 @@ void Model::Impl::dsv4_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T,
   const int IH = static_cast<int>(c.dsa_n_head), ihd = static_cast<int>(c.dsa_head_dim);
   const double* freq = dsv4_freq[form == Dsv4Attn::Sliding ? 0 : 1].data();
   const double* comp_freq = dsv4_freq[1].data();
-  const int64_t* pos = ci.pos_dev.data();
+  const int64_t* pos = pos_of(ci);
   auto rope = [&](float* x, int heads, int width, const double* f, bool inverse, float* store) {
     cuda::Dsv4RopeParams p;
     p.x = x;
@@ -204,20 +204,22 @@ void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
 
 void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
   const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
-  cuda::EmbedParams ep;
-  ep.table = weights.embed.m;
-  ep.tokens = ws.tok.data();
-  ep.T = T;
-  ep.x = ws.x.data();
-  cuda::embed_run(ep, s);
-  cuda::HcExpandParams bp;  // the embedding in every stream
-  bp.y = ws.x.data();
-  bp.X = ws.hcx.data();
-  bp.T = T;
-  bp.D = D;
-  bp.N = static_cast<int>(N);
-  cuda::hc_expand_run(bp, s);
-  for (int64_t li = 0; li < c.n_layer; ++li) {
+  if (l0 == 0) {  // the first stage; a later stage's streams came by hand-over
+    cuda::EmbedParams ep;
+    ep.table = weights.embed.m;
+    ep.tokens = ws.tok.data();
+    ep.T = T;
+    ep.x = ws.x.data();
+    cuda::embed_run(ep, s);
+    cuda::HcExpandParams bp;  // the embedding in every stream
+    bp.y = ws.x.data();
+    bp.X = ws.hcx.data();
+    bp.T = T;
+    bp.D = D;
+    bp.N = static_cast<int>(N);
+    cuda::hc_expand_run(bp, s);
+  }
+  for (int64_t li = l0; li < l1; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     hc_enter(*L.hc_attn, L.attn_norm, T);
     dsv4_project(L, T);
@@ -232,8 +234,9 @@ void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
     if (ledger) ledger_record(li, seqs, rows);
     if (brk.scale_layer == li) break_scale(ws.hcx.data(), T * N * D);  // a canary's defect (Break)
   }
-  // the final collapse into x: the output norm and the lm_head read it as any family's residual
-  hc_collapse(*weights.hc_head, T, true);
+  // the final collapse into x (last stage): the output norm and the lm_head read it as any
+  // family's residual
+  if (!next) hc_collapse(*weights.hc_head, T, true);
 }
 
 }  // namespace memra

@@ -164,7 +164,7 @@ void Model::Impl::check_arms() const {
 
 void Model::Impl::check_cache(const Cache& cache) const {
   if (!cache.impl()) fail("cache is empty (not made by Model::new_cache)");
-  if (cache.impl()->owner != this) fail("cache was made by another model");
+  if (cache.impl()->owner != head) fail("cache was made by another model");
 }
 
 // --- mat-muls and row ops ----------------------------------------------------------------------------
@@ -347,7 +347,7 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64
   qp.k_cache = ci ? ci->k[li].data() : nullptr;
   qp.v_cache = ci ? ci->v[li].data() : nullptr;
   qp.T = T;
-  qp.pos0 = ci ? ci->pos_dev.data() : nullptr;
+  qp.pos0 = ci ? pos_of(*ci) : nullptr;
   qp.H = static_cast<int>(c.n_head);
   qp.KV = static_cast<int>(c.n_head_kv);
   qp.hd = static_cast<int>(c.head_dim);
@@ -409,7 +409,7 @@ bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, 
   cp.x = ws.qkv.data() + r0 * cd;
   cp.taps = G.conv.data();
   cp.state = ci ? ci->conv[li].data() : nullptr;
-  cp.pos0 = ci ? ci->pos_dev.data() : nullptr;
+  cp.pos0 = ci ? pos_of(*ci) : nullptr;
   cp.y = ws.qkvc.data() + r0 * cd;
   cp.T = T;
   cp.cd = cd;
@@ -461,14 +461,14 @@ Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs,
   }
   seq_tables.gdn_host.assign(n, cuda::GdnSeq{});
   seq_tables.attn_host.assign(n, cuda::AttnSeq{});
-  for (size_t li = 0; li < static_cast<size_t>(c.n_layer); ++li) {
+  for (size_t li = static_cast<size_t>(l0); li < static_cast<size_t>(l1); ++li) {  // this stage's layers
     const LayerKind kind = weights.layers[li].kind;
     for (size_t q = 0; q < B; ++q) {
       Cache::Impl& ci = *seqs[q].ci;
       if (kind == LayerKind::Linear)
-        seq_tables.gdn_host[li * B + q] = {ci.state[li].data(), ci.conv[li].data(), ci.pos_dev.data()};
+        seq_tables.gdn_host[li * B + q] = {ci.state[li].data(), ci.conv[li].data(), pos_of(ci)};
       if (kind == LayerKind::Attention)
-        seq_tables.attn_host[li * B + q] = {ci.k[li].data(), ci.v[li].data(), ci.pos_dev.data()};
+        seq_tables.attn_host[li * B + q] = {ci.k[li].data(), ci.v[li].data(), pos_of(ci)};
     }
   }
   copy_to_device(seq_tables.gdn.data(), seq_tables.gdn_host.data(), sizeof(cuda::GdnSeq) * n, e->stream());
@@ -569,7 +569,7 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   pp.kvb = ws.kvb.data() + r0 * H * (c.mla_d_nope + dv);
   pp.k_cache = ci.k[l].data();
   pp.v_cache = ci.v[l].data();
-  pp.pos0 = ci.pos_dev.data();
+  pp.pos0 = pos_of(ci);
   pp.T = T;
   pp.H = H;
   pp.dn = static_cast<int>(c.mla_d_nope);
@@ -594,7 +594,7 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   int32_t* n_sel = ws.n_sel.data() + r0;
   if (L.dsa)
     indexer_topk({.q = pp.iq, .w = pp.iw, .keys = pp.index_k, .n_head = ni, .head_dim = hi, .sel = sel, .n_sel = n_sel},
-                 ci.pos_dev.data(), T, ctx_bound);
+                 pos_of(ci), T, ctx_bound);
   cuda::SparseAttnParams ap;
   ap.q = pp.q;
   ap.k_cache = pp.k_cache;
@@ -766,17 +766,19 @@ void Model::Impl::break_scale(float* x, int64_t n) {
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
   if (c.family == Family::DeepseekV4) return dsv4_walk(seqs, rows);  // its own residual streams (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
-  cuda::EmbedParams ep;
-  ep.table = weights.embed.m;
-  ep.tokens = ws.tok.data();
-  ep.T = T;
-  ep.x = ws.x.data();
-  cuda::embed_run(ep, s);
+  if (l0 == 0) {  // the first stage: the embedding; a later stage's x came by hand-over
+    cuda::EmbedParams ep;
+    ep.table = weights.embed.m;
+    ep.tokens = ws.tok.data();
+    ep.T = T;
+    ep.x = ws.x.data();
+    cuda::embed_run(ep, s);
+  }
   const SeqTables tables = upload_seq_tables(seqs, rows);
   const int B = static_cast<int>(seqs.size());
   int64_t ctx_max = 0;
   for (const Seq& q : seqs) ctx_max = std::max(ctx_max, q.ctx_bound);
-  for (int64_t li = 0; li < c.n_layer; ++li) {
+  for (int64_t li = l0; li < l1; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     norm_quant(ws.x.data(), L.attn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     if (L.kind == LayerKind::Attention) {
@@ -814,36 +816,45 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
 void Model::Impl::prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token) {
   check_arms();
   const bool chunked = arms.gdn_prefill == GdnPrefill::chunked;
-  ledger_reserve((device_token ? 1 : static_cast<int64_t>(toks.size())) * moe_layers());
+  const int64_t T = device_token ? 1 : static_cast<int64_t>(toks.size());
   if (device_token) {
     if (ci.pos + 1 > ci.max_ctx) fail("decode: position ", ci.pos, " is the cache's last (max_ctx ", ci.max_ctx, ")");
-    if (1 > ws.cap_T) tok_dev = -1;  // the token buffer moves
-    return ws.ensure(*e, c, 1, ctx_bound, chunked);
+  } else {
+    c.check_prompt(toks, ci.pos, ci.max_ctx);
   }
-  c.check_prompt(toks, ci.pos, ci.max_ctx);
-  const int64_t T = static_cast<int64_t>(toks.size());
   if (T > ws.cap_T) tok_dev = -1;  // the token buffer moves
-  ws.ensure(*e, c, T, ctx_bound, chunked);
+  each_stage([&](Impl& st) {
+    st.ledger_reserve(T * st.moe_layers());
+    st.ws.ensure(*st.e, c, T, ctx_bound, chunked);
+  });
+  if (device_token) return;
   if (T == 1 && tok_dev == toks[0]) return;  // the last greedy step left it there
   tok_host.assign(toks.begin(), toks.end());
   copy_to_device(ws.tok.data(), tok_host.data(), sizeof(int32_t) * static_cast<size_t>(T), e->stream());
   tok_dev = T == 1 ? toks[0] : -1;
 }
 
-// Device half: the decoder over T tokens at the cache's device position; leaves the last
-// row's final-normed hidden in hn and its logits in `logits`, and advances the device
-// position; greedy: also the token in amax (see the end). Launches only (capturable).
-void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy) {
+void Model::Impl::advance_pos(Cache::Impl& ci, int64_t rows) {
+  cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, pos_of(ci), rows);
+}
+
+// This stage's part of a single-sequence step over T tokens at the cache's device position (the
+// whole step for an unsplit model): its layers, then on a stage before the last its position's
+// advance; on the last stage the last row's final-normed hidden in hn and its logits in
+// `logits`, and the position's advance; greedy: also the token in amax (see the end). Launches
+// only (capturable: a decode graph per stage).
+void Model::Impl::part(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy) {
   const int64_t D = c.n_embd;
   const Seq seq[1] = {{&ci, ctx_bound}};
   walk(seq, T);
+  if (next) return advance_pos(ci, T);
   norm_quant(ws.x.data() + (T - 1) * D, weights.output_norm.data(), ws.hn.data(), ws.hnq.data(), 1, D);
   if (!greedy) {
     mv(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false);
     if (T == 1 && brk.bias_id >= 0)  // a canary's defect (Break); off: nothing launched
       cuda::launch_kernel("break_bias_kernel", break_bias_kernel, 1, 1, 0, s, ws.logits.data(), brk.bias_id,
                           brk.bias_value);
-    cuda::launch_kernel("advance_pos_kernel", advance_pos_kernel, 1, 1, 0, s, ci.pos_dev.data(), T);
+    advance_pos(ci, T);
     return;
   }
   // Greedy: the lm_head leaves its warps' bests, and one launch takes the token from them,
@@ -858,29 +869,60 @@ void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greed
   o.out = ws.amax.data();
   o.next_tok = ws.tok.data();
   o.hist = ci.greedy_hist.data();
-  o.pos = ci.pos_dev.data();
+  o.pos = pos_of(ci);
   o.advance = T;
   cuda::argmax_step_run(ws.logits.data(), c.n_vocab, nb ? ws.row_best.data() : nullptr, nb, o, s);
+}
+
+// After a stage's part (outside any graph): the hand-over to the next stage; on the last stage of
+// a split model's greedy step, the token back to where the first stage's embedding reads it.
+void Model::Impl::after_part(int64_t T, bool greedy) {
+  if (next) return hand_over(T);
+  if (greedy && head != this)
+    MEMRA_CUDA_CHECK(
+        cudaMemcpyPeerAsync(head->ws.tok.data(), head->e->device(), ws.tok.data(), e->device(), sizeof(int32_t), s));
+}
+
+// A whole single-sequence step, eager: each stage's part on its stream, then its hand-over.
+void Model::Impl::body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy) {
+  if (!next) {
+    mark(false);
+    part(ci, T, ctx_bound, greedy);
+    return mark(true);
+  }
+  join();
+  for (Impl* st = this; st; st = st->next) {
+    const StageDevice on(st->e->device());
+    st->mark(false);
+    st->part(ci, T, ctx_bound, greedy);
+    st->mark(true);
+    st->after_part(T, greedy);
+  }
 }
 
 void Model::Impl::run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy, bool device_token) {
   const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
   ci.has_last_logits = false;
-  const int64_t T = static_cast<int64_t>(toks.size());
+  const int64_t T = device_token ? 1 : static_cast<int64_t>(toks.size());
   prepare(toks, ci, ci.pos + T, device_token);
-  w4a4_on = arms.prefill_act == PrefillAct::w4a4 && T > 1;
-  if (w4a4_on) {  // sized once for the call's widest activation rows (no reallocation between launches)
+  const bool w4a4 = arms.prefill_act == PrefillAct::w4a4 && T > 1;
+  each_stage([&](Impl& st) {
+    st.w4a4_on = w4a4;
+    if (!w4a4) return;
+    // sized once for the call's widest activation rows (no reallocation between launches)
     const int64_t K = k_used();
     const int64_t widest = std::max({T * c.n_embd, T * std::max(c.n_head * c.head_dim, c.ssm_value_dim()), T * c.n_ff,
                                      T * K * c.n_ff_exp, T * c.n_ff_shexp, T * c.mla_q_rank, T * c.mla_kv_rank,
                                      T * c.n_head * c.mla_d_v, T * c.hc_mult * c.n_embd, T * c.o_groups * c.o_rank});
-    if (static_cast<int64_t>(ws.x4.size()) < widest / 32)
-      ws.x4 = DeviceBuffer<cuda::A4>(*e, static_cast<size_t>(widest / 32));
-  }
+    if (static_cast<int64_t>(st.ws.x4.size()) < widest / 32)
+      st.ws.x4 = DeviceBuffer<cuda::A4>(*st.e, static_cast<size_t>(widest / 32));
+  });
   struct Off {
-    bool& on;
-    ~Off() { on = false; }
-  } off{w4a4_on};
+    Impl& m;
+    ~Off() {
+      m.each_stage([](Impl& st) { st.w4a4_on = false; });
+    }
+  } off{*this};
   body(ci, T, ci.pos + T, greedy);
   ci.pos += T;
 }

@@ -37,45 +37,21 @@ Model::~Model() = default;
 
 const ModelConfig& Model::config() const { return impl_->c; }
 const Arms& Model::arms() const { return impl_->arms; }
-void Model::set_arms(const Arms& a) { impl_->arms = a; }
-
-namespace {
-
-std::unique_ptr<Model::Impl> new_impl(Engine& e, const ModelConfig& c) {
-  c.validate();
-  cuda::check_kernel_limits(c);
-  auto m = std::make_unique<Model::Impl>();
-  m->e = &e;
-  m->s = stream_of(e);
-  m->c = c;
-  if (c.family == Family::DeepseekV4)  // the rotation tables, f64 as the oracle rotates (memra/rope_freq.h)
-    for (bool compressed : {false, true}) {
-      const std::vector<double> f = dsv4_rope_freq(c, compressed);
-      DeviceBuffer<double>& d = m->dsv4_freq[compressed ? 1 : 0];
-      d = DeviceBuffer<double>(e, f.size());
-      d.upload(f);
-    }
-  // m->arms stays Arms{}: the one default per arm (memra/arms.h), the same the tools and the
-  // oracle start from.
-  return m;
+void Model::set_arms(const Arms& a) {
+  impl_->each_stage([&](Impl& st) { st.arms = a; });
 }
 
-}  // namespace
-
-Model Model::from_raw(Engine& e, const ModelConfig& c, const RawWeights& w) {
-  auto m = new_impl(e, c);
-  m->weights = cuda::upload_weights(e, c, w);
-  return Model(std::move(m));
+Model Model::from_raw(Engine& e, const ModelConfig& c, const RawWeights& w, const LoadOptions& opt) {
+  return Model(make_model(e, c, opt, cuda::model_bytes(c, w),
+                          [&](Engine& se, cuda::LayerRange r) { return cuda::upload_weights(se, c, w, r); }));
 }
 
 Model Model::load(Engine& e, const WeightSource& src, const LoadOptions& opt) {
-  if (opt.devices.size() != 1 || opt.devices[0] != e.device())
-    fail("Model::load: one device, the engine's (", e.device(), "), is supported");
   const ModelConfig c = ModelConfig::from_source(src);
   // before reading the weights: a shape the kernels cannot run fails fast, naming the field
   with_context(src.path(), [&] { cuda::check_kernel_limits(c); });
   const RawWeights w = load_raw_weights(src, c);
-  return with_context(src.path(), [&] { return from_raw(e, c, w); });
+  return with_context(src.path(), [&] { return from_raw(e, c, w, opt); });
 }
 
 std::optional<std::string> Model::unsupported(const ModelConfig& c) {
@@ -85,20 +61,20 @@ std::optional<std::string> Model::unsupported(const ModelConfig& c) {
   return std::nullopt;
 }
 
-Model Model::synthetic(Engine& e, const ModelConfig& c, DType t, uint64_t seed) {
-  auto m = new_impl(e, c);
-  m->weights = cuda::synthetic_weights(e, c, t, seed);
-  return Model(std::move(m));
+Model Model::synthetic(Engine& e, const ModelConfig& c, DType t, uint64_t seed, const LoadOptions& opt) {
+  return Model(make_model(e, c, opt, cuda::model_bytes(c, t),
+                          [&](Engine& se, cuda::LayerRange r) { return cuda::synthetic_weights(se, c, t, seed, r); }));
 }
 
 // --- steps -------------------------------------------------------------------------------------------
+// The results of a step sit on the last stage (the only one of an unsplit model).
 
 std::vector<float> Model::forward_last(std::span<const int32_t> tokens) {
   if (tokens.empty()) fail("forward_last: empty prompt");
   Cache c = new_cache(static_cast<int64_t>(tokens.size()));
   impl_->run(tokens, *c.impl());
   impl_->ledger_drain();
-  return impl_->fetch_logits("forward_last", c.pos() - 1);
+  return impl_->last().fetch_logits("forward_last", c.pos() - 1);
 }
 
 Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
@@ -106,8 +82,8 @@ Prime Model::prime_cache(std::span<const int32_t> tokens, Cache& cache) {
   impl_->run(tokens, *cache.impl());
   impl_->ledger_drain();
   Prime p;
-  p.logits = impl_->fetch_logits("prime_cache", cache.pos() - 1);
-  p.hidden = impl_->ws.hn.download();
+  p.logits = impl_->last().fetch_logits("prime_cache", cache.pos() - 1);
+  p.hidden = impl_->last().ws.hn.download();
   return p;
 }
 
@@ -116,8 +92,8 @@ Step Model::decode_step(int32_t token, Cache& cache) {
   impl_->decode(token, *cache.impl(), false);
   impl_->ledger_drain();
   Step s;
-  s.logits = impl_->fetch_logits("decode_step", cache.pos() - 1);
-  s.hidden = impl_->ws.hn.download();
+  s.logits = impl_->last().fetch_logits("decode_step", cache.pos() - 1);
+  s.hidden = impl_->last().ws.hn.download();
   return s;
 }
 
@@ -125,7 +101,7 @@ int32_t Model::decode_greedy(int32_t token, Cache& cache) {
   impl_->check_cache(cache);
   impl_->decode(token, *cache.impl(), true);
   int32_t out = 0;
-  copy_to_host(&out, impl_->ws.amax.data(), sizeof(out), impl_->e->stream());
+  copy_to_host(&out, impl_->last().ws.amax.data(), sizeof(out), impl_->last().e->stream());
   impl_->ledger_drain();
   if (out < 0) impl_->fail_nonfinite("decode_greedy", cache.pos() - 1);
   impl_->tok_dev = out;
@@ -139,7 +115,7 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   if (ci.pos + n > ci.max_ctx)
     fail("decode_greedy_n: ", n, " tokens from position ", ci.pos, " exceed the cache (max_ctx ", ci.max_ctx, ")");
   const int64_t p0 = ci.pos;
-  impl_->ledger_reserve(n * impl_->moe_layers());  // drained once, after all n steps
+  impl_->each_stage([&](Impl& st) { st.ledger_reserve(n * st.moe_layers()); });  // drained once, after all n steps
   int64_t i = 0;
   if (impl_->tok_dev != token) {  // else the device holds it already: every step is fed there
     impl_->decode(token, ci, true);
@@ -148,7 +124,8 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   // One graph launch per step: graphs of 4 or 8 captured steps measured slower (docs/PERF.md).
   for (; i < n; ++i) impl_->decode(0, ci, true, /*device_token=*/true);
   std::vector<int32_t> out(static_cast<size_t>(n));
-  copy_to_host(out.data(), ci.greedy_hist.data() + p0, sizeof(int32_t) * static_cast<size_t>(n), impl_->e->stream());
+  copy_to_host(out.data(), ci.greedy_hist.data() + p0, sizeof(int32_t) * static_cast<size_t>(n),
+               impl_->last().e->stream());
   impl_->ledger_drain();
   for (int64_t k = 0; k < n; ++k)
     if (out[static_cast<size_t>(k)] < 0) impl_->fail_nonfinite("decode_greedy_n", p0 + k);
@@ -156,15 +133,34 @@ std::vector<int32_t> Model::decode_greedy_n(int32_t token, int64_t n, Cache& cac
   return out;
 }
 
-Counters Model::counters() const { return impl_->counters; }
+Counters Model::counters() const {
+  Counters n;
+  for (const Impl* st = impl_.get(); st; st = st->next) {
+    const Counters& c = st->counters;
+    n.captures += c.captures;
+    n.replays += c.replays;
+    n.recaptures += c.recaptures;
+    n.latched += c.latched;
+    n.gemm_launches += c.gemm_launches;
+    n.gemm_routed_launches += c.gemm_routed_launches;
+    n.gdn_chunked_launches += c.gdn_chunked_launches;
+    n.w4a4_launches += c.w4a4_launches;
+    n.batch_steps += c.batch_steps;
+    n.handovers += c.handovers;
+  }
+  return n;
+}
+
 void Model::set_gemm_min_tokens(int64_t min_tokens) {
   if (min_tokens < 1) fail("set_gemm_min_tokens: min_tokens ", min_tokens, " must be >= 1");
-  impl_->gemm_min_tokens = min_tokens;
+  impl_->each_stage([&](Impl& st) { st.gemm_min_tokens = min_tokens; });
 }
 
 // --- the canaries' breaks ------------------------------------------------------------------------------
 
-bool Break::any() const { return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0 || graph_ignore_reseat; }
+bool Break::any() const {
+  return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0 || graph_ignore_reseat || pipeline_drop_wait;
+}
 
 const Break& Model::breaks() const { return impl_->brk; }
 
@@ -179,15 +175,27 @@ void Model::set_break(const Break& b) {
   const Break& o = m.brk;
   const bool same = o.scale_layer == b.scale_layer && o.scale_factor == b.scale_factor &&
                     o.w4a4_drop_block_scale == b.w4a4_drop_block_scale && o.bias_id == b.bias_id &&
-                    o.bias_value == b.bias_value && o.graph_ignore_reseat == b.graph_ignore_reseat;
-  m.brk = b;
+                    o.bias_value == b.bias_value && o.graph_ignore_reseat == b.graph_ignore_reseat &&
+                    o.pipeline_drop_wait == b.pipeline_drop_wait;
   // Captured decode graphs baked the old break's launches in: stale now (decode_graph.cu), so
   // re-captured on their next step, or, with graph_recapture off, that cache latches to eager.
-  if (!same) ++m.ws.gen;
+  m.each_stage([&](Impl& st) {
+    st.brk = b;
+    if (!same) ++st.ws.gen;
+  });
 }
 
-int64_t Model::weight_bytes() const { return impl_->weights.weight_bytes(); }
+int64_t Model::weight_bytes() const {
+  int64_t n = 0;
+  for (const Impl* st = impl_.get(); st; st = st->next) n += st->weights.weight_bytes();
+  return n;
+}
 
-int64_t Model::decode_bytes_per_token() const { return impl_->weights.decode_bytes_per_token(impl_->c.n_expert_used); }
+int64_t Model::decode_bytes_per_token() const {
+  int64_t n = 0;  // a stage holds the embedding and lm_head only where it runs them
+  for (const Impl* st = impl_.get(); st; st = st->next)
+    n += st->weights.decode_bytes_per_token(impl_->c.n_expert_used, st->l0 == 0, st->next == nullptr);
+  return n;
+}
 
 }  // namespace memra

@@ -38,7 +38,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -51,6 +53,7 @@
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
+#include "memra/cuda_check.h"
 #include "memra/model.h"
 #include "memra/selection_ledger.h"
 
@@ -59,11 +62,13 @@ namespace memra {
 // --- one sequence's state ------------------------------------------------------------------------
 
 struct Cache::Impl {
-  const Model::Impl* owner = nullptr;
-  cudaStream_t s = nullptr;
-  int64_t max_ctx = 0, pos = 0;                  // pos: host mirror of pos_dev
-  DeviceBuffer<int64_t> pos_dev;                 // [1]
-  DeviceBuffer<int32_t> greedy_hist;             // [max_ctx]: a greedy step's token at the position it followed
+  const Model::Impl* owner = nullptr;  // the model's first stage
+  int64_t max_ctx = 0, pos = 0;        // pos: host mirror of every pos_dev
+  // [stages] of [1]: the position, one copy per pipeline stage on its device (Model::Impl::pos_of),
+  // each advanced by its stage at the end of its part of a step
+  std::vector<DeviceBuffer<int64_t>> pos_dev;
+  DeviceBuffer<int32_t> greedy_hist;  // [max_ctx] on the last stage: a greedy step's token at the position it followed
+  // A layer's buffers live on the device of the stage that holds the layer.
   std::vector<DeviceBuffer<float>> k, v;         // [n_layer] of [max_ctx, KV*hd]; empty for GDN layers
   std::vector<DeviceBuffer<float>> conv, state;  // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
   // [n_layer] of [max_ctx, index_head_dim]: the DSA indexer's keys of an MLA layer with an
@@ -82,13 +87,16 @@ struct Cache::Impl {
   std::array<const std::vector<DeviceBuffer<float>>*, 11> layer_buffers() const {
     return {&k, &v, &conv, &state, &index_k, &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
   }
-  // The captured decode step of this cache (decode_graph arm): valid while the model's workspace
-  // keeps the generation it was captured with.
-  cudaGraphExec_t exec = nullptr;
-  uint64_t exec_gen = 0;
-  uint64_t exec_sig = 0;     // pointer_signature() at capture
-  int64_t exec_max_ctx = 0;  // the max_ctx its attention grid was sized for
-  bool exec_greedy = false;
+  // The captured decode step of this cache (decode_graph arm), one graph per pipeline stage:
+  // valid while the stage's workspace keeps the generation it was captured with.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t gen = 0;
+    uint64_t sig = 0;     // pointer_signature(stage) at capture
+    int64_t max_ctx = 0;  // the max_ctx its attention grid was sized for
+    bool greedy = false;
+  };
+  std::vector<Graph> graphs;       // [stages]
   bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
   // A lean sampled step's logits of this sequence (decode_step_batch_sampled), valid while
   // has_last_logits: any later step of the cache clears it.
@@ -98,9 +106,10 @@ struct Cache::Impl {
   // cache dies, so the canary's stale graph reads wrong numbers, never freed memory.
   std::vector<DeviceBuffer<float>> retired;
   void reset();
-  // FNV-1a over every device pointer a decode step bakes into its graph (position, greedy
-  // history, each layer's K/V, conv ring and state): any re-seat changes it.
-  uint64_t pointer_signature() const;
+  // FNV-1a over every device pointer stage `m`'s part of a decode step bakes into its graph (its
+  // position, the greedy history on the last stage, its layers' K/V, conv ring and state): any
+  // re-seat of one of its layers changes it.
+  uint64_t pointer_signature(const Model::Impl& m) const;
   ~Impl();
 };
 
@@ -184,6 +193,7 @@ struct Workspace {
 // --- the model -----------------------------------------------------------------------------------
 
 struct Model::Impl {
+  std::unique_ptr<Engine> own_engine;  // a stage after the first: its engine (declared first: freed last)
   Engine* e = nullptr;
   cudaStream_t s = nullptr;
   ModelConfig c;
@@ -324,13 +334,19 @@ struct Model::Impl {
   void ledger_record(int64_t li, std::span<const Seq> seqs, int64_t rows);
   void ledger_drain();
 
-  // --- a single-sequence step (layer_walk.cu)
+  // --- a single-sequence step (layer_walk.cu): prepare on the host (every stage's scratch, the
+  // tokens up), then body: each stage's part (its launches, capturable) and after_part (its
+  // hand-over, outside any graph)
   void prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_t ctx_bound, bool device_token = false);
+  void part(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy);
+  void after_part(int64_t T, bool greedy);
   void body(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greedy = false);
   void run(std::span<const int32_t> toks, Cache::Impl& ci, bool greedy = false, bool device_token = false);
 
-  // --- one decode token, eager or replayed from the cache's graph (decode_graph.cu)
+  // --- one decode token, eager or replayed from the cache's graphs, one per stage (decode_graph.cu)
   void decode(int32_t token, Cache::Impl& ci, bool greedy, bool device_token = false);
+  bool graph_stale(const Cache::Impl& ci, bool greedy) const;
+  void capture(Cache::Impl& ci, bool greedy);
 
   // --- B sequences, one token each (decode_batch.cu)
   void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis,
@@ -340,6 +356,79 @@ struct Model::Impl {
   // --- results (model.cu)
   [[noreturn]] void fail_nonfinite(const char* what, int64_t pos, int64_t sequence = -1);
   std::vector<float> fetch_logits(const char* what, int64_t pos);
+
+  // --- pipeline stages (pipeline.cu; memra/model.h LoadOptions). A split model is a chain of
+  // Impls, one per stage, each holding layers [l0, l1) on its own engine: the first (Model's
+  // impl_) owns the others and is the one the entry points drive; a step runs each stage's part
+  // on its stream in turn (walk over its layers; the first embeds, the last adds the output norm
+  // and lm_head), and hand_over passes the residual stream to the next. An unsplit model is the
+  // chain of one: l0 = 0, l1 = n_layer, no next, and none of the calls below launch anything.
+  int stage = 0;
+  int64_t l0 = 0, l1 = 0;
+  Impl* next = nullptr;
+  Impl* head = this;                           // the first stage
+  std::vector<std::unique_ptr<Impl>> others;   // the first stage's: stages 1.. (owned)
+  cudaEvent_t handed = nullptr;                // this stage's hand-over copies done (next waits on it)
+  cudaEvent_t done = nullptr;                  // the last stage: recorded where a step begins (join)
+  // Model::time_stages: events around this stage's part of each single-sequence step
+  bool timing = false, timed = false;
+  cudaEvent_t t_begin = nullptr, t_end = nullptr;
+  void mark(bool end) {
+    if (!timing) return;
+    MEMRA_CUDA_CHECK(cudaEventRecord(end ? t_end : t_begin, s));
+    timed = true;
+  }
+  Impl& last() { return next ? next->last() : *this; }
+  const Impl& last() const { return next ? next->last() : *this; }
+  int n_stages() const { return static_cast<int>(head->others.size()) + 1; }
+  bool split() const { return head->next != nullptr; }
+  template <class F>
+  void each_stage(F&& f) {
+    for (Impl* st = head; st; st = st->next) f(*st);
+  }
+  int64_t* pos_of(Cache::Impl& ci) const { return ci.pos_dev[static_cast<size_t>(stage)].data(); }
+  // The stage that holds layer li.
+  const Impl& stage_of(int64_t li) const;
+  // Before a step's first launch (first stage): its stream waits for everything the last stage
+  // enqueued so far, so a hand-over never overwrites a next stage's input while it still reads it.
+  void join();
+  // After this stage's part of a step over `rows` rows: the residual stream (DeepSeek-V4: the
+  // hyper-connection streams) and the token ids into the next stage's workspace on this stream,
+  // then the next stage's stream waits for the copies (Break::pipeline_drop_wait drops the wait).
+  void hand_over(int64_t rows);
+  // A non-last stage's positions advance at the end of its part (the last stage's advance in the
+  // lm_head's launches): one sequence by `rows`, or each of the batch by one.
+  void advance_pos(Cache::Impl& ci, int64_t rows);
+  void advance_pos_batch(std::span<Cache::Impl* const> cis);
+  ~Impl();
+};
+
+// The stages of a model of config c (pipeline.cu): each one's device and layers [l0, l1), from
+// opt.split or balanced by weight bytes. Errors name the option: devices[0] not the engine's,
+// more stages than layers, a split of the wrong length, not ascending or out of range.
+struct StagePlan {
+  int device;
+  int64_t l0, l1;
+};
+std::vector<StagePlan> plan_stages(const ModelConfig& c, const LoadOptions& opt, int engine_device,
+                                   std::span<const int64_t> layer_bytes, int64_t embed_bytes, int64_t head_bytes);
+
+// The model's chain of stages as `opt` asks (the first on e, the others on engines of their own),
+// each stage's weights made by `weights` (upload or synthetic) on its engine for its layers.
+using StageWeights = std::function<cuda::DeviceWeights(Engine&, cuda::LayerRange)>;
+std::unique_ptr<Model::Impl> make_model(Engine& e, const ModelConfig& c, const LoadOptions& opt,
+                                        const cuda::ModelBytes& bytes, const StageWeights& weights);
+
+// The current device set for a stage's launches (kernels launch only into a stream of the
+// current device) and the caller's restored at the end of the scope; the default form only
+// restores.
+struct StageDevice {
+  int prev = 0;
+  StageDevice() { cudaGetDevice(&prev); }
+  explicit StageDevice(int device) : StageDevice() { MEMRA_CUDA_CHECK(cudaSetDevice(device)); }
+  StageDevice(const StageDevice&) = delete;
+  StageDevice& operator=(const StageDevice&) = delete;
+  ~StageDevice() { cudaSetDevice(prev); }
 };
 
 inline cudaStream_t stream_of(const Engine& e) { return reinterpret_cast<cudaStream_t>(e.stream()); }

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "exactness/split.h"
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/hash.h"
@@ -103,7 +104,7 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
   const fs::path hashed = fs::is_directory(m->model_path) ? m->model_path / "model.safetensors" : m->model_path;
   m->model_sha256 = sha256_file_hex(hashed.string());
   m->source = open_weights(m->model_path.string());
-  m->gpu = std::make_unique<Model>(Model::load(file_fixture_engine(), *m->source));
+  m->gpu = std::make_unique<Model>(Model::load(file_fixture_engine(), *m->source, gate_load_options()));
   m->tokenizer = std::make_unique<Tokenizer>(Tokenizer::for_model(*m->source));
   for (const std::string& n : m->source->tensor_names()) {
     const DType t = m->source->find(n)->type;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "exactness/split.h"
 #include "memra/config.h"
 #include "memra/engine.h"
 #include "memra/error.h"
@@ -130,7 +131,7 @@ inline Engine& gpu_fixture_engine() {
 inline std::unique_ptr<GpuFixture> load_gpu_fixture(const std::string& id) {
   auto m = std::make_unique<GpuFixture>();
   m->fx = make_fixture(id);
-  m->gpu = std::make_unique<Model>(Model::load(gpu_fixture_engine(), *m->fx.source));
+  m->gpu = std::make_unique<Model>(Model::load(gpu_fixture_engine(), *m->fx.source, gate_load_options()));
   return m;
 }
 
