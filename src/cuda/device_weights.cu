@@ -337,7 +337,8 @@ int64_t DeviceWeights::weight_bytes() const {
 }
 
 int64_t DeviceWeights::decode_bytes_per_token(int64_t n_expert_used, bool embeds, bool heads) const {
-  int64_t n = (embeds ? embed.m.row_bytes : 0) + (heads ? (output.empty() ? embed.total_bytes() : output.total_bytes()) : 0);
+  int64_t n =
+      (embeds ? embed.m.row_bytes : 0) + (heads ? (output.empty() ? embed.total_bytes() : output.total_bytes()) : 0);
   for (const DevLayer& L : layers) {
     for_each_tensor(
         [&](std::string_view name, const auto& t) {

@@ -51,7 +51,7 @@ struct DeviceWeights {
   std::optional<DevHyper> hc_head;  // DeepSeek-V4: the streams' final collapse
   bool tiled = false;               // GDN value head h reads key head h % n_k (RawWeights::gdn_tiled_v_heads)
   const DMat& lm_head() const { return output.empty() ? embed.m : output.m; }
-  int64_t weight_bytes() const;                                 // every matrix
+  int64_t weight_bytes() const;  // every matrix
   // what one decode step reads (a stage: the embedding row where it embeds, the lm_head where it heads)
   int64_t decode_bytes_per_token(int64_t n_expert_used, bool embeds = true, bool heads = true) const;
 };

@@ -366,10 +366,10 @@ struct Model::Impl {
   int stage = 0;
   int64_t l0 = 0, l1 = 0;
   Impl* next = nullptr;
-  Impl* head = this;                           // the first stage
-  std::vector<std::unique_ptr<Impl>> others;   // the first stage's: stages 1.. (owned)
-  cudaEvent_t handed = nullptr;                // this stage's hand-over copies done (next waits on it)
-  cudaEvent_t done = nullptr;                  // the last stage: recorded where a step begins (join)
+  Impl* head = this;                          // the first stage
+  std::vector<std::unique_ptr<Impl>> others;  // the first stage's: stages 1.. (owned)
+  cudaEvent_t handed = nullptr;               // this stage's hand-over copies done (next waits on it)
+  cudaEvent_t done = nullptr;                 // the last stage: recorded where a step begins (join)
   // Model::time_stages: events around this stage's part of each single-sequence step
   bool timing = false, timed = false;
   cudaEvent_t t_begin = nullptr, t_end = nullptr;

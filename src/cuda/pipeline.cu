@@ -34,8 +34,7 @@ namespace {
 // before it lands, every time.
 __global__ void pipeline_stall_kernel(long long cycles) {
   const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
+  while (clock64() - t0 < cycles) {}
 }
 
 }  // namespace

@@ -122,8 +122,7 @@ Results battery(Model& m, const ModelConfig& c) {
   for (Cache& k : caches) cp.push_back(&k);
   const std::vector<int32_t> toks = {prompt[0], prompt[1], prompt[2]};
   for (std::vector<float>& row : m.decode_step_batch(toks, cp)) add(r, std::move(row));
-  const std::vector<std::optional<SampleSpec>> specs = {SampleSpec{0.0f, 1, 0}, std::nullopt,
-                                                         SampleSpec{0.8f, 7, 3}};
+  const std::vector<std::optional<SampleSpec>> specs = {SampleSpec{0.0f, 1, 0}, std::nullopt, SampleSpec{0.8f, 7, 3}};
   Sampled s = m.decode_step_batch_sampled(toks, cp, specs, /*lean=*/true);
   r.tokens.insert(r.tokens.end(), s.tokens.begin(), s.tokens.end());
   for (std::vector<float>& row : s.logits) add(r, std::move(row));
@@ -276,7 +275,8 @@ TEST_F(PipelineOptions, BadOptionsAreErrors) {
   EXPECT_THAT([&] { Model::load(e, *fx.source, two_stages({1, 2})); }, ThrowsError(HasSubstr("split has 2 entries")));
   LoadOptions many;
   many.devices.assign(static_cast<size_t>(L + 1), d);
-  EXPECT_THAT([&] { Model::load(e, *fx.source, many); }, ThrowsError(HasSubstr("every stage holds at least one layer")));
+  EXPECT_THAT([&] { Model::load(e, *fx.source, many); },
+              ThrowsError(HasSubstr("every stage holds at least one layer")));
   LoadOptions other;
   other.devices = {d + 1, d};
   EXPECT_THAT([&] { Model::load(e, *fx.source, other); }, ThrowsError(HasSubstr("must be the engine's device")));
@@ -307,11 +307,11 @@ TEST_P(PipelineCanary, DroppedHandoverWaitFails) {
   });
   EXPECT_FALSE(v.rows_same) << "the race did not show in the logits";
 }
-INSTANTIATE_TEST_SUITE_P(Tiny, PipelineCanary,
-                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
-                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4,
-                                                                                       false)})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, PipelineCanary,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+    testing::CaseName());
 
 }  // namespace
 }  // namespace memra
