@@ -205,12 +205,7 @@ void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
 void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
   const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
   if (l0 == 0) {  // the first stage; a later stage's streams came by hand-over
-    cuda::EmbedParams ep;
-    ep.table = weights.embed.m;
-    ep.tokens = ws.tok.data();
-    ep.T = T;
-    ep.x = ws.x.data();
-    cuda::embed_run(ep, s);
+    embed(T);
     cuda::HcExpandParams bp;  // the embedding in every stream
     bp.y = ws.x.data();
     bp.X = ws.hcx.data();

@@ -763,17 +763,19 @@ void Model::Impl::break_scale(float* x, int64_t n) {
                       brk.scale_factor);
 }
 
+void Model::Impl::embed(int64_t T) {
+  cuda::EmbedParams ep;
+  ep.table = weights.embed.m;
+  ep.tokens = ws.tok.data();
+  ep.T = T;
+  ep.x = ws.x.data();
+  cuda::embed_run(ep, s);
+}
+
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
   if (c.family == Family::DeepseekV4) return dsv4_walk(seqs, rows);  // its own residual streams (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
-  if (l0 == 0) {  // the first stage: the embedding; a later stage's x came by hand-over
-    cuda::EmbedParams ep;
-    ep.table = weights.embed.m;
-    ep.tokens = ws.tok.data();
-    ep.T = T;
-    ep.x = ws.x.data();
-    cuda::embed_run(ep, s);
-  }
+  if (l0 == 0) embed(T);  // the first stage; a later stage's x came by hand-over
   const SeqTables tables = upload_seq_tables(seqs, rows);
   const int B = static_cast<int>(seqs.size());
   int64_t ctx_max = 0;

@@ -318,6 +318,7 @@ struct Model::Impl {
   // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
   // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
   void walk(std::span<const Seq> seqs, int64_t rows);
+  void embed(int64_t T);  // ws.x = the embedding rows of ws.tok[0, T)
   // Break::scale_layer's defect: x[i] *= brk.scale_factor over n values (a canary's; layer_walk.cu).
   void break_scale(float* x, int64_t n);
 

@@ -43,18 +43,7 @@ namespace {
 
 using gpu_test::FixtureModel;
 
-// The two stages' devices: the two CTest gave a GPUS 2 target, else the test's device twice.
-LoadOptions two_stages(std::vector<int64_t> split = {}) {
-  LoadOptions o;
-  if (MEMRA_TEST_GPUS >= 2) {
-    o.devices = testing::test_devices(2);
-  } else {
-    const int d = testing::test_device();
-    o.devices = {d, d};
-  }
-  o.split = std::move(split);
-  return o;
-}
+using gpu_test::two_stages;
 
 struct Pair {
   FixtureModel fx;

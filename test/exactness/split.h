@@ -8,13 +8,18 @@
 // automatic one (weight bytes). Its verdicts must be the unsplit gate's: a split changes no bit.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "memra/model.h"
 #include "memra/testing/gpu.h"
 
 namespace memra::gpu_test {
 
-inline LoadOptions gate_load_options() {
-#ifdef MEMRA_TEST_STAGES
+// Two stages: over the two devices CTest gave a GPUS 2 target, else on the test's device twice;
+// `split`: the second stage's first layer (empty: the automatic split).
+inline LoadOptions two_stages(std::vector<int64_t> split = {}) {
   LoadOptions o;
   if (MEMRA_TEST_GPUS >= 2) {
     o.devices = testing::test_devices(2);
@@ -22,7 +27,13 @@ inline LoadOptions gate_load_options() {
     const int d = testing::test_device();
     o.devices = {d, d};
   }
+  o.split = std::move(split);
   return o;
+}
+
+inline LoadOptions gate_load_options() {
+#ifdef MEMRA_TEST_STAGES
+  return two_stages();
 #else
   return {};
 #endif
