@@ -20,8 +20,13 @@ namespace memra::gpu_test {
 // Two stages: over the two devices CTest gave a GPUS 2 target, else on the test's device twice;
 // `split`: the second stage's first layer (empty: the automatic split).
 inline LoadOptions two_stages(std::vector<int64_t> split = {}) {
+#ifdef MEMRA_TEST_GPUS  // a GPU test target's (memra_add_gate GPUS); host tests include this too
+  constexpr int gpus = MEMRA_TEST_GPUS;
+#else
+  constexpr int gpus = 1;
+#endif
   LoadOptions o;
-  if (MEMRA_TEST_GPUS >= 2) {
+  if (gpus >= 2) {
     o.devices = testing::test_devices(2);
   } else {
     const int d = testing::test_device();
