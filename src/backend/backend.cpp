@@ -105,7 +105,7 @@ class GpuBackend final : public Backend {
   // The Model keeps a pointer to the Engine: both live here, and the Backend never moves (it is
   // only handed out behind a unique_ptr).
   GpuBackend(const BackendOptions& opt, const WeightSource& src)
-      : engine_(Engine::open(opt.device)), model_(Model::load(engine_, src, LoadOptions{{opt.device}})) {
+      : engine_(Engine::open(opt.device)), model_(Model::load(engine_, src)) {
     model_.set_arms(opt.arms);
   }
   GpuBackend(const GpuBackend&) = delete;
