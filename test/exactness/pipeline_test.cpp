@@ -136,9 +136,10 @@ Verdict compare(const Pair& p, const Results& whole, const Results& split, testi
   for (size_t i = 0; i < std::min(whole.rows.size(), split.rows.size()) && !first; ++i)
     if (!::testing::Matches(testing::BitIdentical(whole.rows[i]))(split.rows[i])) first = i;
   v.rows_same = !first && split.rows.size() == whole.rows.size();
-  if (first)
+  if (first) {
     EXPECT_THAT(split.rows[*first], testing::BitIdentical(whole.rows[*first]))
         << p.fx.id << ": row " << *first << " of the battery differs between the split and the whole model";
+  }
   v.tokens_same = split.tokens == whole.tokens;
   EXPECT_EQ(split.tokens, whole.tokens) << p.fx.id << ": tokens differ";
   const std::optional<size_t> sel = first_ledger_difference(whole.ledger, split.ledger);
@@ -220,8 +221,9 @@ TEST_P(PipelineEverySplit, EveryBoundaryBitIdentical) {
     Model split = Model::load(gpu_test::gpu_fixture_engine(), *p.fx.source, two_stages({b}));
     const auto rows = run(split);
     ASSERT_EQ(rows.size(), whole.size());
-    for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t i = 0; i < rows.size(); ++i) {
       ASSERT_THAT(rows[i], testing::BitIdentical(whole[i])) << p.fx.id << ": split at layer " << b << ", row " << i;
+    }
   }
   report().figure("split_points", c.n_layer - 1);
 }
