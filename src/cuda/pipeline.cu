@@ -17,7 +17,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <numeric>
 
 #include "cuda/launch.cuh"
 #include "cuda/model_impl.h"

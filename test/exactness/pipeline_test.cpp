@@ -25,7 +25,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "exactness/gpu_fixture.h"
 #include "memra/engine.h"
