@@ -1,6 +1,6 @@
 // memra-mkfixture — deterministic seeded fixture models (include/memra/fixture.h).
 //
-//   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset tiny|bank|qwen3-0.6b|
+//   memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4|glm5-next [--preset tiny|bank|qwen3-0.6b|
 //                   qwen35-9b|qwen35-35b-a3b] [--seed S] [--layers N] [--vocab N] [--width D]
 //                   [--type T[,T...]] [--gguf FILE] [--hf DIR [--fp8]] [--release DIR]
 //                   [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run]
@@ -38,12 +38,12 @@ namespace {
 using namespace memra;
 
 int usage(const std::string& msg) {
-  std::cerr
-      << "memra-mkfixture: " << msg << "\n"
-      << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4 [--preset P] [--seed S]\n"
-         "         [--layers N] [--vocab N] [--width D] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]]\n"
-         "         [--gguf FILE] [--hf DIR [--fp8]] [--release DIR]\n"
-         "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
+  std::cerr << "memra-mkfixture: " << msg << "\n"
+            << "usage: memra-mkfixture --family qwen3|qwen3next|qwen35|qwen35moe|glm-dsa|deepseek4|glm5-next [--preset "
+               "P] [--seed S]\n"
+               "         [--layers N] [--vocab N] [--width D] [--moe-every-layer] [--type f32|bf16|q8_0|nvfp4[,...]]\n"
+               "         [--gguf FILE] [--hf DIR [--fp8]] [--release DIR]\n"
+               "         [--tokenizer auto|bytes|PATH] [--repo DIR] [--threads N] [--dry-run] [--measure STEPS]\n";
   return 2;
 }
 

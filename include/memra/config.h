@@ -5,7 +5,9 @@
 // Qwen3NextForCausalLM, Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM and their
 // ForConditionalGeneration / model_type spellings; GlmMoeDsaForCausalLM, model_type
 // glm_moe_dsa, as transformers 5.17 defines it; GGUF arch glm-dsa as llama.cpp's converter writes
-// it: docs/oracle.md). HF semantics rule, so shapes that
+// it: docs/oracle.md; Glm5NextForConditionalGeneration, model_type glm5_next / glm5_next_text,
+// GLM-5's hybrid, from config.json only: llama.cpp has no such architecture). HF semantics rule,
+// so shapes that
 // llama.cpp itself rejects are representable: a linear-attention key head dim different from
 // the value head dim (GGUF: ssm.state_size vs ssm.inner_size / ssm.time_step_rank), and dense
 // layers among MoE layers (HF mlp_only_layers / decoder_sparse_step; in GGUF a layer whose
@@ -34,10 +36,11 @@ class HfConfig;
 class WeightSource;
 class MemorySource;
 
-enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe, GlmDsa, DeepseekV4 };
+enum class Family { Qwen3, Qwen3Next, Qwen35, Qwen35Moe, GlmDsa, DeepseekV4, Glm5Next };
 // full (softmax) attention | Gated DeltaNet | multi-head latent attention with the DSA indexer |
-// DeepSeek-V4 attention (one key-value head over a sliding window plus compressed rows: Dsv4Attn)
-enum class LayerKind : uint8_t { Attention, Linear, Mla, Dsv4 };
+// DeepSeek-V4 attention (one key-value head over a sliding window plus compressed rows: Dsv4Attn) |
+// Kimi delta attention (GLM-5's hybrid: the delta rule with a decay per key channel)
+enum class LayerKind : uint8_t { Attention, Linear, Mla, Dsv4, Kda };
 // A DeepSeek-V4 layer's keys beyond its sliding window: none; the indexer's choice among the rows
 // of an overlapping 4:1 compressor (compressed sparse attention); every row of a 128:1 compressor
 // (heavily compressed attention). docs/deepseek-v4.md.
@@ -55,9 +58,10 @@ enum class FfnKind : uint8_t { Dense, Moe };
 //                   expert_weights_scale (DeepSeek-V4).
 enum class MoeGating : uint8_t { Softmax, SigmoidGrouped, SqrtSoftplus };
 
-// llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe", "glm-dsa".
+// llama.cpp's arch string of a family: "qwen3", "qwen3next", "qwen35", "qwen35moe", "glm-dsa",
+// "deepseek4"; GLM-5's hybrid has no llama.cpp architecture and is named "glm5-next" in memra.
 std::string_view family_arch(Family f);
-// Parses an arch string; fails naming it when it is not one of the five.
+// Parses an arch string; fails naming it when it is not one of the families.
 Family family_from_arch(std::string_view arch);
 
 // Read-only key lookup. Keys are the source's own (GGUF "qwen3next.block_count", HF
@@ -75,6 +79,9 @@ class MetaKeys {
   virtual std::vector<int64_t> get_int_array(std::string_view key) const = 0;  // bools as 0/1
   virtual std::vector<double> get_float_array(std::string_view key) const = 0;  // integers accepted
   virtual std::vector<std::string> get_string_array(std::string_view key) const = 0;
+  // Present with the value null (config.json's "unset" for an optional whose default is not
+  // null); has() counts null as absent. Sources without nulls (GGUF, memory) never have one.
+  virtual bool is_null(std::string_view) const { return false; }
 };
 
 struct ModelConfig {
@@ -99,12 +106,17 @@ struct ModelConfig {
   std::vector<FfnKind> ffn_kind;      // [n_layer]
   int64_t n_ff = 0;                   // dense SwiGLU width (0 when the model has no dense layer)
 
-  // Gated DeltaNet (hybrid families)
+  // Gated DeltaNet (hybrid families). Kimi delta attention (LayerKind::Kda) uses the same fields
+  // with ssm_n_k_heads = ssm_n_v_heads = its heads and ssm_d_k = ssm_d_v = its head width, so its
+  // conv ([q | k | v] channels: ssm_conv_dim) and state are sized like GDN's.
   int64_t ssm_n_k_heads = 0;    // linear_num_key_heads   (GGUF ssm.group_count)
   int64_t ssm_n_v_heads = 0;    // linear_num_value_heads (GGUF ssm.time_step_rank)
   int64_t ssm_d_k = 0;          // linear_key_head_dim    (GGUF ssm.state_size)
   int64_t ssm_d_v = 0;          // linear_value_head_dim  (GGUF ssm.inner_size / time_step_rank)
   int64_t ssm_conv_kernel = 0;  // linear_conv_kernel_dim (GGUF ssm.conv_kernel)
+  // KDA's forget gate g = kda_gate_bound * sigmoid(exp(A_log) f) (transformers' "safe gate",
+  // linear_lower_bound, -5 as released); 0: no bound, g = -exp(A_log) * softplus(f).
+  double kda_gate_bound = 0;
 
   // MoE
   int64_t n_expert = 0;
@@ -135,6 +147,10 @@ struct ModelConfig {
   int64_t dsa_head_dim = 0;         // index_head_dim (its first n_rot dims are rotated)
   int64_t dsa_topk = 0;             // index_topk
   std::vector<uint8_t> dsa_shared;  // [n_layer] for MLA models, else empty
+  // GLM-5's hybrid scores pools of dsa_kpool consecutive tokens instead of single tokens (each
+  // pool's key a gated average of its tokens' keys), keeps dsa_topk / dsa_kpool pools and always
+  // adds the query's open tail pool token by token. 0: per-token scoring (glm_moe_dsa).
+  int64_t dsa_kpool = 0;
 
   // DeepSeek-V4 (LayerKind::Dsv4, docs/deepseek-v4.md): head_dim is the one key-value head's
   // width (K = V) and the queries', n_rot its trailing rotated dims; mla_q_rank the query
@@ -151,7 +167,9 @@ struct ModelConfig {
   int64_t hc_iters = 0;              // Sinkhorn iterations
   double hc_eps = 0;
   int64_t n_hash_layers = 0;  // the first MoE layers route by the token's row of a hash table
-  double swiglu_limit = 0;    // experts' SwiGLU clamp (gate <= limit, |up| <= limit); 0: none
+  // SwiGLU clamp (gate <= limit, |up| <= limit); 0: none. DeepSeek-V4: the experts'; GLM-5's
+  // hybrid: every FFN's (dense, routed and shared).
+  double swiglu_limit = 0;
 
   int64_t n_mtp = 0;  // MTP (next-token prediction) layers present in the weights: 0 or 1
 
@@ -162,12 +180,18 @@ struct ModelConfig {
   // HF stores zero-centred norms (multiplier 1+w) for Next/3.5 except linear_attn.norm.
   bool zero_centred_norms() const { return is_qwen_hybrid(); }
   // Qwen's shared expert is scaled by sigmoid(shared_gate . x); GLM-5's is added as is.
-  bool shared_expert_gated() const { return family != Family::GlmDsa && family != Family::DeepseekV4; }
+  bool shared_expert_gated() const { return !is_glm() && family != Family::DeepseekV4; }
+  bool is_glm() const { return family == Family::GlmDsa || family == Family::Glm5Next; }
+  // The residual stream is hc_mult hyper-connected streams (DeepSeek-V4, GLM-5's hybrid).
+  bool is_hyper() const { return family == Family::DeepseekV4 || family == Family::Glm5Next; }
+  // The MLA latent norms' eps: glm_moe_dsa fixes 1e-6 in its modules, glm5_next uses rms_eps.
+  double mla_latent_eps() const { return family == Family::Glm5Next ? rms_eps : kMlaNormEps; }
   bool has_mla() const;
+  bool has_kda() const;
   // Widths of one position's cached key and value over all heads: GQA n_head_kv·head_dim for
   // both; MLA n_head·head_dim and n_head·mla_d_v (the expanded per-head keys and values).
-  int64_t kv_k_width() const { return family == Family::GlmDsa ? n_head * head_dim : n_head_kv * head_dim; }
-  int64_t kv_v_width() const { return family == Family::GlmDsa ? n_head * mla_d_v : n_head_kv * head_dim; }
+  int64_t kv_k_width() const { return is_glm() ? n_head * head_dim : n_head_kv * head_dim; }
+  int64_t kv_v_width() const { return is_glm() ? n_head * mla_d_v : n_head_kv * head_dim; }
   // llama.cpp reorders GDN value heads from grouped to tiled order for qwen35/qwen35moe.
   bool gguf_tiled_v_heads() const { return family == Family::Qwen35 || family == Family::Qwen35Moe; }
   bool has_linear() const;

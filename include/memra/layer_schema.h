@@ -107,7 +107,9 @@ struct MlaT {
 // DSA lightning indexer (DeepSeek sparse attention): scores every earlier token for a query,
 //   score(t) = sum_h w_h * relu(q_h . k_t / sqrt(hd)),  w = weights x / sqrt(n_heads),
 // q_h from the MLA query latent (wq_b), k_t = layernorm(wk x_t) (weight and bias), the first
-// n_rot dims of each rotated; the query attends only to its dsa_topk best tokens.
+// n_rot dims of each rotated; the query attends only to its dsa_topk best tokens. GLM-5's hybrid
+// (ModelConfig::dsa_kpool = P) scores pools of P tokens instead: a pool's key is, per channel c,
+// sum_s softmax_s(kpool_gate x_s + kpool_ape[s])[c] k_s[c] over its P tokens; empty otherwise.
 template <class M, class V>
 struct DsaIndexerT {
   M wq_b;         // [n_heads*hd, q_rank]
@@ -115,6 +117,8 @@ struct DsaIndexerT {
   V k_norm;       // [hd] LayerNorm weight
   V k_norm_bias;  // [hd] LayerNorm bias
   M weights;      // [n_heads, D] per-head weights (weights_proj)
+  M kpool_gate;   // [hd, D]  pool gate logits (index_kpool_compress_gate)
+  V kpool_ape;    // [P*hd]   their bias per slot of a pool (index_kpool_compress_ape)
   template <class F, class... S>
   static void visit(F&& f, S&... s) {
     f("wq_b", s.wq_b...);
@@ -122,6 +126,8 @@ struct DsaIndexerT {
     f("k_norm", s.k_norm...);
     f("k_norm_bias", s.k_norm_bias...);
     f("weights", s.weights...);
+    f("kpool_gate", s.kpool_gate...);
+    f("kpool_ape", s.kpool_ape...);
   }
 };
 
@@ -280,7 +286,7 @@ struct LayerT {
   V ffn_norm;                // [D] pre-FFN norm
   std::optional<Attn> attn;  // mixer: one of attn / gdn / mla
   std::optional<Gdn> gdn;
-  std::optional<Kda> kda;  // Kimi delta attention (no model runs it yet: the GLM-5 hybrid will)
+  std::optional<Kda> kda;  // Kimi delta attention (GLM-5's hybrid)
   std::optional<Mla> mla;
   std::optional<Dsa> dsa;                   // with mla, unless the layer reuses the previous layer's selection
   std::optional<Dsv4> dsv4;                 // DeepSeek-V4: the mixer,

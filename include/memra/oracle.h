@@ -71,6 +71,7 @@ struct AttnCacheLayer {
   // head; MLA: every head's expanded key and value; DeepSeek-V4: k only, its one head, K = V)
   std::vector<float> k, v;
   std::vector<float> index_k;        // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
+  std::vector<float> index_gate;     // [max_ctx, dsa_head_dim]: their pool gate logits (dsa_kpool > 0)
   CompressorState comp, index_comp;  // DeepSeek-V4: the layer's compressor and its CSA indexer's
 };
 struct GdnCacheLayer {
@@ -136,8 +137,9 @@ class Model {
     std::vector<float> last_hidden;
   };
   Run run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
-  // DeepSeek-V4's walk (src/oracle/dsv4_model.cpp): N residual streams per token, hyper-connected.
-  Run run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool all_logits) const;
+  // The hyper-connected walk of DeepSeek-V4 and GLM-5's hybrid (src/oracle/hyper_model.cpp): N
+  // residual streams per token.
+  Run run_hyper(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const;
   void check_tokens(std::span<const int32_t> tokens, const Cache& cache) const;
   void check_cache(const Cache& cache) const;
   // `selection`: the DSA selection of the T tokens, passed from an MLA layer to the next.

@@ -257,6 +257,8 @@ void check_kernel_limits(const ModelConfig& c) {
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };
+  need(c.family != Family::Glm5Next, "glm5-next runs on the CPU oracle only (its Kimi delta attention and pooled ",
+       "indexer have no kernels yet)");
   if (c.family == Family::DeepseekV4) {
     need(c.hc_mult >= 1 && c.hc_mult <= kHcMaxStreams, "hc_mult = ", c.hc_mult, " (the hyper-connections take 1..",
          kHcMaxStreams, " streams)");

@@ -24,6 +24,8 @@ std::string_view family_arch(Family f) {
       return "glm-dsa";
     case Family::DeepseekV4:
       return "deepseek4";
+    case Family::Glm5Next:
+      return "glm5-next";
   }
   return "?";
 }
@@ -35,12 +37,19 @@ Family family_from_arch(std::string_view arch) {
   if (arch == "qwen35moe") return Family::Qwen35Moe;
   if (arch == "glm-dsa") return Family::GlmDsa;
   if (arch == "deepseek4") return Family::DeepseekV4;
+  if (arch == "glm5-next") return Family::Glm5Next;
   fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4)");
 }
 
 bool ModelConfig::has_linear() const {
   for (LayerKind k : layer_kind)
     if (k == LayerKind::Linear) return true;
+  return false;
+}
+
+bool ModelConfig::has_kda() const {
+  for (LayerKind k : layer_kind)
+    if (k == LayerKind::Kda) return true;
   return false;
 }
 
@@ -84,18 +93,25 @@ void ModelConfig::validate() const {
   pos("head_dim", head_dim);
   if (n_head % n_head_kv != 0)
     fail(ctx, "n_head ", n_head, " is not a multiple of n_head_kv ", n_head_kv);
-  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0)
+  if (family == Family::Glm5Next) {
+    if (n_rot != 0) fail(ctx, "n_rot ", n_rot, " (GLM-5's hybrid rotates nothing: qk_rope_head_dim 0)");
+  } else if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0) {
     fail(ctx, "n_rot ", n_rot, " must be even and in (0, head_dim ", head_dim, "]");
+  }
   if (!(rope_theta > 0)) fail(ctx, "rope_theta ", rope_theta, " must be > 0");
   if (!(rms_eps > 0)) fail(ctx, "rms_eps ", rms_eps, " must be > 0");
   if (static_cast<int64_t>(layer_kind.size()) != n_layer || static_cast<int64_t>(ffn_kind.size()) != n_layer)
     fail(ctx, "per-layer lists have ", layer_kind.size(), "/", ffn_kind.size(), " entries, n_layer ", n_layer);
   if (family == Family::Qwen3 && has_linear())
     fail(ctx, "qwen3 has no linear-attention layers");
-  if (family == Family::GlmDsa) {
-    for (int64_t i = 0; i < n_layer; ++i)
-      if (layer_kind[static_cast<size_t>(i)] != LayerKind::Mla)
+  if (is_glm()) {
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const LayerKind k = layer_kind[static_cast<size_t>(i)];
+      if (family == Family::GlmDsa && k != LayerKind::Mla)
         fail(ctx, "layer ", i, " is not an MLA layer (every glm-dsa layer is)");
+      if (family == Family::Glm5Next && k != LayerKind::Mla && k != LayerKind::Kda)
+        fail(ctx, "layer ", i, " is neither MLA nor KDA (glm5-next interleaves the two)");
+    }
     pos("mla_q_rank", mla_q_rank);
     pos("mla_kv_rank", mla_kv_rank);
     pos("mla_d_nope", mla_d_nope);
@@ -111,6 +127,30 @@ void ModelConfig::validate() const {
     if (static_cast<int64_t>(dsa_shared.size()) != n_layer)
       fail(ctx, "dsa_shared has ", dsa_shared.size(), " entries, n_layer ", n_layer);
     if (dsa_shared[0]) fail(ctx, "layer 0's indexer is 'shared': there is no earlier selection to reuse");
+    if (family == Family::Glm5Next) {
+      // transformers hands a selection only from a full MLA layer to the layer right after it
+      for (int64_t i = 0; i < n_layer; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        if (layer_kind[k] == LayerKind::Kda && dsa_shared[k])
+          fail(ctx, "layer ", i, " is a KDA layer with a 'shared' indexer");
+        if (layer_kind[k] == LayerKind::Mla && dsa_shared[k] &&
+            (layer_kind[k - 1] != LayerKind::Mla || dsa_shared[k - 1]))
+          fail(ctx, "layer ", i, "'s indexer is 'shared' but layer ", i - 1,
+               " is not an MLA layer with its own indexer (the only selection glm5_next passes on)");
+      }
+      pos("dsa_kpool", dsa_kpool);
+      if (dsa_topk % dsa_kpool != 0) fail(ctx, "dsa_topk ", dsa_topk, " is not a multiple of dsa_kpool ", dsa_kpool);
+      pos("hc_mult", hc_mult);
+      pos("hc_iters", hc_iters);
+      if (!(hc_eps >= 0) || !(swiglu_limit >= 0))
+        fail(ctx, "hc_eps ", hc_eps, ", swiglu_limit ", swiglu_limit, " must be >= 0");
+      if (!(kda_gate_bound <= 0)) fail(ctx, "kda_gate_bound ", kda_gate_bound, " must be <= 0 (0: no bound)");
+      if (has_kda() && (ssm_n_k_heads != ssm_n_v_heads || ssm_d_k != ssm_d_v))
+        fail(ctx, "KDA heads ", ssm_n_k_heads, "x", ssm_d_k, " (keys) vs ", ssm_n_v_heads, "x", ssm_d_v,
+             " (values) differ: KDA projects q, k and v to the same heads");
+    } else if (dsa_kpool != 0) {
+      fail(ctx, "dsa_kpool ", dsa_kpool, " set for glm-dsa (its indexer scores single tokens)");
+    }
   } else {
     if (has_mla()) fail(ctx, "family ", family_arch(family), " has no MLA layers");
     if (!dsa_shared.empty()) fail(ctx, "dsa_shared set for a model without MLA layers");
@@ -151,7 +191,10 @@ void ModelConfig::validate() const {
   } else if (!dsv4_attn.empty()) {
     fail(ctx, "dsv4_attn set for a model without DeepSeek-V4 layers");
   }
-  if (has_linear()) {
+  if (has_kda() && family != Family::Glm5Next) fail(ctx, "family ", family_arch(family), " has no KDA layers");
+  if (family != Family::Glm5Next && (dsa_kpool != 0 || kda_gate_bound != 0))
+    fail(ctx, "dsa_kpool / kda_gate_bound set outside glm5-next");
+  if (has_linear() || has_kda()) {
     pos("ssm_n_k_heads", ssm_n_k_heads);
     pos("ssm_n_v_heads", ssm_n_v_heads);
     pos("ssm_d_k", ssm_d_k);
@@ -172,7 +215,7 @@ void ModelConfig::validate() const {
     if (n_expert_used > n_expert)
       fail(ctx, "n_expert_used ", n_expert_used, " > n_expert ", n_expert);
     if (n_ff_shexp < 0) fail(ctx, "n_ff_shexp ", n_ff_shexp, " < 0");
-    const MoeGating want = family == Family::GlmDsa       ? MoeGating::SigmoidGrouped
+    const MoeGating want = is_glm()                       ? MoeGating::SigmoidGrouped
                            : family == Family::DeepseekV4 ? MoeGating::SqrtSoftplus
                                                           : MoeGating::Softmax;
     if (moe_gating != want)
@@ -211,12 +254,17 @@ std::string ModelConfig::summary() const {
   std::ostringstream os;
   os << family_arch(family) << " vocab " << n_vocab << " D " << n_embd << " layers " << n_layer
      << " heads " << n_head << "/" << n_head_kv << "x" << head_dim << " rot " << n_rot;
+  if (has_kda())
+    os << " kda " << ssm_n_v_heads << "x" << ssm_d_v << " conv " << ssm_conv_kernel << " bound " << kda_gate_bound;
   if (has_linear())
     os << " gdn k " << ssm_n_k_heads << "x" << ssm_d_k << " v " << ssm_n_v_heads << "x" << ssm_d_v
        << " conv " << ssm_conv_kernel;
   if (has_mla())
     os << " mla q " << mla_q_rank << " kv " << mla_kv_rank << " nope " << mla_d_nope << " v " << mla_d_v << " dsa "
        << dsa_n_head << "x" << dsa_head_dim << " top " << dsa_topk << " shared " << show_flags(dsa_shared);
+  if (dsa_kpool) os << " kpool " << dsa_kpool;
+  if (family == Family::Glm5Next)
+    os << " layers " << show_flags(layer_kind) << " hc " << hc_mult << " swiglu " << swiglu_limit;
   if (has_moe()) os << " moe " << n_expert_used << "/" << n_expert << "x" << n_ff_exp << " shexp " << n_ff_shexp;
   if (moe_gating == MoeGating::SigmoidGrouped)
     os << " sigmoid groups " << n_expert_group_used << "/" << n_expert_group << " scale " << expert_weights_scale;
@@ -277,6 +325,7 @@ std::string config_difference(const ModelConfig& a, const ModelConfig& b) {
   field("ssm_d_k", a.ssm_d_k, b.ssm_d_k);
   field("ssm_d_v", a.ssm_d_v, b.ssm_d_v);
   field("ssm_conv_kernel", a.ssm_conv_kernel, b.ssm_conv_kernel);
+  field("kda_gate_bound", a.kda_gate_bound, b.kda_gate_bound);
   field("n_expert", a.n_expert, b.n_expert);
   field("n_expert_used", a.n_expert_used, b.n_expert_used);
   field("n_ff_exp", a.n_ff_exp, b.n_ff_exp);
@@ -294,6 +343,7 @@ std::string config_difference(const ModelConfig& a, const ModelConfig& b) {
   field("dsa_head_dim", a.dsa_head_dim, b.dsa_head_dim);
   field("dsa_topk", a.dsa_topk, b.dsa_topk);
   field("dsa_shared", a.dsa_shared, b.dsa_shared);
+  field("dsa_kpool", a.dsa_kpool, b.dsa_kpool);
   field("dsv4_attn", a.dsv4_attn, b.dsv4_attn);
   field("csa_ratio", a.csa_ratio, b.csa_ratio);
   field("hca_ratio", a.hca_ratio, b.hca_ratio);
@@ -444,6 +494,7 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
     c.family = family_from_arch(arch);
     if (c.family == Family::GlmDsa) return glm_from_gguf_keys(kv, c);
     if (c.family == Family::DeepseekV4) return detail::dsv4_from_gguf_keys(kv, c);
+    if (c.family == Family::Glm5Next) fail("glm5-next has no GGUF form (llama.cpp has no such architecture)");
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -509,6 +560,7 @@ void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
   if (c.family == Family::GlmDsa) return write_glm_gguf_keys(c, dst);
   if (c.family == Family::DeepseekV4) return detail::write_dsv4_gguf_keys(c, dst);
+  if (c.family == Family::Glm5Next) fail("glm5-next has no GGUF form (llama.cpp has no such architecture)");
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
@@ -568,9 +620,11 @@ Family family_from_hf(const MetaKeys& kv) {
       if (a == "Qwen3_5MoeForCausalLM" || a == "Qwen3_5MoeForConditionalGeneration") return Family::Qwen35Moe;
       if (a == "GlmMoeDsaForCausalLM") return Family::GlmDsa;
       if (a == "DeepseekV4ForCausalLM") return Family::DeepseekV4;
+      if (a == "Glm5NextForConditionalGeneration") return Family::Glm5Next;
       fail("unsupported architecture '", a,
            "' (supported: Qwen3ForCausalLM, Qwen3NextForCausalLM, "
-           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, GlmMoeDsaForCausalLM, DeepseekV4ForCausalLM)");
+           "Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM, GlmMoeDsaForCausalLM, DeepseekV4ForCausalLM, "
+           "Glm5NextForConditionalGeneration)");
     }
   }
   if (!kv.has("model_type")) fail("neither architectures nor model_type present");
@@ -581,6 +635,7 @@ Family family_from_hf(const MetaKeys& kv) {
   if (t == "qwen3_5_moe" || t == "qwen3_5_moe_text") return Family::Qwen35Moe;
   if (t == "glm_moe_dsa") return Family::GlmDsa;
   if (t == "deepseek_v4") return Family::DeepseekV4;
+  if (t == "glm5_next" || t == "glm5_next_text") return Family::Glm5Next;
   fail("unsupported model_type '", t, "'");
 }
 
@@ -703,6 +758,7 @@ ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
     check_quantization_config(kv);
     if (c.family == Family::GlmDsa) return glm_from_hf_keys(kv, c);
     if (c.family == Family::DeepseekV4) return detail::dsv4_from_hf_keys(kv, c);
+    if (c.family == Family::Glm5Next) return detail::glm5next_from_hf_keys(kv, c);
     auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
     c.n_vocab = kv.get_int("vocab_size");
     c.n_embd = kv.get_int("hidden_size");
@@ -831,6 +887,7 @@ void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Hf) fail(dst.path(), ": write_hf_keys needs an Hf-style source");
   if (c.family == Family::GlmDsa) return write_glm_hf_keys(c, dst);
   if (c.family == Family::DeepseekV4) return detail::write_dsv4_hf_keys(c, dst);
+  if (c.family == Family::Glm5Next) return detail::write_glm5next_hf_keys(c, dst);
   static const char* kArch[] = {"Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM",
                                 "Qwen3_5MoeForCausalLM"};
   static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};

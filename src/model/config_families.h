@@ -18,4 +18,10 @@ void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst);
 ModelConfig dsv4_from_gguf_keys(const MetaKeys& kv, ModelConfig c);
 void write_dsv4_gguf_keys(const ModelConfig& c, MemorySource& dst);
 
+// GLM-5's hybrid (model_type glm5_next / glm5_next_text) as transformers 5.17's
+// Glm5NextTextConfig reads it; written flat (the text fields at the top level, which
+// Glm5NextConfig forwards to its text_config) with a one-block vision tower. config_glm5next.cpp.
+ModelConfig glm5next_from_hf_keys(const MetaKeys& kv, ModelConfig c);
+void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst);
+
 }  // namespace memra::detail

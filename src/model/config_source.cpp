@@ -1,6 +1,8 @@
 // ModelConfig from a GGUF file, an HF config.json, or any WeightSource; and the completion of a
 // metadata-only config from the tensors (vocab, tied output, dense layers in GGUF MoE models,
 // MTP presence).
+#include <nlohmann/json.hpp>
+
 #include "memra/config.h"
 #include "memra/error.h"
 #include "memra/gguf.h"
@@ -54,6 +56,10 @@ class HfKeys final : public MetaKeys {
   std::vector<double> get_float_array(std::string_view k) const override { return c_.get_float_array(k); }
   std::vector<std::string> get_string_array(std::string_view k) const override {
     return c_.get_string_array(k);
+  }
+  bool is_null(std::string_view k) const override {
+    const nlohmann::json* v = c_.find(k);
+    return v && v->is_null();
   }
 
  private:

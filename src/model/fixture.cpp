@@ -69,7 +69,8 @@ Family family_from_name(std::string_view name) {
   if (name == "qwen35moe") return Family::Qwen35Moe;
   if (name == "glm-dsa") return Family::GlmDsa;
   if (name == "deepseek4") return Family::DeepseekV4;
-  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4)");
+  if (name == "glm5-next") return Family::Glm5Next;
+  fail("unknown family '", name, "' (qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4, glm5-next)");
 }
 
 uint64_t fixture_seed(const FixtureSpec& s) {
@@ -141,6 +142,47 @@ ModelConfig tiny_glm_shapes() {
   return c;
 }
 
+// GLM-5's hybrid at n_layer: per block of four, two KDA layers, an MLA layer with its own
+// indexer and one that reuses its selection (the released pattern is three KDA layers and one
+// MLA layer; this one runs both indexer forms at four layers); the first FFN dense, the rest MoE.
+void glm5next_layers(ModelConfig& c, int64_t n_layer) {
+  c.n_layer = n_layer;
+  c.layer_kind.clear();
+  c.dsa_shared.clear();
+  for (int64_t i = 0; i < n_layer; ++i) {
+    c.layer_kind.push_back(i % 4 < 2 ? LayerKind::Kda : LayerKind::Mla);
+    c.dsa_shared.push_back(i % 4 == 3);
+  }
+  c.ffn_kind.assign(static_cast<size_t>(n_layer), FfnKind::Moe);
+  c.ffn_kind[0] = FfnKind::Dense;
+}
+
+// GLM-5's hybrid (glm5_next) at tiny width: D = 64; KDA layers of 4 heads of 16 with a conv of 4
+// and the released safe gate (bound -5); MLA of 4 heads of 16 (no rotation), latents of 32; an
+// indexer of 8 heads of 16 scoring pools of 4 tokens and keeping 16 tokens (4 pools) plus the open
+// tail, so prompts past 20 tokens drop some; 4 hyper-connection streams, 20 Sinkhorn iterations;
+// 8 experts in 4 groups, top-2 from the best 2 groups, one shared expert, scale 2.5; the SwiGLU
+// clamp at 0.75 (the release's 10 is never reached by random weights: this one clamps some).
+ModelConfig tiny_glm5next_shapes() {
+  ModelConfig c = tiny_glm_shapes();
+  c.family = Family::Glm5Next;
+  c.n_rot = 0;
+  c.mla_d_nope = 16;
+  c.head_dim = c.mla_d_nope;
+  c.rope_theta = 10000;
+  c.dsa_kpool = 4;
+  glm5next_layers(c, 4);
+  c.ssm_n_k_heads = c.ssm_n_v_heads = 4;
+  c.ssm_d_k = c.ssm_d_v = 16;
+  c.ssm_conv_kernel = 4;
+  c.kda_gate_bound = -5;
+  c.hc_mult = 4;
+  c.hc_iters = 20;
+  c.hc_eps = 1e-6;
+  c.swiglu_limit = 0.75;
+  return c;
+}
+
 // DeepSeek-V4's layers at n_layer: sliding, sliding, then CSA and HCA alternating (so a deeper
 // model has several of each); every layer MoE, the first one hash-routed.
 void dsv4_layers(ModelConfig& c, int64_t n_layer) {
@@ -203,6 +245,7 @@ ModelConfig tiny_dsv4_shapes() {
 ModelConfig tiny_shapes(Family f) {
   if (f == Family::GlmDsa) return tiny_glm_shapes();
   if (f == Family::DeepseekV4) return tiny_dsv4_shapes();
+  if (f == Family::Glm5Next) return tiny_glm5next_shapes();
   // Every row length is a multiple of 64 so that the same model can be stored as NVFP4:
   // D = H*hd = nv*dv = n_ff_exp = 64, n_ff = 128. d_k != d_v and n_v = 2 n_k exercise every
   // GDN split; Qwen3-Next keeps one dense layer among MoE layers (mlp_only_layers = [2]).
@@ -253,7 +296,8 @@ ModelConfig tiny_shapes(Family f) {
 ModelConfig unit_shapes(Family f) {
   ModelConfig c = tiny_shapes(f);
   c.n_vocab = 512;
-  if (f == Family::GlmDsa || f == Family::DeepseekV4) return c;  // tiny's shapes with the unit vocabulary
+  if (f == Family::GlmDsa || f == Family::DeepseekV4 || f == Family::Glm5Next)
+    return c;  // tiny's shapes with the unit vocabulary
   c.rms_eps = 1e-6;
   c.tied_embeddings = false;
   if (f == Family::Qwen3) {
@@ -405,7 +449,8 @@ ModelConfig fixture_config(const FixtureSpec& s) {
     case Preset::Bank:
       c = tiny_shapes(s.family);
       c.n_vocab = kBankVocab;
-      if (s.family == Family::GlmDsa || s.family == Family::DeepseekV4) break;  // tiny's shapes, untied
+      if (s.family == Family::GlmDsa || s.family == Family::DeepseekV4 || s.family == Family::Glm5Next)
+        break;           // tiny's shapes, untied
       c.rms_eps = 1e-6;  // as banked (test/fixtures/banks were computed with it)
       // Both lm_head forms meet transformers: tied (qwen3, qwen35) and untied (the MoE ones).
       c.tied_embeddings = s.family == Family::Qwen3 || s.family == Family::Qwen35;
@@ -417,6 +462,8 @@ ModelConfig fixture_config(const FixtureSpec& s) {
   if (s.n_embd > 0) c.n_embd = s.n_embd;
   if (s.n_layer > 0 && c.family == Family::DeepseekV4) {
     dsv4_layers(c, s.n_layer);
+  } else if (s.n_layer > 0 && c.family == Family::Glm5Next) {
+    glm5next_layers(c, s.n_layer);
   } else if (s.n_layer > 0) {
     const FfnKind fk = c.ffn_kind.empty() ? FfnKind::Dense : c.ffn_kind.back();
     if (c.family == Family::GlmDsa) {
@@ -829,7 +876,7 @@ TensorPlan draw_plan(const detail::PlannedTensor& t, NameStyle style, const Mode
 std::vector<TensorPlan> tensor_plan(const ModelConfig& c, NameStyle style, const char* who) {
   c.validate();
   if (c.n_mtp > 0) fail(who, ": MTP layers are not generated by the streamed writer");
-  if (c.family == Family::DeepseekV4) fail(who, ": deepseek4 models are not generated by the streamed writer yet");
+  if (c.is_hyper()) fail(who, ": ", family_arch(c.family), " models are not generated by the streamed writer yet");
   const FixtureScales s = fixture_scales(c.family);
   const auto experts = style == NameStyle::Gguf ? detail::ExpertLayout::Stacked : detail::ExpertLayout::PerExpert;
   std::vector<TensorPlan> p;

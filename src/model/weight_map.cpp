@@ -223,6 +223,22 @@ constexpr SlotNames kNames[] = {
     {Slot::HcHeadFn, "output_hc_fn.weight", "hc_head.hc_fn"},
     {Slot::HcHeadBase, "output_hc_base.weight", "hc_head.hc_base"},
     {Slot::HcHeadScale, "output_hc_scale.weight", "hc_head.hc_scale"},
+    // GLM-5's hybrid: HF as transformers 5.17's glm5_next saves it (no GGUF form)
+    {Slot::KdaQ, nullptr, "self_attn.q_proj.weight"},
+    {Slot::KdaK, nullptr, "self_attn.k_proj.weight"},
+    {Slot::KdaV, nullptr, "self_attn.v_proj.weight"},
+    {Slot::KdaConv, nullptr, "self_attn.conv1d.weight"},
+    {Slot::KdaFA, nullptr, "self_attn.forget_gate.f_a_proj.weight"},
+    {Slot::KdaFB, nullptr, "self_attn.forget_gate.f_b_proj.weight"},
+    {Slot::KdaDtBias, nullptr, "self_attn.forget_gate.dt_bias"},
+    {Slot::KdaALog, nullptr, "self_attn.forget_gate.A_log"},
+    {Slot::KdaB, nullptr, "self_attn.b_proj.weight"},
+    {Slot::KdaGA, nullptr, "self_attn.g_a_proj.weight"},
+    {Slot::KdaGB, nullptr, "self_attn.g_b_proj.weight"},
+    {Slot::KdaNorm, nullptr, "self_attn.o_norm.weight"},
+    {Slot::KdaO, nullptr, "self_attn.o_proj.weight"},
+    {Slot::DsaKpoolGate, nullptr, "self_attn.indexer.index_kpool_compress_gate"},
+    {Slot::DsaKpoolApe, nullptr, "self_attn.indexer.index_kpool_compress_ape"},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -259,7 +275,7 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::ShUp:
     case Slot::ShDown:
       // GLM-5 and DeepSeek-V4 name their shared expert module in the plural.
-      if (!gguf && (at.family == Family::GlmDsa ||
+      if (!gguf && (at.family == Family::GlmDsa || at.family == Family::Glm5Next ||
                     at.family == Family::DeepseekV4)) {  // "mlp.shared_expert.<m>" -> "mlp.shared_experts.<m>"
         std::string n(t);
         n.insert(std::string_view("mlp.shared_expert").size(), "s");
@@ -407,6 +423,31 @@ std::vector<int64_t> tensor_ne(Slot k, NameStyle style, const ModelConfig& c) {
       return {c.hc_mult};
     case Slot::HcHeadScale:
       return {1};
+    case Slot::KdaQ:
+    case Slot::KdaK:
+    case Slot::KdaV:
+    case Slot::KdaGB:
+    case Slot::KdaFB:
+      return {k == Slot::KdaGB || k == Slot::KdaFB ? c.ssm_d_v : D, c.ssm_value_dim()};
+    case Slot::KdaConv:
+      return {c.ssm_conv_kernel, 1, conv};  // torch [3*H*d, 1, K]
+    case Slot::KdaFA:
+    case Slot::KdaGA:
+      return {D, c.ssm_d_v};
+    case Slot::KdaDtBias:
+      return {c.ssm_value_dim()};
+    case Slot::KdaALog:
+      return {nv};
+    case Slot::KdaB:
+      return {D, nv};
+    case Slot::KdaNorm:
+      return {c.ssm_d_v};
+    case Slot::KdaO:
+      return {vd, D};
+    case Slot::DsaKpoolGate:
+      return {D, c.dsa_head_dim};
+    case Slot::DsaKpoolApe:
+      return {c.dsa_head_dim, c.dsa_kpool};  // torch [P, hd]
   }
   fail("weight map: slot ", static_cast<int>(k), " has no shape");
 }
@@ -468,6 +509,12 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
     p.add(Slot::MlaO);
     if (dsa_indexer)
       for (Slot k : {Slot::DsaQB, Slot::DsaK, Slot::DsaKNorm, Slot::DsaKNormBias, Slot::DsaWeights}) p.add(k);
+    if (dsa_indexer && c.dsa_kpool > 0)
+      for (Slot k : {Slot::DsaKpoolGate, Slot::DsaKpoolApe}) p.add(k);
+  } else if (kind == LayerKind::Kda) {
+    for (Slot k : {Slot::KdaQ, Slot::KdaK, Slot::KdaV, Slot::KdaConv, Slot::KdaFA, Slot::KdaFB, Slot::KdaDtBias,
+                   Slot::KdaALog, Slot::KdaB, Slot::KdaGA, Slot::KdaGB, Slot::KdaNorm, Slot::KdaO})
+      p.add(k);
   } else if (kind == LayerKind::Dsv4) {
     for (Slot k : {Slot::MlaQA, Slot::Dsv4QANorm, Slot::MlaQB, Slot::Dsv4Kv, Slot::Dsv4KvNorm, Slot::Dsv4OA,
                    Slot::Dsv4OB, Slot::Dsv4Sinks})
@@ -479,9 +526,6 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
       for (Slot k : {Slot::CsaKv, Slot::CsaGate, Slot::CsaApe, Slot::CsaNorm, Slot::IdxKv, Slot::IdxGate, Slot::IdxApe,
                      Slot::IdxNorm, Slot::IdxQB, Slot::IdxWeights})
         p.add(k);
-    for (Slot k :
-         {Slot::HcAttnFn, Slot::HcAttnBase, Slot::HcAttnScale, Slot::HcFfnFn, Slot::HcFfnBase, Slot::HcFfnScale})
-      p.add(k);
   } else {
     if (!gguf && next) {
       p.add(Slot::Qkvz);
@@ -497,6 +541,10 @@ std::vector<PlannedTensor> layer_tensors(const ModelConfig& c, NameStyle style, 
     }
     for (Slot k : {Slot::Conv, Slot::SsmA, Slot::DtBias, Slot::SsmNorm, Slot::SsmOut}) p.add(k);
   }
+  if (c.is_hyper())
+    for (Slot k :
+         {Slot::HcAttnFn, Slot::HcAttnBase, Slot::HcAttnScale, Slot::HcFfnFn, Slot::HcFfnBase, Slot::HcFfnScale})
+      p.add(k);
   if (ffn == FfnKind::Moe) {
     p.add(Slot::Router);
     const bool hash = c.moe_gating == MoeGating::SqrtSoftplus && layer >= 0 && layer < c.n_hash_layers;

@@ -169,6 +169,21 @@ enum class Slot {
   HcHeadFn,
   HcHeadBase,
   HcHeadScale,  // model level: the streams' final collapse
+  KdaQ,
+  KdaK,
+  KdaV,
+  KdaConv,
+  KdaFA,
+  KdaFB,
+  KdaDtBias,
+  KdaALog,
+  KdaB,
+  KdaGA,
+  KdaGB,
+  KdaNorm,
+  KdaO,  // Kimi delta attention (GLM-5's hybrid)
+  DsaKpoolGate,
+  DsaKpoolApe,  // its DSA indexer's pool gate
 };
 
 // Where a name sits: `prefix` is the layer prefix (LayerSpec::prefix) for layer slots; model
@@ -287,8 +302,30 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
       x.k_norm = rd.vec(N(Slot::DsaKNorm), ne(Slot::DsaKNorm));
       x.k_norm_bias = rd.vec(N(Slot::DsaKNormBias), ne(Slot::DsaKNormBias));
       x.weights = mat(Slot::DsaWeights);
+      if (c.dsa_kpool > 0) {
+        x.kpool_gate = mat(Slot::DsaKpoolGate);
+        x.kpool_ape = rd.vec(N(Slot::DsaKpoolApe), ne(Slot::DsaKpoolApe));
+      }
       L.dsa = std::move(x);
     }
+  } else if (s.kind == LayerKind::Kda) {
+    typename R::Layer::Kda k;
+    auto vec = [&](Slot x) { return rd.vec(N(x), ne(x)); };
+    k.wq = mat(Slot::KdaQ);
+    k.wk = mat(Slot::KdaK);
+    k.wv = mat(Slot::KdaV);
+    const int64_t conv_dim = c.ssm_conv_dim();
+    k.conv = rd.conv(vec(Slot::KdaConv), conv_dim, c.ssm_conv_kernel);
+    k.f_a = mat(Slot::KdaFA);
+    k.f_b = mat(Slot::KdaFB);
+    k.dt_bias = vec(Slot::KdaDtBias);
+    k.a_log = vec(Slot::KdaALog);
+    k.wb = mat(Slot::KdaB);
+    k.g_a = mat(Slot::KdaGA);
+    k.g_b = mat(Slot::KdaGB);
+    k.norm = vec(Slot::KdaNorm);
+    k.wo = mat(Slot::KdaO);
+    L.kda = std::move(k);
   } else if (s.kind == LayerKind::Dsv4) {
     // DeepSeek-V4's norms are plain multipliers (no zero-centring).
     auto vec = [&](Slot k) { return rd.vec(N(k), ne(k)); };
@@ -322,15 +359,6 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
       x.comp.norm = vec(Slot::IdxNorm);
       L.dsv4_indexer = std::move(x);
     }
-    typename R::Layer::Hyper ha, hf;
-    ha.fn = mat(Slot::HcAttnFn);
-    ha.base = vec(Slot::HcAttnBase);
-    ha.scale = vec(Slot::HcAttnScale);
-    hf.fn = mat(Slot::HcFfnFn);
-    hf.base = vec(Slot::HcFfnBase);
-    hf.scale = vec(Slot::HcFfnScale);
-    L.hc_attn = std::move(ha);
-    L.hc_ffn = std::move(hf);
   } else {
     typename R::Gdn g;
     const int64_t conv_dim = c.ssm_conv_dim();
@@ -365,6 +393,18 @@ typename R::Layer map_layer(const R& rd, const ModelConfig& c, const LayerSpec& 
     g.norm = rd.vec(N(Slot::SsmNorm), ne(Slot::SsmNorm));
     g.wout = mat(Slot::SsmOut);
     L.gdn = std::move(g);
+  }
+  if (c.is_hyper()) {  // the hyper-connections around the mixer and the FFN
+    auto vec = [&](Slot k) { return rd.vec(N(k), ne(k)); };
+    typename R::Layer::Hyper ha, hf;
+    ha.fn = mat(Slot::HcAttnFn);
+    ha.base = vec(Slot::HcAttnBase);
+    ha.scale = vec(Slot::HcAttnScale);
+    hf.fn = mat(Slot::HcFfnFn);
+    hf.base = vec(Slot::HcFfnBase);
+    hf.scale = vec(Slot::HcFfnScale);
+    L.hc_attn = std::move(ha);
+    L.hc_ffn = std::move(hf);
   }
   if (s.ffn == FfnKind::Moe) {
     typename R::Moe m;

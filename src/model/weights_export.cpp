@@ -98,8 +98,29 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
       x.k_norm = rand_vec(g, c.dsa_head_dim, 0.75f, 1.25f);
       x.k_norm_bias = rand_vec(g, c.dsa_head_dim, -0.25f, 0.25f);
       x.weights = rand_mat(g, c.dsa_n_head, D);
+      if (c.dsa_kpool > 0) {
+        x.kpool_gate = rand_mat(g, c.dsa_head_dim, D);
+        x.kpool_ape = rand_vec(g, c.dsa_kpool * c.dsa_head_dim, -0.5f, 0.5f);
+      }
       L.dsa = std::move(x);
     }
+  } else if (kind == LayerKind::Kda) {
+    KdaWeights k;
+    const int64_t H = c.ssm_n_v_heads, d = c.ssm_d_v, hd = H * d;
+    k.wq = rand_mat(g, hd, D);
+    k.wk = rand_mat(g, hd, D);
+    k.wv = rand_mat(g, hd, D);
+    k.conv = rand_mat(g, c.ssm_conv_dim(), c.ssm_conv_kernel, 0.5f);
+    k.f_a = rand_mat(g, d, D);
+    k.f_b = rand_mat(g, hd, d);
+    k.dt_bias = rand_vec(g, hd, -1.0f, 1.0f);  // with a_log: decays exp(g) spread over (0, 1)
+    k.a_log = rand_vec(g, H, -1.0f, 1.0f);
+    k.wb = rand_mat(g, H, D);
+    k.g_a = rand_mat(g, d, D);
+    k.g_b = rand_mat(g, hd, d);
+    k.norm = rand_vec(g, d, 0.75f, 1.25f);
+    k.wo = rand_mat(g, D, hd);
+    L.kda = std::move(k);
   } else if (kind == LayerKind::Dsv4) {
     Dsv4AttnWeights a;
     const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank;
@@ -124,9 +145,6 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
       x.comp = rand_compressor(g, D, c.dsa_head_dim, c.csa_ratio, true);
       L.dsv4_indexer = std::move(x);
     }
-    const int64_t N = c.hc_mult;
-    L.hc_attn = rand_hyper(g, (2 + N) * N, N * D, 3);
-    L.hc_ffn = rand_hyper(g, (2 + N) * N, N * D, 3);
   } else {
     GdnWeights w;
     const int64_t nv = c.ssm_n_v_heads;
@@ -140,6 +158,11 @@ LayerWeights rand_layer(Rng& g, const ModelConfig& c, LayerKind kind, FfnKind ff
     w.norm = rand_vec(g, c.ssm_d_v, 0.75f, 1.25f);
     w.wout = rand_mat(g, D, c.ssm_value_dim());
     L.gdn = std::move(w);
+  }
+  if (c.is_hyper()) {
+    const int64_t N = c.hc_mult;
+    L.hc_attn = rand_hyper(g, (2 + N) * N, N * D, 3);
+    L.hc_ffn = rand_hyper(g, (2 + N) * N, N * D, 3);
   }
   if (ffn == FfnKind::Moe) {
     MoeWeights m;
@@ -271,6 +294,7 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
   const LayerKind kind = L.attn   ? LayerKind::Attention
                          : L.mla  ? LayerKind::Mla
                          : L.dsv4 ? LayerKind::Dsv4
+                         : L.kda  ? LayerKind::Kda
                                   : LayerKind::Linear;
   const FfnKind ffn = L.moe ? FfnKind::Moe : FfnKind::Dense;
   for (const PlannedTensor& t : detail::layer_tensors(c, style, prefix, kind, ffn, experts, L.dsa.has_value(), layer)) {
@@ -435,6 +459,51 @@ void put_layer(MemorySource& s, const ModelConfig& c, NameStyle style, const std
       case Slot::HcFfnScale:
         put_tensor(s, t, need(L.hc_ffn).scale);
         break;
+      case Slot::KdaQ:
+        put_tensor(s, t, need(L.kda).wq.data);
+        break;
+      case Slot::KdaK:
+        put_tensor(s, t, need(L.kda).wk.data);
+        break;
+      case Slot::KdaV:
+        put_tensor(s, t, need(L.kda).wv.data);
+        break;
+      case Slot::KdaConv:
+        put_tensor(s, t, need(L.kda).conv.data);
+        break;
+      case Slot::KdaFA:
+        put_tensor(s, t, need(L.kda).f_a.data);
+        break;
+      case Slot::KdaFB:
+        put_tensor(s, t, need(L.kda).f_b.data);
+        break;
+      case Slot::KdaDtBias:
+        put_tensor(s, t, need(L.kda).dt_bias);
+        break;
+      case Slot::KdaALog:
+        put_tensor(s, t, need(L.kda).a_log);
+        break;
+      case Slot::KdaB:
+        put_tensor(s, t, need(L.kda).wb.data);
+        break;
+      case Slot::KdaGA:
+        put_tensor(s, t, need(L.kda).g_a.data);
+        break;
+      case Slot::KdaGB:
+        put_tensor(s, t, need(L.kda).g_b.data);
+        break;
+      case Slot::KdaNorm:
+        put_tensor(s, t, need(L.kda).norm);
+        break;
+      case Slot::KdaO:
+        put_tensor(s, t, need(L.kda).wo.data);
+        break;
+      case Slot::DsaKpoolGate:
+        put_tensor(s, t, need(L.dsa).kpool_gate.data);
+        break;
+      case Slot::DsaKpoolApe:
+        put_tensor(s, t, need(L.dsa).kpool_ape);
+        break;
       case Slot::Tid2eid:
         put_tid2eid(s, t, need(L.moe).tid2eid, style);
         break;
@@ -522,7 +591,8 @@ MemorySource to_gguf_source(const ModelConfig& c, const ModelWeights& w, GgufLay
 MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout layout) {
   MemorySource s(MetaStyle::Hf, std::string("<memory hf ") + std::string(family_arch(c.family)) + ">");
   write_hf_keys(c, s);
-  const bool fused = layout.fused_experts || c.family == Family::DeepseekV4;
+  // DeepSeek-V4 and GLM-5's hybrid: the experts as transformers 5.17 holds (and saves) them
+  const bool fused = layout.fused_experts || c.is_hyper();
   put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix,
             fused ? ExpertLayout::Fused : ExpertLayout::PerExpert);
   return s;

@@ -15,6 +15,13 @@
 // (all of them while p + 1 <= dsa_topk); ties at the cut go to the lowest position (transformers'
 // topk leaves their order unspecified; random-weight fixtures do not produce exact ties). A
 // "shared" layer reuses the selection of the layer before it.
+//
+// GLM-5's hybrid (glm5_next; dsa_kpool = P, n_rot 0, latent norms at rms_eps): the indexer
+// scores pools instead of tokens. Pool j holds tokens jP .. jP+P-1; its key is, per channel c,
+//   kp_j[c] = sum_s softmax_s(g_s[c] + ape[s - jP][c]) ki_s[c],  g_s = kpool_gate x_s
+// and the query at p scores the pools that close at or before it, (p + 1) / P of them, with the
+// formula above; it attends to the tokens of its dsa_topk / P best pools (ties: lowest pool) and
+// to the open tail, tokens ((p + 1) / P) P .. p, always.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,8 +34,9 @@
 namespace memra::oracle::ops {
 
 namespace {
-// The latent and indexer-key norms of glm_moe_dsa: fixed, not rms_norm_eps.
-constexpr double kLatentNormEps = ModelConfig::kMlaNormEps;
+// The indexer-key LayerNorm's eps (1e-6 in both GLM-5 families; the latent norms':
+// ModelConfig::mla_latent_eps).
+constexpr double kIndexNormEps = ModelConfig::kMlaNormEps;
 }  // namespace
 
 void rope_pairs(float* x, int64_t n_rot, int64_t pos, double theta) {
@@ -92,16 +100,17 @@ void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const
          AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads) {
   const int64_t H = c.n_head, hd = c.head_dim, dn = c.mla_d_nope, dr = c.n_rot, dv = c.mla_d_v;
   const int64_t qr = c.mla_q_rank, kvr = c.mla_kv_rank, kw = c.kv_k_width(), vw = c.kv_v_width();
+  const double latent_eps = c.mla_latent_eps();
   std::vector<float> qlat(static_cast<size_t>(T * qr)), q(static_cast<size_t>(T * H * hd));
   std::vector<float> kva(static_cast<size_t>(T * (kvr + dr))), lat(static_cast<size_t>(T * kvr));
   std::vector<float> kvb(static_cast<size_t>(T * H * (dn + dv)));
   matmul(w.wq_a, x, T, qlat.data(), threads);
   for (int64_t t = 0; t < T; ++t)
-    rmsnorm(qlat.data() + t * qr, w.q_a_norm.data(), qr, kLatentNormEps, qlat.data() + t * qr);
+    rmsnorm(qlat.data() + t * qr, w.q_a_norm.data(), qr, latent_eps, qlat.data() + t * qr);
   matmul(w.wq_b, qlat.data(), T, q.data(), threads);
   matmul(w.wkv_a, x, T, kva.data(), threads);
   for (int64_t t = 0; t < T; ++t)
-    rmsnorm(kva.data() + t * (kvr + dr), w.kv_a_norm.data(), kvr, kLatentNormEps, lat.data() + t * kvr);
+    rmsnorm(kva.data() + t * (kvr + dr), w.kv_a_norm.data(), kvr, latent_eps, lat.data() + t * kvr);
   matmul(w.wkv_b, lat.data(), T, kvb.data(), threads);
   for (int64_t t = 0; t < T; ++t) {
     const int64_t pos = pos0 + t;
@@ -119,18 +128,32 @@ void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const
   }
 
   if (dsa) {
-    const int64_t ni = c.dsa_n_head, hi = c.dsa_head_dim;
+    const int64_t ni = c.dsa_n_head, hi = c.dsa_head_dim, P = c.dsa_kpool;
     std::vector<float> qi(static_cast<size_t>(T * ni * hi)), ki(static_cast<size_t>(T * hi)),
         wi(static_cast<size_t>(T * ni));
     matmul(dsa->wq_b, qlat.data(), T, qi.data(), threads);
     matmul(dsa->wk, x, T, ki.data(), threads);
     matmul(dsa->weights, x, T, wi.data(), threads);
+    if (P > 0) matmul(dsa->kpool_gate, x, T, cache.index_gate.data() + pos0 * hi, threads);
     for (int64_t t = 0; t < T; ++t) {
       const int64_t pos = pos0 + t;
       for (int64_t h = 0; h < ni; ++h) rope_pairs(qi.data() + (t * ni + h) * hi, dr, pos, c.rope_theta);
       float* kt = cache.index_k.data() + pos * hi;
-      layernorm(ki.data() + t * hi, dsa->k_norm.data(), dsa->k_norm_bias.data(), hi, kLatentNormEps, kt);
+      layernorm(ki.data() + t * hi, dsa->k_norm.data(), dsa->k_norm_bias.data(), hi, kIndexNormEps, kt);
       rope_pairs(kt, dr, pos, c.rope_theta);
+    }
+    // The keys scored: every token's, or (pooled) every pool's that closes by the call's last token.
+    const float* keys = cache.index_k.data();
+    std::vector<float> pooled;
+    if (P > 0) {
+      const int64_t n_pools = (pos0 + T) / P;
+      pooled.resize(static_cast<size_t>(n_pools * hi));
+      std::vector<float> logit(static_cast<size_t>(P * hi));
+      for (int64_t j = 0; j < n_pools; ++j) {
+        for (int64_t i = 0; i < P * hi; ++i) logit[i] = cache.index_gate[j * P * hi + i] + dsa->kpool_ape[i];
+        pool_window(cache.index_k.data() + j * P * hi, logit.data(), P, hi, pooled.data() + j * hi);
+      }
+      keys = pooled.data();
     }
     const double qk_scale = 1.0 / std::sqrt(static_cast<double>(hi)),
                  w_scale = 1.0 / std::sqrt(static_cast<double>(ni));
@@ -138,17 +161,25 @@ void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const
     parallel_rows(T, T * (pos0 + T) * ni * hi, threads, [&](int64_t t0, int64_t t1) {
       std::vector<double> score;
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t n = pos0 + t + 1;
+        const int64_t p = pos0 + t, n = P > 0 ? (p + 1) / P : p + 1;
         score.assign(static_cast<size_t>(n), 0.0);
         for (int64_t s = 0; s < n; ++s) {
           double acc = 0;
           for (int64_t h = 0; h < ni; ++h) {
-            const double qk = dot(qi.data() + (t * ni + h) * hi, cache.index_k.data() + s * hi, hi) * qk_scale;
+            const double qk = dot(qi.data() + (t * ni + h) * hi, keys + s * hi, hi) * qk_scale;
             acc += static_cast<double>(wi[t * ni + h]) * w_scale * std::max(qk, 0.0);
           }
           score[s] = acc;
         }
-        selection[static_cast<size_t>(t)] = select_top(score, c.dsa_topk);
+        std::vector<int32_t>& sel = selection[static_cast<size_t>(t)];
+        if (P == 0) {
+          sel = select_top(score, c.dsa_topk);
+          continue;
+        }
+        sel.clear();
+        for (int32_t j : select_top(score, c.dsa_topk / P))
+          for (int64_t s = 0; s < P; ++s) sel.push_back(static_cast<int32_t>(j * P + s));
+        for (int64_t s = n * P; s <= p; ++s) sel.push_back(static_cast<int32_t>(s));  // the open tail
       }
     });
   }

@@ -46,7 +46,7 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
   if (kind == LayerKind::Dsv4) {
     need(L.dsv4.has_value() && !L.attn && !L.gdn && !L.mla, p + ": DeepSeek-V4 layer without its attention weights");
     const Dsv4AttnWeights& a = *L.dsv4;
-    const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank, N = c.hc_mult;
+    const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank;
     check_mat(a.wq_a, qr, D, p + ".dsv4.wq_a");
     check_vec(a.q_a_norm, qr, p + ".dsv4.q_a_norm");
     check_mat(a.wq_b, H * hd, qr, p + ".dsv4.wq_b");
@@ -75,12 +75,23 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
       check_mat(L.dsv4_indexer->weights, c.dsa_n_head, D, p + ".dsv4_indexer.weights");
       check_comp(L.dsv4_indexer->comp, c.dsa_head_dim, c.csa_ratio, true, p + ".dsv4_indexer.comp");
     }
-    for (const auto* hc : {&L.hc_attn, &L.hc_ffn}) {
-      need(hc->has_value(), p + ": hyper-connection weights missing");
-      check_mat((*hc)->fn, (2 + N) * N, N * D, p + ".hc.fn");
-      check_vec((*hc)->base, (2 + N) * N, p + ".hc.base");
-      check_vec((*hc)->scale, 3, p + ".hc.scale");
-    }
+  } else if (kind == LayerKind::Kda) {
+    need(L.kda.has_value() && !L.attn && !L.gdn && !L.mla, p + ": KDA layer without KDA weights");
+    const KdaWeights& k = *L.kda;
+    const int64_t H = c.ssm_n_v_heads, d = c.ssm_d_v, hd = H * d;
+    check_mat(k.wq, hd, D, p + ".kda.wq");
+    check_mat(k.wk, hd, D, p + ".kda.wk");
+    check_mat(k.wv, hd, D, p + ".kda.wv");
+    check_mat(k.conv, c.ssm_conv_dim(), c.ssm_conv_kernel, p + ".kda.conv");
+    check_mat(k.f_a, d, D, p + ".kda.f_a");
+    check_mat(k.f_b, hd, d, p + ".kda.f_b");
+    check_vec(k.dt_bias, hd, p + ".kda.dt_bias");
+    check_vec(k.a_log, H, p + ".kda.a_log");
+    check_mat(k.wb, H, D, p + ".kda.wb");
+    check_mat(k.g_a, d, D, p + ".kda.g_a");
+    check_mat(k.g_b, hd, d, p + ".kda.g_b");
+    check_vec(k.norm, d, p + ".kda.norm");
+    check_mat(k.wo, D, hd, p + ".kda.wo");
   } else if (kind == LayerKind::Mla) {
     need(L.mla.has_value() && !L.attn && !L.gdn, p + ": MLA layer without MLA weights");
     const MlaWeights& a = *L.mla;
@@ -99,6 +110,12 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
       check_vec(x.k_norm, c.dsa_head_dim, p + ".dsa.k_norm");
       check_vec(x.k_norm_bias, c.dsa_head_dim, p + ".dsa.k_norm_bias");
       check_mat(x.weights, c.dsa_n_head, D, p + ".dsa.weights");
+      if (c.dsa_kpool > 0) {
+        check_mat(x.kpool_gate, c.dsa_head_dim, D, p + ".dsa.kpool_gate");
+        check_vec(x.kpool_ape, c.dsa_kpool * c.dsa_head_dim, p + ".dsa.kpool_ape");
+      } else {
+        need(x.kpool_gate.empty() && x.kpool_ape.empty(), p + ".dsa.kpool_*: present without pooled scoring");
+      }
     }
   } else if (kind == LayerKind::Attention) {
     need(L.attn.has_value() && !L.gdn, p + ": attention layer without attention weights");
@@ -125,6 +142,17 @@ void check_layer(const ModelConfig& c, const LayerWeights& L, LayerKind kind, co
     check_vec(g.dt_bias, nv, p + ".dt_bias");
     check_vec(g.norm, c.ssm_d_v, p + ".norm");
     check_mat(g.wout, D, c.ssm_value_dim(), p + ".wout");
+  }
+  if (c.is_hyper()) {
+    const int64_t N = c.hc_mult;
+    for (const auto* hc : {&L.hc_attn, &L.hc_ffn}) {
+      need(hc->has_value(), p + ": hyper-connection weights missing");
+      check_mat((*hc)->fn, (2 + N) * N, N * D, p + ".hc.fn");
+      check_vec((*hc)->base, (2 + N) * N, p + ".hc.base");
+      check_vec((*hc)->scale, 3, p + ".hc.scale");
+    }
+  } else {
+    need(!L.hc_attn && !L.hc_ffn, p + ": hyper-connection weights in a family without them");
   }
   need(L.ffn.has_value() != L.moe.has_value(), p + ": needs exactly one of dense FFN / MoE");
   if (L.ffn) check_ffn(*L.ffn, D, c.n_ff, p + ".ffn");
@@ -168,7 +196,7 @@ void check_weights(const ModelConfig& c, const ModelWeights& w) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const LayerWeights& L = w.layers[static_cast<size_t>(i)];
     check_layer(c, L, c.layer_kind[static_cast<size_t>(i)], "layer " + std::to_string(i), i);
-    if (c.has_mla())
+    if (c.layer_kind[static_cast<size_t>(i)] == LayerKind::Mla)
       need(L.dsa.has_value() == !c.dsa_shared[static_cast<size_t>(i)],
            "layer " + std::to_string(i) + ": DSA indexer " + (L.dsa ? "present" : "absent") + " but the config says " +
                (c.dsa_shared[static_cast<size_t>(i)] ? "shared" : "full"));
@@ -196,6 +224,7 @@ const char* kind_name(LayerKind k) {
   return k == LayerKind::Attention ? "attention"
          : k == LayerKind::Mla     ? "MLA"
          : k == LayerKind::Dsv4    ? "DeepSeek-V4 attention"
+         : k == LayerKind::Kda     ? "Kimi delta attention"
                                    : "linear attention";
 }
 
@@ -266,8 +295,10 @@ Cache Model::new_cache(int64_t max_ctx) const {
       AttnCacheLayer& a = k.attn[static_cast<size_t>(i)];
       a.k.assign(static_cast<size_t>(max_ctx * c.kv_k_width()), 0.0f);
       a.v.assign(static_cast<size_t>(max_ctx * c.kv_v_width()), 0.0f);
-      if (kind == LayerKind::Mla && !c.dsa_shared[static_cast<size_t>(i)])
+      if (kind == LayerKind::Mla && !c.dsa_shared[static_cast<size_t>(i)]) {
         a.index_k.assign(static_cast<size_t>(max_ctx * c.dsa_head_dim), 0.0f);
+        if (c.dsa_kpool > 0) a.index_gate.assign(static_cast<size_t>(max_ctx * c.dsa_head_dim), 0.0f);
+      }
     } else {
       k.gdn[static_cast<size_t>(i)].conv.assign(static_cast<size_t>((c.ssm_conv_kernel - 1) * c.ssm_conv_dim()), 0.0f);
       k.gdn[static_cast<size_t>(i)].state.assign(static_cast<size_t>(c.ssm_n_v_heads * c.ssm_d_k * c.ssm_d_v), 0.0);
@@ -285,7 +316,8 @@ void Model::check_cache(const Cache& k) const {
     fail("cache has ", k.attn.size(), " layers, model has ", cfg_.n_layer, " (cache from another model?)");
   const size_t kv = static_cast<size_t>(k.max_ctx * cfg_.kv_k_width());
   for (int64_t i = 0; i < cfg_.n_layer; ++i)
-    if (cfg_.layer_kind[static_cast<size_t>(i)] != LayerKind::Linear && k.attn[static_cast<size_t>(i)].k.size() != kv)
+    if (cfg_.layer_kind[static_cast<size_t>(i)] != LayerKind::Linear &&
+        cfg_.layer_kind[static_cast<size_t>(i)] != LayerKind::Kda && k.attn[static_cast<size_t>(i)].k.size() != kv)
       fail("cache layer ", i, " K/V size does not match max_ctx ", k.max_ctx, " (cache from another model?)");
 }
 
@@ -327,7 +359,7 @@ std::vector<float> Model::logits_of(const float* hn, int64_t pos) const {
 Model::Run Model::run(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const {
   check_cache(cache);
   check_tokens(tokens, cache);
-  if (cfg_.family == Family::DeepseekV4) return run_dsv4(tokens, cache, all_logits);
+  if (cfg_.is_hyper()) return run_hyper(tokens, cache, all_logits, form);
   const int64_t T = static_cast<int64_t>(tokens.size()), D = cfg_.n_embd, pos0 = cache.pos;
   std::vector<float> x(static_cast<size_t>(T * D));
   for (int64_t t = 0; t < T; ++t) std::memcpy(x.data() + t * D, w_.embed.row(tokens[t]), sizeof(float) * D);

@@ -1,7 +1,8 @@
 // Sparse MoE. Qwen3-Next / Qwen3.5-MoE: p = softmax(router x) over all experts, top-k by p,
 // weights renormalised to sum 1 (norm_topk; Qwen3.5-MoE always), routed experts are SwiGLU FFNs,
 // plus a shared SwiGLU expert scaled by sigmoid(shared_gate . x). GLM-5: sigmoid-grouped gating
-// (route_grouped) and a shared expert added unscaled.
+// (route_grouped) and a shared expert added unscaled; GLM-5's hybrid clamps every SwiGLU
+// (ModelConfig::swiglu_limit).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -77,6 +78,12 @@ void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, f
   matmul(w.router, x, T, logits.data(), threads);
   std::vector<double> acc(static_cast<size_t>(D));
   std::vector<float> y(static_cast<size_t>(D));
+  auto expert = [&](const FfnWeights& f, const float* xt) {
+    if (c.swiglu_limit > 0)
+      ffn_clamped(f, xt, 1, c.swiglu_limit, y.data(), threads);
+    else
+      ffn(f, xt, 1, y.data(), threads);
+  };
   for (int64_t t = 0; t < T; ++t) {
     const float* xt = x + t * D;
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -96,12 +103,12 @@ void moe(const ModelConfig& c, const MoeWeights& w, const float* x, int64_t T, f
       record->push_back(std::move(r));
     }
     for (auto [e, wt] : sel) {
-      ffn(w.experts[static_cast<size_t>(e)], xt, 1, y.data(), threads);
+      expert(w.experts[static_cast<size_t>(e)], xt);
       for (int64_t d = 0; d < D; ++d) acc[d] += wt * static_cast<double>(y[d]);
     }
     if (!w.shared.gate.empty()) {
       const double sg = w.shared_gate.empty() ? 1.0 : sigmoid(dot(w.shared_gate.data(), xt, D));
-      ffn(w.shared, xt, 1, y.data(), threads);
+      expert(w.shared, xt);
       for (int64_t d = 0; d < D; ++d) acc[d] += sg * static_cast<double>(y[d]);
     }
     for (int64_t d = 0; d < D; ++d) out[t * D + d] = static_cast<float>(acc[d]);

@@ -1,12 +1,17 @@
-// oracle::Model's DeepSeek-V4 walk (docs/deepseek-v4.md): each token carries hc_mult residual
-// streams; around each block a hyper-connection collapses them into the block's input and
-// expands the block's output back (no residual add); the attention reads its sliding window of
-// raw keys plus compressed rows (every closed row in HCA layers, the indexer's choice in CSA
-// layers); the MoE routes by sqrt-softplus score or by the token's row of the hash table. The
-// final hc_head collapses the streams before the output norm and the lm_head; an attached
-// selection ledger gets every routing decision. Like run(), every
-// entry point funnels here, so prime + decode_step and forward_last do the same per-token
-// operations in the same order.
+// oracle::Model's hyper-connected walk, DeepSeek-V4's (docs/deepseek-v4.md) and GLM-5's hybrid's
+// (docs/oracle.md): each token carries hc_mult residual streams; around each block a
+// hyper-connection collapses them into the block's input and expands the block's output back
+// (no residual add).
+//   DeepSeek-V4: the attention reads its sliding window of raw keys plus compressed rows (every
+//   closed row in HCA layers, the indexer's choice in CSA layers); the MoE routes by
+//   sqrt-softplus score or by the token's row of the hash table; the final hc_head collapses the
+//   streams by learned weights.
+//   GLM-5's hybrid (glm5_next): the mixer is Kimi delta attention or MLA with the pooled DSA
+//   indexer (ops::kda, ops::mla), the FFN a clamped SwiGLU or the sigmoid-grouped MoE (ops::moe);
+//   the streams collapse at the end by their plain mean.
+// Before the output norm and the lm_head; an attached selection ledger gets every routing
+// decision. Like run(), every entry point funnels here, so prime + decode_step and forward_last
+// do the same per-token operations in the same order.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -56,13 +61,15 @@ void record_selection(SelectionLedger& ledger, int64_t pos, int32_t layer,
 
 }  // namespace
 
-Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool all_logits) const {
+Model::Run Model::run_hyper(std::span<const int32_t> tokens, Cache& cache, bool all_logits, GdnPrefill form) const {
   const ModelConfig& c = cfg_;
   const int th = opt_.threads;
   const int64_t T = static_cast<int64_t>(tokens.size()), D = c.n_embd, N = c.hc_mult, pos0 = cache.pos;
   const int64_t H = c.n_head, hd = c.head_dim, qr = c.mla_q_rank, IH = c.dsa_n_head, ihd = c.dsa_head_dim;
   const double eps = c.rms_eps;
-  const std::vector<double> main_freq = dsv4_rope_freq(c, false), comp_freq = dsv4_rope_freq(c, true);
+  const bool dsv4 = c.family == Family::DeepseekV4;
+  const std::vector<double> main_freq = dsv4 ? dsv4_rope_freq(c, false) : std::vector<double>{},
+                            comp_freq = dsv4 ? dsv4_rope_freq(c, true) : std::vector<double>{};
   const double limit = c.swiglu_limit > 0 ? c.swiglu_limit : std::numeric_limits<double>::infinity();
 
   // X [T, N, D]: the embedding in every stream
@@ -89,13 +96,44 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
     check_finite(X, D, {.call = "oracle", .layer = what, .pos0 = pos0});
   };
 
+  std::vector<std::vector<int32_t>> selection;  // GLM-5: the DSA selection, from a full MLA layer to the next
   for (int64_t li = 0; li < c.n_layer; ++li) {
     const LayerWeights& L = w_.layers[static_cast<size_t>(li)];
-    const Dsv4AttnWeights& a = *L.dsv4;
     AttnCacheLayer& ac = cache.attn[static_cast<size_t>(li)];
-    const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(li)];
-    const std::vector<double>& freq = form == Dsv4Attn::Sliding ? main_freq : comp_freq;
     const std::string name = "layer " + std::to_string(li);
+    if (!dsv4) {
+      const bool kda = c.layer_kind[static_cast<size_t>(li)] == LayerKind::Kda;
+      hyper_block(
+          *L.hc_attn, L.attn_norm,
+          [&] {
+            if (kda) {
+              const ops::KdaShape shape{
+                  .n_head = c.ssm_n_v_heads,
+                  .head_dim = c.ssm_d_v,
+                  .conv_kernel = c.ssm_conv_kernel,
+                  .gate_bound = c.kda_gate_bound != 0 ? std::optional<double>(c.kda_gate_bound) : std::nullopt,
+                  .rms_eps = eps};
+              ops::kda(shape, *L.kda, h.data(), T, form, cache.gdn[static_cast<size_t>(li)], o.data(), th);
+            } else {
+              ops::mla(c, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, ac, selection, o.data(), th);
+            }
+          },
+          name + (kda ? " (Kimi delta attention)" : " (MLA)"));
+      hyper_block(
+          *L.hc_ffn, L.ffn_norm,
+          [&] {
+            if (L.moe)
+              ops::moe(c, *L.moe, h.data(), T, o.data(), th, ledger_ ? &ledger_->rows : nullptr, pos0,
+                       static_cast<int32_t>(li));
+            else
+              ops::ffn_clamped(*L.ffn, h.data(), T, limit, o.data(), th);
+          },
+          name + (L.moe ? " (MoE)" : " (FFN)"));
+      continue;
+    }
+    const Dsv4AttnWeights& a = *L.dsv4;
+    const Dsv4Attn attn_form = c.dsv4_attn[static_cast<size_t>(li)];
+    const std::vector<double>& freq = attn_form == Dsv4Attn::Sliding ? main_freq : comp_freq;
 
     hyper_block(
         *L.hc_attn, L.attn_norm,
@@ -139,10 +177,10 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
             std::vector<const float*> keys;
             for (int64_t j = std::max<int64_t>(0, p - c.sliding_window + 1); j <= p; ++j)
               keys.push_back(ac.k.data() + j * hd);
-            if (form == Dsv4Attn::Hca) {
+            if (attn_form == Dsv4Attn::Hca) {
               for (int64_t r = 0; r < ops::visible_rows(p, ac.comp.ratio); ++r)
                 keys.push_back(ac.comp.rows.data() + r * hd);
-            } else if (form == Dsv4Attn::Csa) {
+            } else if (attn_form == Dsv4Attn::Csa) {
               const int64_t nvis = ops::visible_rows(p, ac.comp.ratio);
               const std::vector<double> score = ops::indexer_scores(qi.data() + t * IH * ihd, wi.data() + t * IH,
                                                                     ac.index_comp.rows.data(), nvis, IH, ihd);
@@ -195,10 +233,12 @@ Model::Run Model::run_dsv4(std::span<const int32_t> tokens, Cache& cache, bool a
 
   Run r;
   std::vector<float> hn(static_cast<size_t>(D));
-  const HyperWeights& head = *w_.hc_head;
   for (int64_t t = all_logits ? 0 : T - 1; t < T; ++t) {
     const float* Xt = X.data() + t * N * D;
-    const std::vector<double> pre = ops::hc_head_pre(Xt, N, D, head.fn, head.base, head.scale, c.hc_eps, eps);
+    // DeepSeek-V4: hc_head's learned weights; GLM-5's hybrid: the streams' mean
+    const std::vector<double> pre =
+        dsv4 ? ops::hc_head_pre(Xt, N, D, w_.hc_head->fn, w_.hc_head->base, w_.hc_head->scale, c.hc_eps, eps)
+             : std::vector<double>(static_cast<size_t>(N), 1.0 / static_cast<double>(N));
     ops::hc_collapse(pre, Xt, D, cin.data());
     ops::rmsnorm(cin.data(), w_.output_norm.data(), D, eps, hn.data());
     r.logits.push_back(logits_of(hn.data(), pos0 + t));
