@@ -163,6 +163,9 @@ void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set("max_position_embeddings", c.n_ctx_train);
   dst.set("rms_norm_eps", c.rms_eps);
   dst.set("tie_word_embeddings", c.tied_embeddings);
+  // transformers checks the padding id (default 154820, the release's) against the vocabulary;
+  // memra does not read it (padding never reaches a decoder that runs one sequence per cache)
+  dst.set("pad_token_id", std::min<int64_t>(154820, c.n_vocab - 1));
   dst.set("hidden_act", std::string("silu"));
   dst.set("attention_bias", false);
   dst.set("q_lora_rank", c.mla_q_rank);

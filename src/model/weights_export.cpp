@@ -593,7 +593,9 @@ MemorySource to_hf_source(const ModelConfig& c, const ModelWeights& w, HfLayout 
   write_hf_keys(c, s);
   // DeepSeek-V4 and GLM-5's hybrid: the experts as transformers 5.17 holds (and saves) them
   const bool fused = layout.fused_experts || c.is_hyper();
-  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix,
+  // GLM-5's hybrid lives in transformers only inside its vision-language model
+  // (Glm5NextForConditionalGeneration): the text model's tensors are model.language_model.*
+  put_model(s, c, w, NameStyle::Hf, layout.language_model_prefix || c.family == Family::Glm5Next,
             fused ? ExpertLayout::Fused : ExpertLayout::PerExpert);
   return s;
 }

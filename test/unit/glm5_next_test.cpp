@@ -55,14 +55,14 @@ TEST(Glm5NextConfig, HfKeysAndTensorsRoundTrip) {
   EXPECT_EQ(r, c) << config_difference(r, c);
   EXPECT_EQ(c.layer_kind, (std::vector<LayerKind>{LayerKind::Kda, LayerKind::Kda, LayerKind::Mla, LayerKind::Mla}));
   EXPECT_EQ(c.dsa_shared, (std::vector<uint8_t>{0, 0, 0, 1}));
-  EXPECT_NE(h.find("model.layers.0.self_attn.forget_gate.A_log"), nullptr);
-  EXPECT_NE(h.find("model.layers.0.self_attn.conv1d.weight"), nullptr);
-  EXPECT_NE(h.find("model.layers.2.self_attn.indexer.index_kpool_compress_ape"), nullptr);
-  EXPECT_EQ(h.find("model.layers.3.self_attn.indexer.wk.weight"), nullptr);
-  EXPECT_NE(h.find("model.layers.1.attn_hc.fn"), nullptr);
-  EXPECT_NE(h.find("model.layers.1.mlp.experts.gate_up_proj"), nullptr);
-  EXPECT_NE(h.find("model.layers.1.mlp.shared_experts.up_proj.weight"), nullptr);
-  EXPECT_EQ(h.find("model.hc_head.hc_fn"), nullptr);  // the streams collapse by their mean
+  EXPECT_NE(h.find("model.language_model.layers.0.self_attn.forget_gate.A_log"), nullptr);
+  EXPECT_NE(h.find("model.language_model.layers.0.self_attn.conv1d.weight"), nullptr);
+  EXPECT_NE(h.find("model.language_model.layers.2.self_attn.indexer.index_kpool_compress_ape"), nullptr);
+  EXPECT_EQ(h.find("model.language_model.layers.3.self_attn.indexer.wk.weight"), nullptr);
+  EXPECT_NE(h.find("model.language_model.layers.1.attn_hc.fn"), nullptr);
+  EXPECT_NE(h.find("model.language_model.layers.1.mlp.experts.gate_up_proj"), nullptr);
+  EXPECT_NE(h.find("model.language_model.layers.1.mlp.shared_experts.up_proj.weight"), nullptr);
+  EXPECT_EQ(h.find("model.language_model.hc_head.hc_fn"), nullptr);  // the streams collapse by their mean
   // every tensor read back as written: the loaded model computes the same logits
   oracle::Options o;
   o.threads = 1;

@@ -21,7 +21,9 @@
 //   moe_*      Qwen3-Next with experts in every layer (the form llama.cpp's converter takes);
 //   heldoutmoe_* the same for the held-out Qwen3-Next;
 //   release_deepseek4, heldoutrelease_deepseek4: DeepSeek-V4 in the release's own format (its
-//              names, FP8 E4M3 projections with E8M0 block scales, FP4 experts), D 256.
+//              names, FP8 E4M3 projections with E8M0 block scales, FP4 experts), D 256;
+//   bank_glm5-next, heldout_glm5-next: GLM-5's hybrid (HF only: llama.cpp has no such
+//              architecture), rows on both sides of the pooled indexer's first dropped token.
 // DeepSeek-V4 (bank_deepseek4, heldout_deepseek4): the indexer's exact ties are broken as torch
 // breaks them (oracle::Options::topk_ties), and the test reports how many rows the contract's
 // tie rule moves.
@@ -261,12 +263,17 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     // The DSA selection must drop tokens somewhere, or the indexer is not under test.
     bool sparse = false;
     for (const auto& p : prompts)
-      for (const BankRow& r : bank_rows(p)) sparse |= static_cast<int64_t>(r.position) >= c.dsa_topk;
+      for (const BankRow& r : bank_rows(p)) {
+        const int64_t seen = static_cast<int64_t>(r.position) + 1;  // tokens it may attend to
+        // pooled (GLM-5's hybrid): more closed pools than it keeps; else more tokens than it keeps
+        sparse |= c.dsa_kpool > 0 ? seen / c.dsa_kpool > c.dsa_topk / c.dsa_kpool : seen > c.dsa_topk;
+      }
     EXPECT_TRUE(sparse) << "no banked row attends to fewer tokens than it could (index_topk " << c.dsa_topk << ")";
   }
 
   // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions); quantised
-  // files' as the values their FP8 and FP4 codes decode to.
+  // files' as the values their FP8 and FP4 codes decode to. GLM-5's hybrid has no GGUF form.
+  if (c.family == Family::Glm5Next) return;
   const std::string gguf = (dir.path() / "m.gguf").string();
   fixture::write_fixture_gguf(gguf, c, quantised ? load_weights(*src, c) : fixture::fixture_weights(c, spec.seed),
                               nullptr, DType::F32, "bank");
@@ -349,6 +356,8 @@ const char* const kBanks[] = {"bank_qwen3",     "bank_qwen3next",       "bank_qw
 // GLM-5 with its projections block-scaled FP8 (an F32 scale_inv per 128 x 128 block) as its FP8
 // release stores them, D 256: transformers read it through its FP8 dequantisation.
 const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4", "fp8_glm-dsa"};
+// Families with a config.json form only (no GGUF, so no HfBankGguf).
+const char* const kHfOnlyBanks[] = {"bank_glm5-next", "heldout_glm5-next"};
 
 std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
   std::string s(bank);
@@ -359,6 +368,8 @@ std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
 INSTANTIATE_TEST_SUITE_P(Banks, HfBank, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Release, HfBank, ::testing::ValuesIn(kReleaseBanks),
+                         [](const auto& info) { return test_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(HfOnly, HfBank, ::testing::ValuesIn(kHfOnlyBanks),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Banks, HfBankGguf, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });
