@@ -1,5 +1,5 @@
 // src/cuda/dsv4_walk.cu — DeepSeek-V4's decoder walk (model_impl.h; the equations in
-// docs/deepseek-v4.md, the oracle's walk in src/oracle/dsv4_model.cpp, in the same order): the
+// docs/deepseek-v4.md, the oracle's walk in src/oracle/hyper_model.cpp, in the same order): the
 // residual streams, the hyper-connections around each block, the attention in the walk's three
 // parts (projections of all rows, each sequence's core over its own cache, the output
 // projection) and the MoE. Single-sequence and batched steps both run it (walk() hands over).
