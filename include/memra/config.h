@@ -151,6 +151,8 @@ struct ModelConfig {
   // pool's key a gated average of its tokens' keys), keeps dsa_topk / dsa_kpool pools and always
   // adds the query's open tail pool token by token. 0: per-token scoring (glm_moe_dsa).
   int64_t dsa_kpool = 0;
+  // Positions a query's DSA selection holds at most: dsa_topk, plus a pooled indexer's open tail.
+  int64_t dsa_sel_width() const { return dsa_kpool > 0 ? dsa_topk + dsa_kpool - 1 : dsa_topk; }
 
   // DeepSeek-V4 (LayerKind::Dsv4, docs/deepseek-v4.md): head_dim is the one key-value head's
   // width (K = V) and the queries', n_rot its trailing rotated dims; mla_q_rank the query

@@ -155,7 +155,13 @@ Cache Model::new_cache(int64_t max_ctx) const {
     } else if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
       ci->k[li] = per_pos(c.kv_k_width());
       ci->v[li] = per_pos(c.kv_v_width());
-      if (kind == LayerKind::Mla && !c.dsa_shared[li]) ci->index_k[li] = per_pos(c.dsa_head_dim);
+      if (kind == LayerKind::Mla && !c.dsa_shared[li]) {
+        ci->index_k[li] = per_pos(c.dsa_head_dim);
+        if (c.dsa_kpool > 0) {  // GLM-5's hybrid: the pool gates per position, a key per closed pool
+          ci->index_gate[li] = per_pos(c.dsa_head_dim);
+          ci->pool_rows[li] = per_pos(c.dsa_head_dim);  // sized per position, as grow() copies
+        }
+      }
     } else {
       ci->conv[li] =
           DeviceBuffer<float>(e, static_cast<size_t>(c.ssm_conv_kernel * c.ssm_conv_dim()));  // a ring (gdn.cuh)

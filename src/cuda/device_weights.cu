@@ -169,11 +169,33 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
              .kv_a_norm = {kvr},
              .wkv_b = {H * (c.mla_d_nope + c.mla_d_v), kvr},
              .wo = {D, H * c.mla_d_v}};
+    const int64_t P = c.dsa_kpool;
     if (!c.dsa_shared[static_cast<size_t>(li)])
-      L.dsa = {.wq_b = {ni * hi, qr}, .wk = {hi, D}, .k_norm = {hi}, .k_norm_bias = {hi, 0.0f}, .weights = {ni, D}};
+      L.dsa = {.wq_b = {ni * hi, qr},
+               .wk = {hi, D},
+               .k_norm = {hi},
+               .k_norm_bias = {hi, 0.0f},
+               .weights = {ni, D},
+               .kpool_gate = {P > 0 ? hi : 0, D},
+               .kpool_ape = {P * hi, 0.0f}};
+  } else if (kind == LayerKind::Kda) {
+    const int64_t d = c.ssm_d_v, H = c.ssm_n_v_heads;
+    L.kda = {.wq = {vd, D},
+             .wk = {vd, D},
+             .wv = {vd, D},
+             .conv = {cd * c.ssm_conv_kernel, 0.25f},
+             .f_a = {d, D},
+             .f_b = {vd, d},
+             .dt_bias = {vd, 0.0f},
+             .a_log = {H, 0.0f},
+             .wb = {H, D},
+             .g_a = {d, D},
+             .g_b = {vd, d},
+             .norm = {d},
+             .wo = {D, vd}};
   } else if (kind == LayerKind::Dsv4) {
     const int64_t hd = c.head_dim, H = c.n_head, qr = c.mla_q_rank, G = c.o_groups, R = c.o_rank;
-    const int64_t N = c.hc_mult, M = (2 + N) * N, ihd = c.dsa_head_dim, m = c.csa_ratio;
+    const int64_t ihd = c.dsa_head_dim, m = c.csa_ratio;
     const Dsv4Attn form = c.dsv4_attn[static_cast<size_t>(li)];
     L.dsv4 = {.wq_a = {qr, D},
               .q_a_norm = {qr},
@@ -192,9 +214,6 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
           .wq_b = {c.dsa_n_head * ihd, qr},
           .weights = {c.dsa_n_head, D},
           .comp = {.wkv = {2 * ihd, D}, .wgate = {2 * ihd, D}, .ape = {m * 2 * ihd, 0.0f}, .norm = {ihd}}};
-    // the mixers stay F32 (as the converters keep them): base 0, scale 1
-    L.hc_attn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
-    L.hc_ffn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
   } else if (kind == LayerKind::Attention) {
     L.attn = {.wq = {qd, D},
               .wgate = {c.attn_gated() ? qd : 0, D},
@@ -213,6 +232,12 @@ LayerShape layer_shape(const ModelConfig& c, int64_t li) {
              .dt_bias = {nv, 0.0f},
              .norm = {c.ssm_d_v},
              .wout = {D, vd}};
+  }
+  if (c.is_hyper()) {
+    // the mixers stay F32 (as the converters keep them): base 0, scale 1
+    const int64_t N = c.hc_mult, M = (2 + N) * N;
+    L.hc_attn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
+    L.hc_ffn = {.fn = {M, N * D, 1, true}, .base = {M, 0.0f}, .scale = {3}};
   }
   if (c.ffn_kind[static_cast<size_t>(li)] == FfnKind::Moe) {
     const int64_t E = c.n_expert, I = c.n_ff_exp, S = c.n_ff_shexp;
@@ -257,11 +282,20 @@ void check_kernel_limits(const ModelConfig& c) {
   auto need = [](bool ok, const auto&... what) {
     if (!ok) fail("GPU model: ", what...);
   };
-  need(c.family != Family::Glm5Next, "glm5-next runs on the CPU oracle only (its Kimi delta attention and pooled ",
-       "indexer have no kernels yet)");
-  if (c.family == Family::DeepseekV4) {
+  if (c.is_hyper())
     need(c.hc_mult >= 1 && c.hc_mult <= kHcMaxStreams, "hc_mult = ", c.hc_mult, " (the hyper-connections take 1..",
          kHcMaxStreams, " streams)");
+  if (c.has_kda()) {
+    need(c.ssm_conv_kernel >= 1 && c.ssm_conv_kernel <= kGdnMaxConvKernel, "linear_conv_kernel_dim = ",
+         c.ssm_conv_kernel, " (the conv takes 1..", kGdnMaxConvKernel, ")");
+    need(c.ssm_d_v >= 1 && c.ssm_d_v <= kGdnMaxHeadDim, "linear_head_dim = ", c.ssm_d_v, " (the KDA kernel takes 1..",
+         kGdnMaxHeadDim, ")");
+  }
+  if (c.dsa_kpool > 0)
+    need(c.dsa_topk / c.dsa_kpool >= 1 && c.dsa_sel_width() <= kSparseAttnMaxTopk, "index_topk = ", c.dsa_topk,
+         ", index_kpool = ", c.dsa_kpool, " (at least one pool kept, at most ", kSparseAttnMaxTopk,
+         " positions with the open tail)");
+  if (c.family == Family::DeepseekV4) {
     need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= c.head_dim && c.n_rot <= c.dsa_head_dim, "n_rot = ", c.n_rot,
          " (an even count 2..min(head_dim ", c.head_dim, ", index_head_dim ", c.dsa_head_dim, "))");
     need(c.o_groups >= 1 && (c.n_head * c.head_dim) % c.o_groups == 0 && c.n_head % c.o_groups == 0,
@@ -275,8 +309,9 @@ void check_kernel_limits(const ModelConfig& c) {
          " experts, 1..", kMoeMaxUsed, " per token)");
   }
   if (c.has_mla()) {
-    need(c.n_rot >= 2 && c.n_rot % 2 == 0 && c.n_rot <= kMlaMaxRot, "n_rot = ", c.n_rot,
-         " (MLA's interleaved RoPE takes an even count 2..", kMlaMaxRot, ")");
+    const int64_t min_rot = c.family == Family::Glm5Next ? 0 : 2;  // GLM-5's hybrid rotates nothing
+    need(c.n_rot >= min_rot && c.n_rot % 2 == 0 && c.n_rot <= kMlaMaxRot, "n_rot = ", c.n_rot,
+         " (MLA's interleaved RoPE takes an even count ", min_rot, "..", kMlaMaxRot, ")");
     need(c.head_dim <= kSparseAttnMaxDim && c.mla_d_v >= 1 && c.mla_d_v <= kSparseAttnMaxDim, "head_dim = ", c.head_dim,
          ", mla_d_v = ", c.mla_d_v, " (the sparse attention takes 1..", kSparseAttnMaxDim, ")");
     need(c.dsa_topk >= 1 && c.dsa_topk <= kSparseAttnMaxTopk, "dsa_topk = ", c.dsa_topk,

@@ -189,6 +189,23 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   }
 }
 
+// A thread per query row: its selected pools' tokens in pool order, then its open tail.
+__global__ void dsa_expand_pools_kernel(DsaExpandParams p) {
+  pdl_wait();
+  pdl_release();
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= p.T) return;
+  const int64_t pos = *p.pos_dev + p.row0 + t;
+  const int32_t* ps = p.psel + t * p.pools;
+  int32_t* out = p.sel + t * p.width;
+  int n = 0;
+  for (int k = 0; k < p.n_psel[t]; ++k)
+    for (int j = 0; j < p.kpool; ++j) out[n++] = ps[k] * p.kpool + j;
+  for (int64_t q = (pos + 1) / p.kpool * p.kpool; q <= pos; ++q) out[n++] = static_cast<int32_t>(q);
+  p.n_sel[t] = n;
+  for (int k = n; k < p.width; ++k) out[k] = -1;
+}
+
 }  // namespace
 
 void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s) {
@@ -218,6 +235,15 @@ void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(ceil_div(keys, P)), static_cast<unsigned>(p.T));
   launch_kernel("dsa_score_kernel", dsa_score_kernel, grid, kScoreThreads,
                 sizeof(float) * static_cast<size_t>(p.n_head * (p.head_dim + 1) + P * p.n_head), s, p);
+}
+
+void dsa_expand_pools_run(const DsaExpandParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.kpool < 1 || p.width < p.pools * p.kpool + p.kpool - 1)
+    fail("dsa expand: ", p.pools, " pools of ", p.kpool, " into rows of ", p.width);
+  constexpr int kRows = 128;
+  launch_kernel("dsa_expand_pools_kernel", dsa_expand_pools_kernel, static_cast<unsigned>(ceil_div(p.T, kRows)), kRows,
+                0, s, p);
 }
 
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s) {

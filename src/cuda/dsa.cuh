@@ -21,7 +21,8 @@
 //            form (KVH = 1, dk = kv_lora_rank + rope, dv = kv_lora_rank).
 //
 // provides: kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
-//           dsa_select_run, kSparseAttnMaxTopk, kSparseAttnMaxDim, SparseAttnParams,
+//           dsa_select_run, DsaExpandParams, dsa_expand_pools_run, kSparseAttnMaxTopk, kSparseAttnMaxDim,
+//           SparseAttnParams,
 //           sparse_attention_run
 #pragma once
 
@@ -66,6 +67,22 @@ struct DsaSelectParams {
   int ratio = 1;  // positions per key (DsaScoreParams::ratio)
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);
+
+// GLM-5's hybrid: each query's selected pools (dsa_select_run over pooled keys, ratio kpool)
+// expanded into the positions its attention reads: every selected pool's kpool tokens in pool
+// order, then its open tail ((pos + 1) / kpool) * kpool .. pos; -1 past n_sel.
+struct DsaExpandParams {
+  const int32_t* psel = nullptr;    // [T, pools]
+  const int32_t* n_psel = nullptr;  // [T]
+  int pools = 0, kpool = 0;
+  int32_t* sel = nullptr;           // [T, width] out, width >= pools * kpool + kpool - 1
+  int32_t* n_sel = nullptr;         // [T] out
+  int width = 0;
+  const int64_t* pos_dev = nullptr;  // device: query 0 sits at *pos_dev + row0
+  int64_t row0 = 0;
+  int64_t T = 0;
+};
+void dsa_expand_pools_run(const DsaExpandParams& p, cudaStream_t s);
 
 // Bounds of the sparse attention kernel (a query head's scores and its query in shared memory).
 inline constexpr int kSparseAttnMaxTopk = 4096;

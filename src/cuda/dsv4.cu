@@ -48,8 +48,10 @@ __global__ void hc_mix_kernel(HcMixParams p) {
   pdl_release();
   const int64_t t = blockIdx.y;
   const int N = p.N, NN = N * N, l = threadIdx.x;
-  const float* z = p.z + t * (p.head ? N : (2 + N) * N);
-  if (p.head) {
+  const float* z = p.mean ? nullptr : p.z + t * (p.head ? N : (2 + N) * N);
+  if (p.mean) {
+    if (l < N) m[l] = 1.0 / N;
+  } else if (p.head) {
     if (l < N)
       m[l] = sigmoid_d(static_cast<double>(z[l]) * static_cast<double>(p.scale[0]) + static_cast<double>(p.base[l])) +
              p.eps;

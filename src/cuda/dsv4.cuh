@@ -51,6 +51,7 @@ struct HcMixParams {
   int N = 0, iters = 0;
   double eps = 0;     // hc_eps
   bool head = false;  // the final hc_head (pre only)
+  bool mean = false;  // with head: GLM-5's hybrid's final collapse, pre = 1/N (z, base, scale unused)
 };
 void hc_mix_run(const HcMixParams& p, cudaStream_t s);
 

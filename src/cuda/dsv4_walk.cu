@@ -1,8 +1,10 @@
-// src/cuda/dsv4_walk.cu — DeepSeek-V4's decoder walk (model_impl.h; the equations in
-// docs/deepseek-v4.md, the oracle's walk in src/oracle/hyper_model.cpp, in the same order): the
-// residual streams, the hyper-connections around each block, the attention in the walk's three
-// parts (projections of all rows, each sequence's core over its own cache, the output
-// projection) and the MoE. Single-sequence and batched steps both run it (walk() hands over).
+// src/cuda/dsv4_walk.cu — the hyper-connected decoder walk (model_impl.h; the oracle's walk in
+// src/oracle/hyper_model.cpp, in the same order) of DeepSeek-V4 (its equations in
+// docs/deepseek-v4.md) and GLM-5's hybrid (docs/oracle.md): the residual streams, the
+// hyper-connections around each block, the mixer in the walk's three parts (projections of all
+// rows, each sequence's core over its own cache, the output projection) — DeepSeek-V4's
+// attention, or GLM-5's Kimi delta attention and MLA (layer_walk.cu) — and the FFN, then the
+// final collapse. Single-sequence and batched steps both run it (walk() hands over).
 #include <algorithm>
 #include <cmath>
 
@@ -31,17 +33,20 @@ const DevMatrix& none() {
 
 // The streams X (ws.hcx) collapse into x: X / rms(X) over all N·D values, z = fn · that, the
 // weights (a block's pre / post / comb into ws.hmix, or the final hc_head's pre alone) and the
-// collapse into ws.x.
-void Model::Impl::hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head) {
+// collapse into ws.x. GLM-5's hybrid's final collapse (hc null) is the streams' mean.
+void Model::Impl::hc_collapse(const cuda::DevHyper* hc, int64_t T, bool head) {
   const int64_t D = c.n_embd, N = c.hc_mult, M = head ? N : (2 + N) * N;
-  const bool q = cuda::uses_q8_1(hc.fn.m.type);
-  rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
-        q ? ws.hcnq.data() : nullptr, T, N * D);
-  mv(hc.fn.m, ws.hcn.data(), N * D, ws.hcnq.data(), ws.hz.data(), M, T, false);
   cuda::HcMixParams p;
-  p.z = ws.hz.data();
-  p.base = hc.base.data();
-  p.scale = hc.scale.data();
+  if (hc) {
+    const bool q = cuda::uses_q8_1(hc->fn.m.type);
+    rowop(cuda::RowOp::RmsNorm, ws.hcx.data(), N * D, nullptr, 0, ws.ones.data(), ws.hcn.data(),
+          q ? ws.hcnq.data() : nullptr, T, N * D);
+    mv(hc->fn.m, ws.hcn.data(), N * D, ws.hcnq.data(), ws.hz.data(), M, T, false);
+    p.z = ws.hz.data();
+    p.base = hc->base.data();
+    p.scale = hc->scale.data();
+  }
+  p.mean = hc == nullptr;
   p.X = ws.hcx.data();
   p.mix = head ? nullptr : ws.hmix.data();
   p.out = ws.x.data();
@@ -56,7 +61,7 @@ void Model::Impl::hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head) {
 
 // A block's input: the collapse, then the block's RMSNorm into ws.h / ws.hq.
 void Model::Impl::hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T) {
-  hc_collapse(hc, T, false);
+  hc_collapse(&hc, T, false);
   norm_quant(ws.x.data(), norm.data(), ws.h.data(), ws.hq.data(), T, c.n_embd);
 }
 
@@ -202,7 +207,7 @@ void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
   mv(wo_b, ws.og.data(), GR, ws.ogq.data(), ws.yb.data(), c.n_embd, T, false);
 }
 
-void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
+void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
   const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
   if (l0 == 0) {  // the first stage; a later stage's streams came by hand-over
     embed(T);
@@ -217,21 +222,38 @@ void Model::Impl::dsv4_walk(std::span<const Seq> seqs, int64_t rows) {
   for (int64_t li = l0; li < l1; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     hc_enter(*L.hc_attn, L.attn_norm, T);
-    dsv4_project(L, T);
-    for (size_t q = 0; q < seqs.size(); ++q)
-      dsv4_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
-    dsv4_output(L, T);
+    auto each_seq = [&](auto&& core) {
+      for (size_t q = 0; q < seqs.size(); ++q) core(*seqs[q].ci, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+    };
+    if (L.kind == LayerKind::Dsv4) {
+      dsv4_project(L, T);
+      each_seq([&](Cache::Impl& ci, int64_t ctx, int64_t r0) { dsv4_core(L, ci, li, rows, ctx, r0); });
+      dsv4_output(L, T);
+    } else if (L.kind == LayerKind::Kda) {
+      kda_project(L, T);
+      each_seq([&](Cache::Impl& ci, int64_t, int64_t r0) { kda_core(L, ci, li, rows, r0); });
+      kda_output(L, T, ws.yb.data(), false);
+    } else {
+      mla_project(L, T);
+      each_seq([&](Cache::Impl& ci, int64_t ctx, int64_t r0) { mla_core(L, ci, li, rows, ctx, r0); });
+      mla_output(L, T, ws.yb.data(), false);
+    }
     hc_leave(T);
     hc_enter(*L.hc_ffn, L.ffn_norm, T);
-    MEMRA_CUDA_CHECK(cudaMemsetAsync(ws.yb.data(), 0, sizeof(float) * static_cast<size_t>(T * D), s));
-    moe_layer(L, T, ws.yb.data());  // the block output alone: hc_leave mixes it into the streams
+    // the block output alone (hc_leave mixes it into the streams): the MoE adds into zeros
+    if (L.moe) {
+      MEMRA_CUDA_CHECK(cudaMemsetAsync(ws.yb.data(), 0, sizeof(float) * static_cast<size_t>(T * D), s));
+      moe_layer(L, T, ws.yb.data());
+    } else {
+      swiglu(L.ffn->gate, L.ffn->up, L.ffn->down, T, 1, nullptr, ws.yb.data(), false);
+    }
     hc_leave(T);
-    if (ledger) ledger_record(li, seqs, rows);
+    if (ledger && L.moe) ledger_record(li, seqs, rows);
     if (brk.scale_layer == li) break_scale(ws.hcx.data(), T * N * D);  // a canary's defect (Break)
   }
   // the final collapse into x (last stage): the output norm and the lm_head read it as any
   // family's residual
-  if (!next) hc_collapse(*weights.hc_head, T, true);
+  if (!next) hc_collapse(weights.hc_head ? &*weights.hc_head : nullptr, T, true);
 }
 
 }  // namespace memra

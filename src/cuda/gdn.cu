@@ -164,25 +164,35 @@ __device__ __forceinline__ Gates gates(float b, float a, float ssm_a, float dt_b
 
 // State column j through one token: S <- decay S; u = beta (v - Sᵀk); S <- S + k uᵀ; returns
 // o = Sᵀq. S is the column's accessor: S[i], i < dk (a strided view of shared memory, or a
-// register array). DK > 0 fixes dk at compile time; kUnroll unrolls the loops (the loads issue
-// ahead; a register column needs them whole). Each fma chain keeps its order whatever the
-// accessor or the unrolling: one definition, one order.
+// register array); the decay of state row i is dec[i] (GDN: one value per head; KDA: one per key
+// channel). DK > 0 fixes dk at compile time; kUnroll unrolls the loops (the loads issue ahead; a
+// register column needs them whole). Each fma chain keeps its order whatever the accessor or
+// the unrolling: one definition, one order.
 struct StridedCol {
   float* p;
   int stride;
   __device__ __forceinline__ float& operator[](int i) const { return p[i * stride]; }
 };
-template <int DK, int kUnroll = 16, class Col>
-__device__ __forceinline__ float column_step(Col&& S, int dk, const float* ks, const float* qs, Gates g, float v) {
+struct HeadDecay {  // GDN: every row of the head's state decays alike
+  float d;
+  __device__ __forceinline__ float operator[](int) const { return d; }
+};
+struct RowDecay {  // KDA: row i by its key channel's decay
+  const float* d;
+  __device__ __forceinline__ float operator[](int i) const { return d[i]; }
+};
+template <int DK, int kUnroll = 16, class Col, class Dec = HeadDecay>
+__device__ __forceinline__ float column_step(Col&& S, int dk, const float* ks, const float* qs, float beta, Dec dec,
+                                             float v) {
   const int n = DK > 0 ? DK : dk;
   float sk = 0.0f;
 #pragma unroll kUnroll
   for (int i = 0; i < n; ++i) {
-    const float sij = __fmul_rn(S[i], g.decay);
+    const float sij = __fmul_rn(S[i], dec[i]);
     S[i] = sij;
     sk = fmaf(sij, ks[i], sk);
   }
-  const float u = __fmul_rn(g.beta, __fsub_rn(v, sk));
+  const float u = __fmul_rn(beta, __fsub_rn(v, sk));
   // ks[i] read again below, not kept from the first loop: a register column fully unrolled would
   // otherwise hold all d_k of them as well (255 registers and spills at d_k = 128)
   asm volatile("" ::: "memory");
@@ -214,11 +224,52 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     const Gates g = gates(p.b[t * nv + h], p.a[t * nv + h], p.ssm_a[h], p.dt_bias[h]);
     __syncthreads();
     if (tid < dv)
-      p.o[t * nv * dv + h * dv + tid] = column_step<0>(StridedCol{S + tid, dv}, dk, ks, qs, g, row[2 * kd + h * dv + tid]);
+      p.o[t * nv * dv + h * dv + tid] = column_step<0>(StridedCol{S + tid, dv}, dk, ks, qs, g.beta, HeadDecay{g.decay},
+                                                               row[2 * kd + h * dv + tid]);
     __syncthreads();
   }
 #pragma unroll 8
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
+}
+
+// Kimi delta attention (KDA), T tokens in order: a block per head, thread j < d walking state
+// column j with GDN's column_step (the decay per row: state row i by exp(g[i])); q and k of the
+// head unit-normed as GDN's (qk_unit). The gates from their inputs, in f32:
+//   g[i] = bound * sigmoid(exp(a_log) * (f[i] + dt_bias[i]))   (bound < 0, the "safe gate"), or
+//   g[i] = -exp(a_log) * softplus(f[i] + dt_bias[i])           (bound == 0)
+//   beta = sigmoid(b)
+__global__ void __launch_bounds__(kThreads) kda_recurrent_kernel(KdaParams p) {
+  pdl_wait();
+  pdl_release();
+  extern __shared__ float S[];  // [d, d]
+  __shared__ float qs[kThreads], ks[kThreads], red[kThreads / 32], dec[kThreads];
+  const int h = blockIdx.x, tid = threadIdx.x, d = p.d, H = p.H, hd = H * d;
+  const float rate = expf(p.a_log[h]);
+  float* Sg = p.state + static_cast<int64_t>(h) * d * d;
+#pragma unroll 8
+  for (int i = tid; i < d * d; i += kThreads) S[i] = Sg[i];
+  for (int64_t t = 0; t < p.T; ++t) {
+    const float* row = p.qkv + t * 3 * hd;
+    qk_unit(tid < d ? row[h * d + tid] : 0.0f, tid < d ? row[hd + h * d + tid] : 0.0f, d, qs, ks, red);
+    if (tid < d) {
+      const float x = __fadd_rn(p.f[t * hd + h * d + tid], p.dt_bias[h * d + tid]);
+      float g;
+      if (p.bound != 0.0f) {
+        g = __fmul_rn(p.bound, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(rate, x)))));
+      } else {
+        g = -__fmul_rn(rate, x > 20.0f ? x : log1pf(expf(x)));
+      }
+      dec[tid] = expf(g);
+    }
+    const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * H + h])));
+    __syncthreads();
+    if (tid < d)
+      p.o[t * hd + h * d + tid] =
+          column_step<0>(StridedCol{S + tid, d}, d, ks, qs, beta, RowDecay{dec}, row[2 * hd + h * d + tid]);
+    __syncthreads();
+  }
+#pragma unroll 8
+  for (int i = tid; i < d * d; i += kThreads) Sg[i] = S[i];
 }
 
 // Decode (T == 1): a block per (value head, 32 state columns): the block's 32 columns of S go
@@ -265,7 +316,7 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   qk_unit(qv, kv, p.dk, qs, ks, red);
   const Gates g = gates(bv, av, ssm_a, dt_bias);
   __syncthreads();
-  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g, vv);
+  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
@@ -366,7 +417,7 @@ __global__ void __launch_bounds__(kThreads) gdn_step_norm_kernel(GdnParams p, Gd
   __syncthreads();
   float o = 0.0f;
   if (col) {
-    o = column_step<DK, DK>(S, DK, ks, qs, g, vv);
+    o = column_step<DK, DK>(S, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
 #pragma unroll
     for (int i = 0; i < DK; ++i) Sj[i * DV] = S[i];
   }
@@ -786,6 +837,13 @@ bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, 
     fail("gdn: the fused conv must be the step's own (T = 1, y = qkv, cd = ", 2 * p.nk * p.dk + p.nv * p.dv, ")");
   // the Qwen3-Next / Qwen3.5 heads, and the tiny fixtures' (so the model gates run this kernel)
   return try_step_norm<128, 128>(p, n, conv, s) || try_step_norm<8, 16>(p, n, conv, s);
+}
+
+void kda_recurrent_run(const KdaParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.d < 1 || p.d > kThreads) fail("kda: head width ", p.d, " unsupported (1..", kThreads, ")");
+  const size_t smem = static_cast<size_t>(p.d) * p.d * sizeof(float);
+  launch_kernel("kda_recurrent_kernel", kda_recurrent_kernel, static_cast<unsigned>(p.H), kThreads, smem, s, p);
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {

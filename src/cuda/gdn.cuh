@@ -14,7 +14,7 @@
 // f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
 // provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
-//           gdn_step_norm_run, gdn_chunked_workspace_floats
+//           gdn_step_norm_run, gdn_chunked_workspace_floats, KdaParams, kda_recurrent_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -86,6 +86,26 @@ struct GdnOutNorm {
   Q81* q = nullptr;          // [nv * dv / 32] or nullptr
 };
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv = nullptr);
+
+// Kimi delta attention (GLM-5's hybrid; the oracle's ops::kda), T tokens in order over one
+// sequence's state: q, k, v of H heads of d each ([q | k | v] rows after gdn_conv_run); the
+// decay per key channel g = bound * sigmoid(exp(a_log) (f + dt_bias)) (bound 0: -exp(a_log)
+// softplus(f + dt_bias)), beta = sigmoid(b); GDN's recurrence otherwise (q, k unit-normed, q by
+// 1/sqrt(d)), state row i decaying by exp(g[i]). The output norm gated by sigmoid is a row op
+// (RowOp::RmsNormGatedSigmoid). d <= kGdnMaxHeadDim (a block walks a head; its state in shared memory).
+struct KdaParams {
+  const float* qkv = nullptr;      // [T, 3*H*d] conv output
+  const float* f = nullptr;        // [T, H*d]   forget-gate input f_b f_a x
+  const float* b = nullptr;        // [T, H]     beta logits
+  const float* dt_bias = nullptr;  // [H*d]
+  const float* a_log = nullptr;    // [H]
+  float bound = 0;                 // the safe gate's lower bound (< 0), or 0
+  float* state = nullptr;          // [H, d, d] in/out
+  float* o = nullptr;              // [T, H*d]
+  int64_t T = 0;
+  int H = 0, d = 0;
+};
+void kda_recurrent_run(const KdaParams& p, cudaStream_t s);
 
 // Prefill in the chunked (WY) form, 64-token chunks: per segment of up to 1024 tokens, one launch
 // for every chunk's S-independent part (into the workspace) and one walking the chunks in order, a

@@ -105,16 +105,26 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
     iw = f(indexer ? T * c.dsa_n_head : 0);
     qlq = qb(T * qr);
     latq = qb(T * kvr);
-    sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(indexer ? T * c.dsa_topk : 0, 1)));
+    sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(indexer ? T * c.dsa_sel_width() : 0, 1)));
     n_sel = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
-    const int64_t N = dsv4 ? c.hc_mult : 0, M = (2 + N) * N, hd = dsv4 ? c.head_dim : 0;
+    const int64_t P = c.dsa_kpool, kda = c.has_kda() ? c.ssm_d_v : 0;
+    pig = f(P > 0 ? T * c.dsa_head_dim : 0);
+    psel = DeviceBuffer<int32_t>(e, static_cast<size_t>(std::max<int64_t>(P > 0 ? T * (c.dsa_topk / P) : 0, 1)));
+    n_psel = DeviceBuffer<int32_t>(e, static_cast<size_t>(T));
+    kfa = f(T * kda);
+    kga = f(T * kda);
+    kf = f(kda ? T * c.ssm_value_dim() : 0);
+    kg = f(kda ? T * c.ssm_value_dim() : 0);
+    kfaq = qb(T * kda);
+    kgaq = qb(T * kda);
+    const int64_t N = c.is_hyper() ? c.hc_mult : 0, M = (2 + N) * N, hd = dsv4 ? c.head_dim : 0;
     const int64_t G = dsv4 ? c.o_groups : 0, GR = G * c.o_rank, icw = dsv4 ? 2 * c.dsa_head_dim : 0;
     hcx = f(T * N * D);
     hcn = f(T * N * D);
     hcnq = qb(T * N * D);
     hz = f(T * M);
     hmix = DeviceBuffer<double>(e, static_cast<size_t>(std::max<int64_t>(T * M, 1)));
-    yb = f(dsv4 ? T * D : 0);
+    yb = f(c.is_hyper() ? T * D : 0);
     ckv = f(T * 2 * hd);
     cg = f(T * 2 * hd);
     ikv = f(T * icw);
@@ -305,7 +315,7 @@ void Model::Impl::norm_quant(const float* x, const float* wt, float* y, Q81* qq,
 
 void Model::Impl::latent_norm(const float* x, int64_t ld_x, const float* wt, float* y, Q81* qq, int64_t rows,
                               int64_t n) {
-  rowop(cuda::RowOp::RmsNorm, x, ld_x, nullptr, 0, wt, y, qq, rows, n, ModelConfig::kMlaNormEps);
+  rowop(cuda::RowOp::RmsNorm, x, ld_x, nullptr, 0, wt, y, qq, rows, n, c.mla_latent_eps());
 }
 
 // --- attention -----------------------------------------------------------------------------------
@@ -498,7 +508,7 @@ void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
 void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound) {
   const int64_t keys_bound = std::max<int64_t>(ctx_bound / x.ratio, 1);
   const int64_t chunk = Workspace::mla_score_rows(T, keys_bound);
-  const int topk = static_cast<int>(c.dsa_topk);
+  const int topk = x.topk > 0 ? x.topk : static_cast<int>(c.dsa_topk);
   for (int64_t c0 = 0; c0 < T; c0 += chunk) {
     const int64_t n = std::min(chunk, T - c0);
     cuda::DsaScoreParams sp;
@@ -539,7 +549,14 @@ void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int
 void Model::Impl::mla_project(DevLayer& L, int64_t T) {
   const auto& A = *L.mla;
   const int64_t D = c.n_embd, qr = c.mla_q_rank, kvr = c.mla_kv_rank;
-  if (L.dsa)
+  if (L.dsa && c.dsa_kpool > 0)
+    mv_group({{&A.wq_a, ws.ql.data()},
+              {&A.wkv_a, ws.kva.data()},
+              {&L.dsa->wk, ws.ik.data()},
+              {&L.dsa->weights, ws.iw.data()},
+              {&L.dsa->kpool_gate, ws.pig.data()}},
+             ws.h.data(), D, ws.hq.data(), T);
+  else if (L.dsa)
     mv_group({{&A.wq_a, ws.ql.data()},
               {&A.wkv_a, ws.kva.data()},
               {&L.dsa->wk, ws.ik.data()},
@@ -557,11 +574,13 @@ void Model::Impl::mla_project(DevLayer& L, int64_t T) {
 }
 
 // Rows [r0, r0 + T): T tokens of the sequence of cache ci. A layer without an indexer attends
-// over the selection its rows got in the layer before (sel / n_sel are per step row).
+// over the selection its rows got in the layer before (sel / n_sel are per step row). GLM-5's
+// hybrid pools the indexer keys: the pools this call closes, the best pools of each query, then
+// their tokens and the query's open tail as its selection.
 void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
   const int H = static_cast<int>(c.n_head), hd = static_cast<int>(c.head_dim), dv = static_cast<int>(c.mla_d_v);
   const int ni = static_cast<int>(c.dsa_n_head), hi = static_cast<int>(c.dsa_head_dim);
-  const int topk = static_cast<int>(c.dsa_topk);
+  const int topk = static_cast<int>(c.dsa_sel_width()), P = static_cast<int>(c.dsa_kpool);
   const size_t l = static_cast<size_t>(li);
   cuda::MlaPrepParams pp;
   pp.q = ws.q.data() + r0 * H * hd;
@@ -588,13 +607,46 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
     pp.hi = hi;
     pp.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ni)));
     pp.eps = ModelConfig::kMlaNormEps;
+    if (P > 0) {
+      pp.ig = ws.pig.data() + r0 * hi;
+      pp.ape = L.dsa->kpool_ape.data();
+      pp.index_gate = ci.index_gate[l].data();
+      pp.kpool = P;
+    }
   }
   cuda::mla_prep_run(pp, s);
   int32_t* sel = ws.sel.data() + r0 * topk;
   int32_t* n_sel = ws.n_sel.data() + r0;
-  if (L.dsa)
+  if (L.dsa && P > 0) {
+    cuda::mla_kpool_run({.index_k = pp.index_k,
+                         .index_gate = pp.index_gate,
+                         .rows = ci.pool_rows[l].data(),
+                         .pos0 = pos_of(ci),
+                         .T = T,
+                         .hi = hi,
+                         .kpool = P},
+                        s);
+    const int pools = static_cast<int>(c.dsa_topk) / P;
+    int32_t* psel = ws.psel.data() + r0 * pools;
+    int32_t* n_psel = ws.n_psel.data() + r0;
+    indexer_topk({.q = pp.iq,
+                  .w = pp.iw,
+                  .keys = ci.pool_rows[l].data(),
+                  .n_head = ni,
+                  .head_dim = hi,
+                  .ratio = P,
+                  .sel = psel,
+                  .n_sel = n_psel,
+                  .topk = pools},
+                 pos_of(ci), T, ctx_bound);
+    cuda::dsa_expand_pools_run(
+        {.psel = psel, .n_psel = n_psel, .pools = pools, .kpool = P, .sel = sel, .n_sel = n_sel, .width = topk,
+         .pos_dev = pos_of(ci), .T = T},
+        s);
+  } else if (L.dsa) {
     indexer_topk({.q = pp.iq, .w = pp.iw, .keys = pp.index_k, .n_head = ni, .head_dim = hi, .sel = sel, .n_sel = n_sel},
                  pos_of(ci), T, ctx_bound);
+  }
   cuda::SparseAttnParams ap;
   ap.q = pp.q;
   ap.k_cache = pp.k_cache;
@@ -612,12 +664,72 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   cuda::sparse_attention_run(ap, s);
 }
 
-void Model::Impl::mla_output(DevLayer& L, int64_t T) {
+void Model::Impl::mla_output(DevLayer& L, int64_t T, float* y, bool add) {
   const int64_t vd = c.n_head * c.mla_d_v;
   const DMat& wo = L.mla->wo.m;
   if (cuda::uses_q8_1(wo.type))
     rowop(cuda::RowOp::Identity, ws.o.data(), vd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, vd);
-  mv(wo, ws.o.data(), vd, ws.oq.data(), ws.x.data(), c.n_embd, T, true);
+  mv(wo, ws.o.data(), vd, ws.oq.data(), y, c.n_embd, T, add);
+}
+
+// --- Kimi delta attention (GLM-5's hybrid), in the same three parts -----------------------------------
+// The oracle's ops::kda in its order: q, k, v, the gates' low-rank rows and beta's logits from h;
+// the gates' full rows; per sequence the conv (GDN's ring), the recurrence with the decay per key
+// channel; the output norm gated by sigmoid; the output projection.
+
+void Model::Impl::kda_project(DevLayer& L, int64_t T) {
+  const auto& K = *L.kda;
+  const int64_t D = c.n_embd, hd = c.ssm_value_dim(), d = c.ssm_d_v, cd = c.ssm_conv_dim();
+  // q | k | v side by side in ws.qkv (the conv's channel order), each at row stride cd
+  for (auto [m, off] : {std::pair{&K.wq, int64_t{0}}, std::pair{&K.wk, hd}, std::pair{&K.wv, 2 * hd}})
+    mv(m->m, ws.h.data(), D, ws.hq.data(), ws.qkv.data() + off, cd, T, false);
+  mv_group({{&K.f_a, ws.kfa.data()}, {&K.g_a, ws.kga.data()}, {&K.wb, ws.b.data()}}, ws.h.data(), D, ws.hq.data(), T);
+  const bool qf = cuda::uses_q8_1(K.f_b.m.type), qg = cuda::uses_q8_1(K.g_b.m.type);
+  if (qf) rowop(cuda::RowOp::Identity, ws.kfa.data(), d, nullptr, 0, nullptr, nullptr, ws.kfaq.data(), T, d);
+  if (qg) rowop(cuda::RowOp::Identity, ws.kga.data(), d, nullptr, 0, nullptr, nullptr, ws.kgaq.data(), T, d);
+  mv(K.f_b.m, ws.kfa.data(), d, ws.kfaq.data(), ws.kf.data(), hd, T, false);
+  mv(K.g_b.m, ws.kga.data(), d, ws.kgaq.data(), ws.kg.data(), hd, T, false);
+}
+
+// Rows [r0, r0 + T): T tokens of the sequence of cache ci.
+void Model::Impl::kda_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0) {
+  const auto& K = *L.kda;
+  const int64_t cd = c.ssm_conv_dim(), hd = c.ssm_value_dim(), H = c.ssm_n_v_heads;
+  const size_t l = static_cast<size_t>(li);
+  cuda::GdnConvParams cp;
+  cp.x = ws.qkv.data() + r0 * cd;
+  cp.taps = K.conv.data();
+  cp.state = ci.conv[l].data();
+  cp.pos0 = pos_of(ci);
+  cp.y = ws.qkvc.data() + r0 * cd;
+  cp.T = T;
+  cp.cd = cd;
+  cp.K = static_cast<int>(c.ssm_conv_kernel);
+  cuda::gdn_conv_run(cp, s);
+  cuda::KdaParams kp;
+  kp.qkv = cp.y;
+  kp.f = ws.kf.data() + r0 * hd;
+  kp.b = ws.b.data() + r0 * H;
+  kp.dt_bias = K.dt_bias.data();
+  kp.a_log = K.a_log.data();
+  kp.bound = static_cast<float>(c.kda_gate_bound);
+  kp.state = ci.state[l].data();
+  kp.o = ws.o.data() + r0 * hd;
+  kp.T = T;
+  kp.H = static_cast<int>(H);
+  kp.d = static_cast<int>(c.ssm_d_v);
+  cuda::kda_recurrent_run(kp, s);
+}
+
+void Model::Impl::kda_output(DevLayer& L, int64_t T, float* y, bool add) {
+  const auto& K = *L.kda;
+  const int64_t hd = c.ssm_value_dim(), d = c.ssm_d_v;
+  const bool q = cuda::uses_q8_1(K.wo.m.type) && d % 32 == 0;
+  rowop(cuda::RowOp::RmsNormGatedSigmoid, ws.o.data(), d, ws.kg.data(), d, K.norm.data(), ws.o.data(),
+        q ? ws.oq.data() : nullptr, T * c.ssm_n_v_heads, d);
+  if (cuda::uses_q8_1(K.wo.m.type) && !q)
+    rowop(cuda::RowOp::Identity, ws.o.data(), hd, nullptr, 0, nullptr, nullptr, ws.oq.data(), T, hd);
+  mv(K.wo.m, ws.o.data(), hd, ws.oq.data(), y, c.n_embd, T, add);
 }
 
 // --- FFN and MoE -------------------------------------------------------------------------------------
@@ -773,7 +885,7 @@ void Model::Impl::embed(int64_t T) {
 }
 
 void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
-  if (c.family == Family::DeepseekV4) return dsv4_walk(seqs, rows);  // its own residual streams (dsv4_walk.cu)
+  if (c.is_hyper()) return hyper_walk(seqs, rows);  // residual streams of their own (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
   if (l0 == 0) embed(T);  // the first stage; a later stage's x came by hand-over
   const SeqTables tables = upload_seq_tables(seqs, rows);
@@ -795,7 +907,7 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
       mla_project(L, T);
       for (size_t q = 0; q < seqs.size(); ++q)
         mla_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
-      mla_output(L, T);
+      mla_output(L, T, ws.x.data(), true);
     } else {
       gdn_project(L, T);
       if (!tables.gdn || !gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B))

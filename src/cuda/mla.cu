@@ -89,14 +89,45 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
   for (int i = tid; i < half; i += kThreads) rotate_pair(ky + 2 * i, cs[i], sn[i]);
   __syncthreads();
   for (int i = tid; i < p.hi; i += kThreads) p.index_k[pos * p.hi + i] = ky[i];
+  if (p.kpool > 0) {
+    const float* ig = p.ig + t * p.hi;
+    const float* ape = p.ape + (pos % p.kpool) * p.hi;
+    for (int i = tid; i < p.hi; i += kThreads) p.index_gate[pos * p.hi + i] = __fadd_rn(ig[i], ape[i]);
+  }
+}
+
+// A block per token; thread c < hi: channel c of the pool the token closes (if it closes one).
+__global__ void __launch_bounds__(kThreads) mla_kpool_kernel(MlaKpoolParams p) {
+  pdl_wait();
+  pdl_release();
+  const int64_t pos = *p.pos0 + blockIdx.x;
+  const int c = threadIdx.x;
+  if ((pos + 1) % p.kpool != 0 || c >= p.hi) return;
+  const int64_t j = (pos + 1) / p.kpool - 1, first = j * p.kpool;
+  double mx = -INFINITY;
+  for (int s = 0; s < p.kpool; ++s) mx = fmax(mx, static_cast<double>(p.index_gate[(first + s) * p.hi + c]));
+  double den = 0, num = 0;
+  for (int s = 0; s < p.kpool; ++s) {
+    const double e = exp(__dsub_rn(static_cast<double>(p.index_gate[(first + s) * p.hi + c]), mx));
+    den = __dadd_rn(den, e);
+    num = __dadd_rn(num, __dmul_rn(e, static_cast<double>(p.index_k[(first + s) * p.hi + c])));
+  }
+  p.rows[j * p.hi + c] = static_cast<float>(__ddiv_rn(num, den));
 }
 
 }  // namespace
 
+void mla_kpool_run(const MlaKpoolParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (p.kpool < 1 || p.hi < 1 || p.hi > kThreads) fail("mla kpool: pools of ", p.kpool, ", keys of ", p.hi);
+  if (p.T > 2147483647) fail("mla kpool: ", p.T, " tokens exceed the grid");
+  launch_kernel("mla_kpool_kernel", mla_kpool_kernel, static_cast<unsigned>(p.T), kThreads, 0, s, p);
+}
+
 void mla_prep_run(const MlaPrepParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  if (p.n_rot < 2 || p.n_rot % 2 || p.n_rot > kMlaMaxRot)
-    fail("mla prep: n_rot ", p.n_rot, " unsupported (even, 2..", kMlaMaxRot, ")");
+  if (p.n_rot < 0 || p.n_rot % 2 || p.n_rot > kMlaMaxRot)
+    fail("mla prep: n_rot ", p.n_rot, " unsupported (even, 0..", kMlaMaxRot, ")");
   if (p.iq && (p.hi < p.n_rot || p.hi > kMlaMaxIndexDim))
     fail("mla prep: indexer head_dim ", p.hi, " unsupported (n_rot ", p.n_rot, "..", kMlaMaxIndexDim, ")");
   if (p.T > 2147483647 || p.H < 1 || p.H > 65534) fail("mla prep: ", p.T, " tokens of ", p.H, " heads exceed the grid");

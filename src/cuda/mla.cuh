@@ -8,12 +8,13 @@
 //   indexer:  the first n_rot dims of each indexer query head rotated in place, the per-head
 //             weights times w_scale (f32), and the indexer key LayerNorm'd (weight, bias, eps)
 //             and rotated into the cache's index_k row.
+// GLM-5's hybrid rotates nothing (n_rot 0) and pools the indexer keys (mla_kpool_run).
 // RoPE is the interleaved form: pair (x_2i, x_2i+1) by angle pos · theta^(-2i/n_rot), the angle,
 // cos, sin and rotation in f64 and rounded once to f32 (the oracle's rope_pairs). The LayerNorm
 // is f64 with the oracle's sums in the oracle's order ((x - mean) · r · w + b, r = 1/sqrt(var/n
 // + eps)), so its f32 results are the oracle's.
 //
-// provides: kMlaMaxRot, MlaPrepParams, mla_prep_run
+// provides: kMlaMaxRot, MlaPrepParams, mla_prep_run, MlaKpoolParams, mla_kpool_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,7 +47,28 @@ struct MlaPrepParams {
   int ni = 0, hi = 0;
   float w_scale = 1.0f;  // f32(1 / sqrt(ni))
   double eps = 1e-6;
+  // GLM-5's hybrid (pooled indexer, kpool > 0): each token's pool-gate logits plus the bias of its
+  // slot in its pool stored at its position, f32(ig + ape[pos % kpool]) (the oracle's sum)
+  const float* ig = nullptr;   // [T, hi] index_kpool_compress_gate x
+  const float* ape = nullptr;  // [kpool, hi]
+  float* index_gate = nullptr; // [max_ctx, hi]
+  int kpool = 0;
 };
 void mla_prep_run(const MlaPrepParams& p, cudaStream_t s);
+
+// The pools this call's tokens close (GLM-5's hybrid): the token at position p with
+// (p + 1) % kpool == 0 closes pool j = (p + 1) / kpool - 1, whose key is, per channel c,
+//   rows[j][c] = sum_s softmax_s(gate[jP + s][c]) index_k[jP + s][c]
+// in f64 (the oracle's pool_window: the max, then exp(g - max), the two sums in slot order),
+// rounded once to f32. Runs after mla_prep_run (the keys and gates of the call stored).
+struct MlaKpoolParams {
+  const float* index_k = nullptr;     // [max_ctx, hi]
+  const float* index_gate = nullptr;  // [max_ctx, hi]
+  float* rows = nullptr;              // [max_ctx / kpool, hi] out
+  const int64_t* pos0 = nullptr;      // device: position of token 0
+  int64_t T = 0;
+  int hi = 0, kpool = 0;
+};
+void mla_kpool_run(const MlaKpoolParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -75,17 +75,23 @@ struct Cache::Impl {
   // indexer; empty otherwise. MLA layers' k / v hold the expanded keys and values
   // (ModelConfig::kv_k_width / kv_v_width per position).
   std::vector<DeviceBuffer<float>> index_k;
+  // GLM-5's hybrid's pooled indexer (ModelConfig::dsa_kpool), on the layers with an indexer: each
+  // position's pool-gate logits [max_ctx, hi] and the closed pools' keys (row j: pool j; sized
+  // [max_ctx, hi] like every per-position buffer, which Cache::grow relies on).
+  std::vector<DeviceBuffer<float>> index_gate, pool_rows;
   // DeepSeek-V4 ([n_layer] each, empty where a layer has no such compressor; k holds the raw
   // keys [max_ctx, head_dim]): a compressor's per-token projections [max_ctx, cw] and its
   // closed rows [max_ctx, width] (row w at w·width: a row per ratio positions, sized per position
   // so growth keeps them), for the attention's compressor (comp_*) and the CSA indexer's (idx_*).
   std::vector<DeviceBuffer<float>> comp_kv, comp_gate, comp_rows, idx_kv, idx_gate, idx_rows;
   // Every per-layer buffer, for re-seats, growth and the pointer signature.
-  std::array<std::vector<DeviceBuffer<float>>*, 11> layer_buffers() {
-    return {&k, &v, &conv, &state, &index_k, &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+  std::array<std::vector<DeviceBuffer<float>>*, 13> layer_buffers() {
+    return {&k,       &v,         &conv,      &state,  &index_k,  &index_gate, &pool_rows,
+            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
   }
-  std::array<const std::vector<DeviceBuffer<float>>*, 11> layer_buffers() const {
-    return {&k, &v, &conv, &state, &index_k, &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+  std::array<const std::vector<DeviceBuffer<float>>*, 13> layer_buffers() const {
+    return {&k,       &v,         &conv,      &state,  &index_k,  &index_gate, &pool_rows,
+            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
   }
   // The captured decode step of this cache (decode_graph arm), one graph per pipeline stage:
   // valid while the stage's workspace keeps the generation it was captured with.
@@ -148,7 +154,14 @@ struct Workspace {
   DeviceBuffer<float> kvb;            // [T, H*(dn+dv)] per head [k_nope | v]
   DeviceBuffer<float> iq, ik, iw;     // [T, ni*hi], [T, hi], [T, ni]  indexer queries, key, weights
   DeviceBuffer<cuda::Q81> qlq, latq;  // q8_1 of ql / lat
-  DeviceBuffer<int32_t> sel, n_sel;   // [T, topk], [T]  each row's selected positions and their count
+  DeviceBuffer<int32_t> sel, n_sel;   // [T, sel width], [T]  each row's selected positions and their count
+  // GLM-5's hybrid: the pool-gate projections [T, hi], each row's selected pools and their count
+  // [T, topk / kpool], [T] (expanded into sel / n_sel with the open tail); KDA's forget-gate and
+  // output-gate low-rank rows [T, d] (and their q8_1), then their full rows [T, H*d]
+  DeviceBuffer<float> pig;
+  DeviceBuffer<int32_t> psel, n_psel;
+  DeviceBuffer<float> kfa, kga, kf, kg;
+  DeviceBuffer<cuda::Q81> kfaq, kgaq;
   // DeepSeek-V4 (N streams, M = (2+N)N mix weights, hd = head_dim, cw / icw the compressor's and
   // the indexer compressor's projection widths, G x R the grouped output); iq / iw / sel / n_sel
   // above serve its indexer, ql its query latent, q / k / o its queries, raw key and output
@@ -284,24 +297,34 @@ struct Model::Impl {
     const float* keys;  // [keys, head_dim]
     int n_head, head_dim;
     float w_scale = 1.0f;
-    int ratio = 1;   // positions per key (DeepSeek-V4: the CSA compress rate)
-    int32_t* sel;    // [T, dsa_topk] out
+    int ratio = 1;   // positions per key (DeepSeek-V4: the CSA compress rate; GLM-5's hybrid: the pool)
+    int32_t* sel;    // [T, topk] out
     int32_t* n_sel;  // [T] out
+    int topk = 0;    // keys kept per query (0: dsa_topk)
   };
   void indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound);
   void mla_project(cuda::DevLayer& L, int64_t T);
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
-  void mla_output(cuda::DevLayer& L, int64_t T);
+  // The output projection added into y (ws.x), or written into a hyper-connected block's output
+  // (ws.yb, add = false).
+  void mla_output(cuda::DevLayer& L, int64_t T, float* y, bool add);
+  // Kimi delta attention (GLM-5's hybrid) in the same three parts (layer_walk.cu).
+  void kda_project(cuda::DevLayer& L, int64_t T);
+  void kda_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0);
+  void kda_output(cuda::DevLayer& L, int64_t T, float* y, bool add);
   // DeepSeek-V4 (dsv4_walk.cu): the tables of rotation frequencies (sliding, compressed), the
   // hyper-connections around a block, the attention in three parts, the whole walk.
   DeviceBuffer<double> dsv4_freq[2];
-  void hc_collapse(const cuda::DevHyper& hc, int64_t T, bool head);
+  // head: the final collapse (DeepSeek-V4: hc_head's weights; hc == nullptr: the streams' mean).
+  void hc_collapse(const cuda::DevHyper* hc, int64_t T, bool head);
   void hc_enter(const cuda::DevHyper& hc, const cuda::DevVec& norm, int64_t T);
   void hc_leave(int64_t T);
   void dsv4_project(cuda::DevLayer& L, int64_t T);
   void dsv4_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
   void dsv4_output(cuda::DevLayer& L, int64_t T);
-  void dsv4_walk(std::span<const Seq> seqs, int64_t rows);
+  // The hyper-connected walk: DeepSeek-V4's layers, or GLM-5's hybrid's (KDA / MLA mixers, dense
+  // or MoE FFN, the mean collapse at the end).
+  void hyper_walk(std::span<const Seq> seqs, int64_t rows);
   void glu(int64_t rows, int64_t n);
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
               const int32_t* slab, float* y, bool add);

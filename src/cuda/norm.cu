@@ -35,6 +35,15 @@ __device__ __forceinline__ float swiglu_clamped(float g, float u, float limit) {
   return __fmul_rn(silu_f(fminf(g, limit)), fminf(fmaxf(u, -limit), limit));
 }
 
+// The gated norms: GDN's gate is SiLU(z), KDA's sigmoid(z).
+template <RowOp Op>
+inline constexpr bool kGated = Op == RowOp::RmsNormGated || Op == RowOp::RmsNormGatedSigmoid;
+template <RowOp Op>
+__device__ __forceinline__ float gate_f(float z) {
+  if constexpr (Op == RowOp::RmsNormGated) return silu_f(z);
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-z)));
+}
+
 // --- kernels
 
 // q8_1 blocks of a row held in shared memory, four blocks per warp at a time: 8 lanes per block,
@@ -101,7 +110,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   for (int64_t i = tid; i < p.n; i += kBlock) row[i] = x[i];
   __syncthreads();
   float scale = 1.0f;
-  if constexpr (Op == RowOp::RmsNorm || Op == RowOp::RmsNormGated) {
+  if constexpr (Op == RowOp::RmsNorm || kGated<Op>) {
     if (tid < kThreads) {
       float ss = 0.0f;
 #pragma unroll 8
@@ -118,8 +127,8 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   for (int64_t i = tid; i < p.n; i += kBlock) {
     float v = row[i];
     if constexpr (Op == RowOp::RmsNorm) v = __fmul_rn(__fmul_rn(v, scale), p.w[i]);
-    if constexpr (Op == RowOp::RmsNormGated)
-      v = __fmul_rn(__fmul_rn(__fmul_rn(v, scale), p.w[i]), silu_f(p.z[r * p.ld_z + i]));
+    if constexpr (kGated<Op>)
+      v = __fmul_rn(__fmul_rn(__fmul_rn(v, scale), p.w[i]), gate_f<Op>(p.z[r * p.ld_z + i]));
     if constexpr (Op == RowOp::Swiglu) v = __fmul_rn(silu_f(v), p.z[r * p.ld_z + i]);
     if constexpr (Op == RowOp::SwigluClamped) v = swiglu_clamped(v, p.z[r * p.ld_z + i], p.limit);
     row[i] = v;
@@ -137,7 +146,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
 // the reduction); the launcher checks it.
 template <RowOp Op>
 __global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
-  static_assert(Op == RowOp::RmsNorm || Op == RowOp::RmsNormGated);
+  static_assert(Op == RowOp::RmsNorm || kGated<Op>);
   __shared__ float warp_part[kThreads / 32];
   const int64_t r = blockIdx.y;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -149,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
   const float* x = p.x + r * p.ld_x;
   float v = in ? x[i] : 0.0f;
   float zv = 0.0f;
-  if constexpr (Op == RowOp::RmsNormGated) zv = in ? p.z[r * p.ld_z + i] : 0.0f;
+  if constexpr (kGated<Op>) zv = in ? p.z[r * p.ld_z + i] : 0.0f;
   constexpr int kBatch = 8;  // loads in flight per thread
   float ss = 0.0f;
   int64_t j = tid;
@@ -168,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) rowop_spread_kernel(RowOpParams p) {
   for (int w = 0; w < kThreads / 32; ++w) tot = __fadd_rn(tot, warp_part[w]);
   const float scale = rsqrtf(__fadd_rn(__fdiv_rn(tot, static_cast<float>(p.n)), p.eps));
   v = __fmul_rn(__fmul_rn(v, scale), wv);
-  if constexpr (Op == RowOp::RmsNormGated) v = __fmul_rn(v, silu_f(zv));
+  if constexpr (kGated<Op>) v = __fmul_rn(v, gate_f<Op>(zv));
   if (!in) return;  // whole warp
   if (p.y) p.y[r * p.ld_y + i] = v;
   if (p.q) quantize_block_q8_1(v, p.q + r * (p.n / 32) + i / 32, lane);
@@ -249,6 +258,7 @@ void rowop_run(const RowOpParams& p, cudaStream_t s) {
   switch (p.op) {
     case RowOp::RmsNorm: return launch<RowOp::RmsNorm>(p, s);
     case RowOp::RmsNormGated: return launch<RowOp::RmsNormGated>(p, s);
+    case RowOp::RmsNormGatedSigmoid: return launch<RowOp::RmsNormGatedSigmoid>(p, s);
     case RowOp::Swiglu: return launch<RowOp::Swiglu>(p, s);
     case RowOp::SwigluClamped:
       return launch<RowOp::SwigluClamped>(p, s);

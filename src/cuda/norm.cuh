@@ -1,5 +1,5 @@
 // src/cuda/norm.cuh — row-wise prologues of a mat-vec: RMSNorm (multiplier form), RMSNorm gated
-// by SiLU(z), SwiGLU, identity; each writes f32 rows and/or q8_1 rows (the fused activation
+// by SiLU(z) or sigmoid(z), SwiGLU, identity; each writes f32 rows and/or q8_1 rows (the fused activation
 // quantisation: Arms::fuse_norm_quant).
 //
 // provides: RowOp, RowOpParams, rowop_run
@@ -14,6 +14,7 @@ namespace memra::cuda {
 enum class RowOp {
   RmsNorm,        // y = x * rsqrt(mean(x^2) + eps) * w          (w: the canonical multiplier, 1+w folded)
   RmsNormGated,   // y = w * x * rsqrt(mean(x^2) + eps) * silu(z) (GDN output norm, per head)
+  RmsNormGatedSigmoid,  // y = w * x * rsqrt(mean(x^2) + eps) * sigmoid(z) (KDA output norm, per head)
   Swiglu,         // y = silu(x) * z                               (x: gate rows, z: up rows)
   SwigluClamped,  // y = silu(min(x, limit)) * clamp(z, -limit, limit)   (DeepSeek-V4's experts)
   Identity,       // y = x                                         (quantisation only)

@@ -109,14 +109,14 @@ void Model::Impl::hand_over(int64_t rows) {
   const size_t T = static_cast<size_t>(rows), D = static_cast<size_t>(c.n_embd);
   if (brk.pipeline_drop_wait)  // a canary's defect (Break): the copies land late
     cuda::launch_kernel("pipeline_stall_kernel", pipeline_stall_kernel, 1, 1, 0, s, 20'000'000LL);
-  if (c.family == Family::DeepseekV4)  // the hyper-connection streams are the residual
+  if (c.is_hyper())  // the hyper-connection streams are the residual
     copy(n.ws.hcx.data(), ws.hcx.data(), sizeof(float) * T * static_cast<size_t>(c.hc_mult) * D);
   else
     copy(n.ws.x.data(), ws.x.data(), sizeof(float) * T * D);
   copy(n.ws.tok.data(), ws.tok.data(), sizeof(int32_t) * T);  // DeepSeek-V4's hash routing reads them
   const size_t l = static_cast<size_t>(n.l0);
   if (c.layer_kind[l] == LayerKind::Mla && c.dsa_shared[l]) {  // its first layer reuses our last selection
-    const size_t topk = static_cast<size_t>(c.dsa_topk);
+    const size_t topk = static_cast<size_t>(c.dsa_sel_width());
     copy(n.ws.sel.data(), ws.sel.data(), sizeof(int32_t) * T * topk);
     copy(n.ws.n_sel.data(), ws.n_sel.data(), sizeof(int32_t) * T);
   }

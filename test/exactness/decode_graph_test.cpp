@@ -172,8 +172,9 @@ GraphVerdict decode_graph_gate(Loaded& m, testing::Report& rep, ArmRun graph = {
 }
 
 // The layers the re-seat runs move, and the steps at which they move: the first attention or MLA
-// layer (K/V, and an MLA layer's indexer keys) or DeepSeek-V4's first CSA layer at step 20, the first Gated-DeltaNet layer (conv
-// ring + recurrent state, the seed's re-seat) at step 40 where the family has one.
+// layer (K/V, and an MLA layer's indexer keys and pools) or DeepSeek-V4's first CSA layer at step
+// 20, the first Gated-DeltaNet or Kimi-delta-attention layer (conv ring + recurrent state, the
+// seed's re-seat) at step 40 where the family has one.
 struct Reseat {
   int64_t step;
   int64_t layer;
@@ -185,7 +186,8 @@ std::vector<Reseat> reseats(const ModelConfig& c) {
   };
   if (const int64_t a = std::min(first(LayerKind::Attention), first(LayerKind::Mla)); a < c.n_layer)
     r.push_back({20, a});
-  if (const int64_t g = first(LayerKind::Linear); g < c.n_layer) r.push_back({40, g});
+  if (const int64_t g = std::min(first(LayerKind::Linear), first(LayerKind::Kda)); g < c.n_layer)
+    r.push_back({40, g});
   // DeepSeek-V4: its first CSA layer (raw keys, both compressors' projections and rows)
   if (const int64_t d = std::find(c.dsv4_attn.begin(), c.dsv4_attn.end(), Dsv4Attn::Csa) - c.dsv4_attn.begin();
       d < static_cast<int64_t>(c.dsv4_attn.size()))
@@ -220,6 +222,9 @@ std::vector<std::string> tiny_fixture_ids() {
   v.push_back(gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false));  // GGUF: kv_b split in the file
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
+  // GLM-5's hybrid, the seed's own model: KDA layers between MLA layers with the pooled indexer
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0})
+    v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
   return v;
 }
 
@@ -348,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
                                              gpu_test::fixture_id(Family::Qwen3Next, DType::BF16, false),
                                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
-                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true)})),
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true),
+                                             gpu_test::fixture_id(Family::Glm5Next, DType::BF16, true)})),
     testing::CaseName());
 
 // The re-seat run with a graph arm that skips the re-capture (Break::graph_ignore_reseat: it
@@ -369,7 +375,8 @@ INSTANTIATE_TEST_SUITE_P(
                                              gpu_test::fixture_id(Family::Qwen35, DType::BF16, false),
                                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
                                              gpu_test::fixture_id(Family::GlmDsa, DType::BF16, true),
-                                             gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, false)},
+                                             gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, false),
+                                             gpu_test::fixture_id(Family::Glm5Next, DType::BF16, true)},
                                             {"recapture"})),
     testing::CaseName());
 

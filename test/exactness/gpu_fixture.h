@@ -10,6 +10,7 @@
 //   DeepSeek-V4 (deepseek4): GGUF under llama.cpp's deepseek4 names and HF under transformers';
 //         type F8_E4M3 with hf is the model as DeepSeek releases it (its names, FP8 projections
 //         with E8M0 block scales, FP4 experts: to_dsv4_release_source);
+//   GLM-5's hybrid (glm5-next): HF only (transformers' names; llama.cpp has no such architecture);
 //   F8_E4M3 for GLM-5 (hf): the projections block-scaled as its FP8 release stores them
 //         (to_hf_fp8_source: E4M3 codes, one F32 "<base>.weight_scale_inv" per 128 x 128 block).
 // The oracle and the GPU model load the SAME source, so the only differences between them are
@@ -109,7 +110,8 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
 // The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
 inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
   for (Family f :
-       {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa, Family::DeepseekV4})
+       {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa, Family::DeepseekV4,
+        Family::Glm5Next})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4, DType::F8_E4M3})
       for (bool hf : {false, true})
         if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);

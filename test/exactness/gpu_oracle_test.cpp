@@ -88,6 +88,9 @@ int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).f
     for (DType t : types) v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
     v.push_back(gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true));
   }
+  if (with_hf)  // GLM-5's hybrid: HF only, its float and Q8_0 forms
+    for (DType t : types)
+      if (t != DType::NVFP4) v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
   return v;
 }
 
@@ -565,6 +568,35 @@ TEST_F(GpuModel, Dsv4FollowsTheOracle) {
                      testing::ReportPart(report(), "release"));
 }
 
+// GLM-5's hybrid (glm5_next: KDA, KDA, MLA with the pooled indexer, MLA reusing its selection,
+// under hyper-connections; HF names): 48 tokens close 12 pools, of which each query keeps 4 and its
+// open tail, so the attention drops tokens from position 19 on.
+TEST_F(GpuModel, Glm5NextFollowsTheOracle) {
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0})
+    glm_follows_oracle(loaded(Family::Glm5Next, t, true), Break{},
+                       testing::ReportPart(report(), std::string(dtype_name(t))));
+}
+
+// GLM-5's hybrid over a long prompt (200 tokens, 50 pools): prime(p[:n-1]) + decode(p[n-1]) ==
+// forward_last(p), bitwise — KDA's recurrence and conv ring, and pools closed by a prefill's
+// tokens, are exactly a one-token step's.
+TEST_F(GpuModel, Glm5NextLongPrefillEqualsDecode) {
+  constexpr int kLong = 200;
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    Loaded& m = loaded(Family::Glm5Next, t, true);
+    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
+    a.prefill_matmul = PrefillMatmul::mmvq;
+    testing::ScopedArms<Model> arm(*m.gpu, a);
+    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 41);
+    const std::vector<float> full = m.gpu->forward_last(p);
+    Cache cache = m.gpu->new_cache(kLong);
+    m.gpu->prime_cache(std::span(p).first(kLong / 2), cache);
+    for (int i = kLong / 2; i < kLong - 1; ++i) m.gpu->decode_step(p[static_cast<size_t>(i)], cache);
+    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
+        << m.fx.id << ": a long prefill and its token-by-token decode differ";
+  }
+}
+
 // DeepSeek-V4 over a long prompt (200 tokens: 50 CSA rows for the indexer's 4, 25 HCA rows, the
 // 8-key window slid 192 times): prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise —
 // the compressors close windows whose tokens span calls, the indexer scores a prefill's queries
@@ -637,6 +669,20 @@ TEST_F(GpuModelCanary, Dsv4ScaledLayerFails) {
   for (auto [t, hf] : {std::pair{DType::F32, false}, std::pair{DType::Q8_0, false}}) {
     Loaded& m = loaded(Family::DeepseekV4, t, hf);
     expect_gate_fails("the GPU's streams after DeepSeek-V4 layer 0 scaled by 0.9 (" + m.fx.id + ")", [&] {
+      glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
+    });
+  }
+}
+
+// GLM-5's hybrid's check with every stream after layer 0 (a KDA layer) scaled by 0.9 on the GPU:
+// must FAIL (the hyper-connections absorb most of a uniform scale, as in DeepSeek-V4's canary).
+TEST_F(GpuModelCanary, Glm5NextScaledLayerFails) {
+  Break brk;
+  brk.scale_layer = 0;
+  brk.scale_factor = 0.9f;
+  for (DType t : {DType::F32, DType::Q8_0}) {
+    Loaded& m = loaded(Family::Glm5Next, t, true);
+    expect_gate_fails("the GPU's streams after GLM-5 hybrid layer 0 scaled by 0.9 (" + m.fx.id + ")", [&] {
       glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
     });
   }

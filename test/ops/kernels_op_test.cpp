@@ -51,15 +51,18 @@ enum class NmseOp {
   moe,
   dsa_score,
   sparse_attention,
-  mla_prep
+  mla_prep,
+  kda_recurrent,
+  mla_kpool
 };
 
 struct NmseCase : OpCase {
   NmseOp op;
   explicit NmseCase(NmseOp o) : op(o) {}
   std::string vars() const override {
-    const char* names[] = {"qk_prep", "split_attention", "gdn_conv",         "gdn_recurrent", "gdn_chunked",
-                           "moe",     "dsa_score",       "sparse_attention", "mla_prep"};
+    const char* names[] = {"qk_prep",  "split_attention", "gdn_conv",         "gdn_recurrent",
+                           "gdn_chunked", "moe",          "dsa_score",        "sparse_attention",
+                           "mla_prep", "kda_recurrent",   "mla_kpool"};
     return Vars()("op", names[static_cast<int>(op)]).str();
   }
   Tolerance tolerance(std::string_view arch) const override {
@@ -76,6 +79,10 @@ struct NmseCase : OpCase {
         return measured_nmse(vars(), arch, {{"h100", 1e-10}});
       case NmseOp::mla_prep:  // the oracle's f64 rotation and LayerNorm; the device's f64 angle at
                               // 128k positions is a few ulp off (~1e-11 rad): rare 1-ulp f32 flips
+        return measured_nmse(vars(), arch, {{"h100", 1e-13}});
+      case NmseOp::kda_recurrent:  // GDN's f32 recurrence with a decay per row, 70 steps vs f64
+        return measured_nmse(vars(), arch, {{"h100", 1e-9}});
+      case NmseOp::mla_kpool:  // f64 softmax-weighted sums of 4..16 slots, rounded once: f32 ulps
         return measured_nmse(vars(), arch, {{"h100", 1e-13}});
     }
     return Tolerance::exact();
@@ -912,6 +919,114 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
         }
         EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
         EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::gdn_recurrent))) << "T=" << T << " tiled=" << tiled;
+      }
+  });
+}
+
+// Kimi delta attention's recurrence (gdn.cuh kda_recurrent_run) against the oracle's
+// kda_delta_rule_recurrent: the gates from their inputs (the safe gate with bound -5, and the
+// softplus form), q and k unit-normed, a decay per state row, T = 1 and 70 tokens from a random
+// state, heads of 16 (the tiny fixture's) and 128 (GLM-5.3-Flash's); outputs and final state.
+TEST_F(Kernels, KdaRecurrentMatchesTheOracle) {
+  seeded([&] {
+    for (int d : {16, 128})
+      for (float bound : {-5.0f, 0.0f})
+        for (int T : {1, 70}) {
+          const int H = 3, hd = H * d;
+          auto qkv = rnd(T * 3 * hd), f = rnd(T * hd, -2, 2), b = rnd(T * H, -2, 2), dt = rnd(hd, -1, 1),
+               al = rnd(H, -1, 1), S0 = rnd(H * d * d, -0.1f, 0.1f);
+          auto dq = up(qkv), df = up(f), db = up(b), ddt = up(dt), dal = up(al), dS = up(S0);
+          DeviceBuffer<float> o(e(), T * hd);
+          o.fill_bytes(0xFF);
+          cuda::KdaParams kp;
+          kp.qkv = dq.data();
+          kp.f = df.data();
+          kp.b = db.data();
+          kp.dt_bias = ddt.data();
+          kp.a_log = dal.data();
+          kp.bound = bound;
+          kp.state = dS.data();
+          kp.o = o.data();
+          kp.T = T;
+          kp.H = H;
+          kp.d = d;
+          cuda::kda_recurrent_run(kp, s());
+          e().synchronize();
+          const auto go = o.download(), gS = dS.download();
+          std::vector<float> ro(T * hd), rS(H * d * d);
+          for (int h = 0; h < H; ++h) {
+            std::vector<double> q(T * d), k(T * d), v(T * d), g(T * d), be(T), out(T * d),
+                S(S0.begin() + h * d * d, S0.begin() + (h + 1) * d * d);
+            const double rate = std::exp(double(al[h]));
+            for (int t = 0; t < T; ++t) {
+              const float* row = qkv.data() + t * 3 * hd;
+              double qq = 0, kk = 0;
+              for (int i = 0; i < d; ++i) {
+                qq += double(row[h * d + i]) * row[h * d + i];
+                kk += double(row[hd + h * d + i]) * row[hd + h * d + i];
+              }
+              for (int i = 0; i < d; ++i) {
+                q[t * d + i] = row[h * d + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(d));
+                k[t * d + i] = row[hd + h * d + i] / std::sqrt(kk + 1e-6);
+                v[t * d + i] = row[2 * hd + h * d + i];
+                const double x = double(f[t * hd + h * d + i]) + dt[h * d + i];
+                g[t * d + i] = bound != 0 ? bound * oo::sigmoid(rate * x) : -rate * oo::softplus(x);
+              }
+              be[t] = oo::sigmoid(b[t * H + h]);
+            }
+            oo::kda_delta_rule_recurrent(q.data(), k.data(), v.data(), g.data(), be.data(), T, d, d, S.data(),
+                                         out.data());
+            for (int t = 0; t < T; ++t)
+              for (int j = 0; j < d; ++j) ro[t * hd + h * d + j] = static_cast<float>(out[t * d + j]);
+            for (int i = 0; i < d * d; ++i) rS[h * d * d + i] = static_cast<float>(S[i]);
+          }
+          EXPECT_TRUE(compare_to_contract(go, ro, nmse_bound(NmseOp::kda_recurrent)))
+              << "d=" << d << " bound=" << bound << " T=" << T;
+          EXPECT_TRUE(compare_to_contract(gS, rS, nmse_bound(NmseOp::kda_recurrent)))
+              << "d=" << d << " bound=" << bound << " T=" << T;
+        }
+  });
+}
+
+// GLM-5's hybrid's pooled indexer keys (mla.cuh mla_kpool_run) against the oracle's pool_window:
+// the pools a call's tokens close (tokens at positions 5..41 with pools of 4: pools 1..9; of 16:
+// pools 0..1 — the call's first pool partly from earlier positions), each channel's gate softmax
+// over the pool's slots weighting its keys; pools the call does not close left untouched.
+TEST_F(Kernels, KpoolRowsMatchTheOracle) {
+  seeded([&] {
+    for (int P : {4, 16})
+      for (int hi : {16, 128}) {
+        const int64_t pos0 = 5, T = 37, n = pos0 + T;
+        auto keys = rnd(n * hi), gates = rnd(n * hi, -3, 3);
+        auto dk = up(keys), dg = up(gates);
+        auto dpos = up(std::vector<int64_t>{pos0});
+        DeviceBuffer<float> rows(e(), n * hi);
+        rows.fill_bytes(0xFF);  // NaN: a row the kernel should not write stays NaN
+        cuda::mla_kpool_run({.index_k = dk.data(),
+                             .index_gate = dg.data(),
+                             .rows = rows.data(),
+                             .pos0 = dpos.data(),
+                             .T = T,
+                             .hi = hi,
+                             .kpool = P},
+                            s());
+        e().synchronize();
+        const auto g = rows.download();
+        std::vector<float> got, want(hi);
+        std::vector<float> ref;
+        for (int64_t j = 0; j < n / P; ++j) {
+          const bool closed_here = (j + 1) * P - 1 >= pos0;
+          const float* row = g.data() + j * hi;
+          if (!closed_here) {
+            EXPECT_TRUE(std::isnan(row[0])) << "pool " << j << " closed before the call was written";
+            continue;
+          }
+          oo::pool_window(keys.data() + j * P * hi, gates.data() + j * P * hi, P, hi, want.data());
+          got.insert(got.end(), row, row + hi);
+          ref.insert(ref.end(), want.begin(), want.end());
+        }
+        ASSERT_FALSE(ref.empty());
+        EXPECT_TRUE(compare_to_contract(got, ref, nmse_bound(NmseOp::mla_kpool))) << "P=" << P << " hi=" << hi;
       }
   });
 }
