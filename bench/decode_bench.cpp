@@ -113,6 +113,7 @@ const Shape kShapes[] = {
     {"qwen3-0.6b/q8_0", Family::Qwen3, fixture::Preset::Qwen3_0_6B, DType::Q8_0},
     {"glm-5/nvfp4", Family::GlmDsa, fixture::Preset::Glm5, DType::NVFP4},
     {"deepseek-v4-flash/nvfp4", Family::DeepseekV4, fixture::Preset::Dsv4Flash, DType::NVFP4},
+    {"glm-5.3-flash/nvfp4", Family::Glm5Next, fixture::Preset::Glm5Flash, DType::NVFP4},
 };
 
 // Every shape's model stays resident once built (~55 GB for the five: the 35B-A3B shape alone is

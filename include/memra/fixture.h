@@ -59,7 +59,7 @@
 
 namespace memra::fixture {
 
-enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B, Glm5, Dsv4Flash };
+enum class Preset { Tiny, Bank, Unit, Qwen3_0_6B, Qwen35_9B, Qwen35_35B_A3B, Glm5, Dsv4Flash, Glm5Flash };
 
 // "tiny", "bank", "unit", "qwen3-0.6b", "qwen35-9b", "qwen35-35b-a3b".
 std::string_view preset_name(Preset p);

@@ -42,6 +42,7 @@ constexpr PresetName kPresets[] = {
     {Preset::Unit, "unit"},           {Preset::Qwen3_0_6B, "qwen3-0.6b"},
     {Preset::Qwen35_9B, "qwen35-9b"}, {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
     {Preset::Glm5, "glm-5"},          {Preset::Dsv4Flash, "deepseek-v4-flash"},
+    {Preset::Glm5Flash, "glm-5.3-flash"},
 };
 
 // The HF Qwen3 vocabulary size (151643 BPE tokens + 26 added, padded to 151936).
@@ -375,7 +376,45 @@ ModelConfig dsv4_flash_shapes() {
   return c;
 }
 
+// GLM-5.3-Flash's widths (transformers 5.17's Glm5NextTextConfig defaults: D 4096, 64 MLA heads
+// of 256 with no rotation, latents 1536 / 512, an indexer of 32 x 128 keeping 2048 tokens in pools
+// of 16, KDA of 64 heads x 128, 288 experts top-8 x 2048 + a shared one, dense 12288, 4 streams)
+// at 4 layers in the released pattern (KDA, KDA, KDA, MLA): layer 0 dense, the rest MoE.
+ModelConfig glm5_flash_shapes() {
+  ModelConfig c = tiny_glm5next_shapes();
+  c.n_vocab = 154880;
+  c.n_embd = 4096;
+  c.n_ctx_train = 1048576;
+  c.n_head = c.n_head_kv = 64;
+  c.mla_d_nope = 256;
+  c.head_dim = 256;
+  c.mla_d_v = 256;
+  c.mla_q_rank = 1536;
+  c.mla_kv_rank = 512;
+  c.dsa_n_head = 32;
+  c.dsa_head_dim = 128;
+  c.dsa_topk = 2048;
+  c.dsa_kpool = 16;
+  c.ssm_n_k_heads = c.ssm_n_v_heads = 64;
+  c.ssm_d_k = c.ssm_d_v = 128;
+  c.layer_kind = {LayerKind::Kda, LayerKind::Kda, LayerKind::Kda, LayerKind::Mla};
+  c.dsa_shared.assign(4, 0);
+  c.n_ff = 12288;
+  c.n_expert = 288;
+  c.n_expert_used = 8;
+  c.n_expert_group = 1;
+  c.n_expert_group_used = 1;
+  c.n_ff_exp = 2048;
+  c.n_ff_shexp = 2048;
+  c.swiglu_limit = 10;
+  return c;
+}
+
 ModelConfig realistic_shapes(Preset p, Family f) {
+  if (p == Preset::Glm5Flash) {
+    if (f != Family::Glm5Next) fail("preset glm-5.3-flash is a glm5-next model, not ", family_arch(f));
+    return glm5_flash_shapes();
+  }
   if (p == Preset::Dsv4Flash) {
     if (f != Family::DeepseekV4) fail("preset deepseek-v4-flash is a deepseek4 model, not ", family_arch(f));
     return dsv4_flash_shapes();

@@ -90,7 +90,8 @@ TEST(EngineHost, KernelLimitsNameTheFieldAndTheLimit) {
   for (auto [f, p] : {std::pair{Family::Qwen3, Preset::Qwen3_0_6B}, std::pair{Family::Qwen35, Preset::Qwen35_9B},
                       std::pair{Family::Qwen35Moe, Preset::Qwen35_35B_A3B}, std::pair{Family::GlmDsa, Preset::Glm5},
                       std::pair{Family::DeepseekV4, Preset::Dsv4Flash}, std::pair{Family::DeepseekV4, Preset::Tiny},
-                      std::pair{Family::DeepseekV4, Preset::Unit}})
+                      std::pair{Family::DeepseekV4, Preset::Unit}, std::pair{Family::Glm5Next, Preset::Glm5Flash},
+                      std::pair{Family::Glm5Next, Preset::Tiny}, std::pair{Family::Glm5Next, Preset::Unit}})
     EXPECT_NO_THROW(memra::cuda::check_kernel_limits(fx::fixture_config({.family = f, .preset = p})));
 
   const memra::ModelConfig moe = fx::fixture_config({.family = Family::Qwen35Moe, .preset = Preset::Unit});

@@ -57,7 +57,8 @@ std::string read_file(const std::string& p) {
 
 TEST(FixturePresets, NamesRoundTripAndBadNamesFail) {
   for (Preset p :
-       {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B, Preset::Glm5})
+       {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B, Preset::Glm5,
+        Preset::Dsv4Flash, Preset::Glm5Flash})
     EXPECT_EQ(fixture::preset_from_name(fixture::preset_name(p)), p);
   for (Family f : kFamilies) EXPECT_EQ(fixture::family_from_name(fam(f)), f);
   EXPECT_THROW(fixture::preset_from_name("huge"), Error);
@@ -69,6 +70,10 @@ TEST(FixturePresets, NamesRoundTripAndBadNamesFail) {
   EXPECT_NO_THROW(glm.validate());
   EXPECT_EQ(glm.head_dim, 256);
   EXPECT_EQ(glm.kv_k_width(), 64 * 256);
+  const ModelConfig flash = fixture::fixture_config({Family::Glm5Next, Preset::Glm5Flash});
+  EXPECT_NO_THROW(flash.validate());
+  EXPECT_EQ(flash.dsa_sel_width(), 2048 + 15);  // 128 pools of 16 and the open tail
+  EXPECT_THROW(fixture::fixture_config({Family::GlmDsa, Preset::Glm5Flash}), Error);
 }
 
 TEST(FixturePresets, TinyShapes) {
