@@ -36,6 +36,7 @@
 
 #include "cuda/stream_read.cuh"
 #include "cuda/timeline.h"
+#include "memra/cuda_check.h"
 #include "memra/engine.h"
 #include "memra/fixture.h"
 #include "memra/model.h"
@@ -52,16 +53,30 @@ cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(engine().stream())
 
 double g_read_bw = 0;  // bytes/s, from BM_StreamRead
 
+// CUDA events on the engine's stream, made and recorded with the engine's device current (a
+// split model's step may leave another device current); a failing call is an error, never a
+// silent 0 ms.
 struct Timer {
   cudaEvent_t a, b;
-  Timer() { cudaEventCreate(&a); cudaEventCreate(&b); }
-  ~Timer() { cudaEventDestroy(a); cudaEventDestroy(b); }
-  void start() { cudaEventRecord(a, stream()); }
+  Timer() {
+    MEMRA_CUDA_CHECK(cudaSetDevice(engine().device()));
+    MEMRA_CUDA_CHECK(cudaEventCreate(&a));
+    MEMRA_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Timer() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  void start() {
+    MEMRA_CUDA_CHECK(cudaSetDevice(engine().device()));
+    MEMRA_CUDA_CHECK(cudaEventRecord(a, stream()));
+  }
   double stop_s() {
-    cudaEventRecord(b, stream());
-    cudaEventSynchronize(b);
+    MEMRA_CUDA_CHECK(cudaSetDevice(engine().device()));
+    MEMRA_CUDA_CHECK(cudaEventRecord(b, stream()));
+    MEMRA_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
+    MEMRA_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
     return ms / 1e3;
   }
 };
