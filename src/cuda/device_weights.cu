@@ -286,8 +286,8 @@ void check_kernel_limits(const ModelConfig& c) {
     need(c.hc_mult >= 1 && c.hc_mult <= kHcMaxStreams, "hc_mult = ", c.hc_mult, " (the hyper-connections take 1..",
          kHcMaxStreams, " streams)");
   if (c.has_kda()) {
-    need(c.ssm_conv_kernel >= 1 && c.ssm_conv_kernel <= kGdnMaxConvKernel, "linear_conv_kernel_dim = ",
-         c.ssm_conv_kernel, " (the conv takes 1..", kGdnMaxConvKernel, ")");
+    need(c.ssm_conv_kernel >= 1 && c.ssm_conv_kernel <= kGdnMaxConvKernel,
+         "linear_conv_kernel_dim = ", c.ssm_conv_kernel, " (the conv takes 1..", kGdnMaxConvKernel, ")");
     need(c.ssm_d_v >= 1 && c.ssm_d_v <= kGdnMaxHeadDim, "linear_head_dim = ", c.ssm_d_v, " (the KDA kernel takes 1..",
          kGdnMaxHeadDim, ")");
   }

@@ -75,8 +75,8 @@ struct DsaExpandParams {
   const int32_t* psel = nullptr;    // [T, pools]
   const int32_t* n_psel = nullptr;  // [T]
   int pools = 0, kpool = 0;
-  int32_t* sel = nullptr;           // [T, width] out, width >= pools * kpool + kpool - 1
-  int32_t* n_sel = nullptr;         // [T] out
+  int32_t* sel = nullptr;    // [T, width] out, width >= pools * kpool + kpool - 1
+  int32_t* n_sel = nullptr;  // [T] out
   int width = 0;
   const int64_t* pos_dev = nullptr;  // device: query 0 sits at *pos_dev + row0
   int64_t row0 = 0;

@@ -224,8 +224,8 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
     const Gates g = gates(p.b[t * nv + h], p.a[t * nv + h], p.ssm_a[h], p.dt_bias[h]);
     __syncthreads();
     if (tid < dv)
-      p.o[t * nv * dv + h * dv + tid] = column_step<0>(StridedCol{S + tid, dv}, dk, ks, qs, g.beta, HeadDecay{g.decay},
-                                                               row[2 * kd + h * dv + tid]);
+      p.o[t * nv * dv + h * dv + tid] =
+          column_step<0>(StridedCol{S + tid, dv}, dk, ks, qs, g.beta, HeadDecay{g.decay}, row[2 * kd + h * dv + tid]);
     __syncthreads();
   }
 #pragma unroll 8
@@ -316,7 +316,8 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   qk_unit(qv, kv, p.dk, qs, ks, red);
   const Gates g = gates(bv, av, ssm_a, dt_bias);
   __syncthreads();
-  if (tid < 32 && j < dv) p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
+  if (tid < 32 && j < dv)
+    p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {

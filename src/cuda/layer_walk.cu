@@ -639,10 +639,16 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
                   .n_sel = n_psel,
                   .topk = pools},
                  pos_of(ci), T, ctx_bound);
-    cuda::dsa_expand_pools_run(
-        {.psel = psel, .n_psel = n_psel, .pools = pools, .kpool = P, .sel = sel, .n_sel = n_sel, .width = topk,
-         .pos_dev = pos_of(ci), .T = T},
-        s);
+    cuda::dsa_expand_pools_run({.psel = psel,
+                                .n_psel = n_psel,
+                                .pools = pools,
+                                .kpool = P,
+                                .sel = sel,
+                                .n_sel = n_sel,
+                                .width = topk,
+                                .pos_dev = pos_of(ci),
+                                .T = T},
+                               s);
   } else if (L.dsa) {
     indexer_topk({.q = pp.iq, .w = pp.iw, .keys = pp.index_k, .n_head = ni, .head_dim = hi, .sel = sel, .n_sel = n_sel},
                  pos_of(ci), T, ctx_bound);

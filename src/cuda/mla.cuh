@@ -49,9 +49,9 @@ struct MlaPrepParams {
   double eps = 1e-6;
   // GLM-5's hybrid (pooled indexer, kpool > 0): each token's pool-gate logits plus the bias of its
   // slot in its pool stored at its position, f32(ig + ape[pos % kpool]) (the oracle's sum)
-  const float* ig = nullptr;   // [T, hi] index_kpool_compress_gate x
-  const float* ape = nullptr;  // [kpool, hi]
-  float* index_gate = nullptr; // [max_ctx, hi]
+  const float* ig = nullptr;    // [T, hi] index_kpool_compress_gate x
+  const float* ape = nullptr;   // [kpool, hi]
+  float* index_gate = nullptr;  // [max_ctx, hi]
   int kpool = 0;
 };
 void mla_prep_run(const MlaPrepParams& p, cudaStream_t s);

@@ -127,8 +127,7 @@ __global__ void __launch_bounds__(kBlock) rowop_kernel(RowOpParams p) {
   for (int64_t i = tid; i < p.n; i += kBlock) {
     float v = row[i];
     if constexpr (Op == RowOp::RmsNorm) v = __fmul_rn(__fmul_rn(v, scale), p.w[i]);
-    if constexpr (kGated<Op>)
-      v = __fmul_rn(__fmul_rn(__fmul_rn(v, scale), p.w[i]), gate_f<Op>(p.z[r * p.ld_z + i]));
+    if constexpr (kGated<Op>) v = __fmul_rn(__fmul_rn(__fmul_rn(v, scale), p.w[i]), gate_f<Op>(p.z[r * p.ld_z + i]));
     if constexpr (Op == RowOp::Swiglu) v = __fmul_rn(silu_f(v), p.z[r * p.ld_z + i]);
     if constexpr (Op == RowOp::SwigluClamped) v = swiglu_clamped(v, p.z[r * p.ld_z + i], p.limit);
     row[i] = v;
@@ -258,7 +257,8 @@ void rowop_run(const RowOpParams& p, cudaStream_t s) {
   switch (p.op) {
     case RowOp::RmsNorm: return launch<RowOp::RmsNorm>(p, s);
     case RowOp::RmsNormGated: return launch<RowOp::RmsNormGated>(p, s);
-    case RowOp::RmsNormGatedSigmoid: return launch<RowOp::RmsNormGatedSigmoid>(p, s);
+    case RowOp::RmsNormGatedSigmoid:
+      return launch<RowOp::RmsNormGatedSigmoid>(p, s);
     case RowOp::Swiglu: return launch<RowOp::Swiglu>(p, s);
     case RowOp::SwigluClamped:
       return launch<RowOp::SwigluClamped>(p, s);

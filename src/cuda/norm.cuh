@@ -12,12 +12,12 @@
 namespace memra::cuda {
 
 enum class RowOp {
-  RmsNorm,        // y = x * rsqrt(mean(x^2) + eps) * w          (w: the canonical multiplier, 1+w folded)
-  RmsNormGated,   // y = w * x * rsqrt(mean(x^2) + eps) * silu(z) (GDN output norm, per head)
+  RmsNorm,              // y = x * rsqrt(mean(x^2) + eps) * w          (w: the canonical multiplier, 1+w folded)
+  RmsNormGated,         // y = w * x * rsqrt(mean(x^2) + eps) * silu(z) (GDN output norm, per head)
   RmsNormGatedSigmoid,  // y = w * x * rsqrt(mean(x^2) + eps) * sigmoid(z) (KDA output norm, per head)
-  Swiglu,         // y = silu(x) * z                               (x: gate rows, z: up rows)
-  SwigluClamped,  // y = silu(min(x, limit)) * clamp(z, -limit, limit)   (DeepSeek-V4's experts)
-  Identity,       // y = x                                         (quantisation only)
+  Swiglu,               // y = silu(x) * z                               (x: gate rows, z: up rows)
+  SwigluClamped,        // y = silu(min(x, limit)) * clamp(z, -limit, limit)   (DeepSeek-V4's experts)
+  Identity,             // y = x                                         (quantisation only)
 };
 
 struct RowOpParams {

@@ -38,10 +38,14 @@ struct PresetName {
   const char* name;
 };
 constexpr PresetName kPresets[] = {
-    {Preset::Tiny, "tiny"},           {Preset::Bank, "bank"},
-    {Preset::Unit, "unit"},           {Preset::Qwen3_0_6B, "qwen3-0.6b"},
-    {Preset::Qwen35_9B, "qwen35-9b"}, {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
-    {Preset::Glm5, "glm-5"},          {Preset::Dsv4Flash, "deepseek-v4-flash"},
+    {Preset::Tiny, "tiny"},
+    {Preset::Bank, "bank"},
+    {Preset::Unit, "unit"},
+    {Preset::Qwen3_0_6B, "qwen3-0.6b"},
+    {Preset::Qwen35_9B, "qwen35-9b"},
+    {Preset::Qwen35_35B_A3B, "qwen35-35b-a3b"},
+    {Preset::Glm5, "glm-5"},
+    {Preset::Dsv4Flash, "deepseek-v4-flash"},
     {Preset::Glm5Flash, "glm-5.3-flash"},
 };
 

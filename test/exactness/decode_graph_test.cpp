@@ -186,8 +186,7 @@ std::vector<Reseat> reseats(const ModelConfig& c) {
   };
   if (const int64_t a = std::min(first(LayerKind::Attention), first(LayerKind::Mla)); a < c.n_layer)
     r.push_back({20, a});
-  if (const int64_t g = std::min(first(LayerKind::Linear), first(LayerKind::Kda)); g < c.n_layer)
-    r.push_back({40, g});
+  if (const int64_t g = std::min(first(LayerKind::Linear), first(LayerKind::Kda)); g < c.n_layer) r.push_back({40, g});
   // DeepSeek-V4: its first CSA layer (raw keys, both compressors' projections and rows)
   if (const int64_t d = std::find(c.dsv4_attn.begin(), c.dsv4_attn.end(), Dsv4Attn::Csa) - c.dsv4_attn.begin();
       d < static_cast<int64_t>(c.dsv4_attn.size()))
@@ -223,8 +222,7 @@ std::vector<std::string> tiny_fixture_ids() {
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
   // GLM-5's hybrid, the seed's own model: KDA layers between MLA layers with the pooled indexer
-  for (DType t : {DType::F32, DType::BF16, DType::Q8_0})
-    v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0}) v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
   return v;
 }
 

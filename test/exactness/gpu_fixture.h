@@ -109,9 +109,8 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
 
 // The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
 inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
-  for (Family f :
-       {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa, Family::DeepseekV4,
-        Family::Glm5Next})
+  for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa,
+                   Family::DeepseekV4, Family::Glm5Next})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4, DType::F8_E4M3})
       for (bool hf : {false, true})
         if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);

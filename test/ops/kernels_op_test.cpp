@@ -60,9 +60,8 @@ struct NmseCase : OpCase {
   NmseOp op;
   explicit NmseCase(NmseOp o) : op(o) {}
   std::string vars() const override {
-    const char* names[] = {"qk_prep",  "split_attention", "gdn_conv",         "gdn_recurrent",
-                           "gdn_chunked", "moe",          "dsa_score",        "sparse_attention",
-                           "mla_prep", "kda_recurrent",   "mla_kpool"};
+    const char* names[] = {"qk_prep",   "split_attention",  "gdn_conv", "gdn_recurrent", "gdn_chunked", "moe",
+                           "dsa_score", "sparse_attention", "mla_prep", "kda_recurrent", "mla_kpool"};
     return Vars()("op", names[static_cast<int>(op)]).str();
   }
   Tolerance tolerance(std::string_view arch) const override {

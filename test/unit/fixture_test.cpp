@@ -56,9 +56,8 @@ std::string read_file(const std::string& p) {
 }
 
 TEST(FixturePresets, NamesRoundTripAndBadNamesFail) {
-  for (Preset p :
-       {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B, Preset::Glm5,
-        Preset::Dsv4Flash, Preset::Glm5Flash})
+  for (Preset p : {Preset::Tiny, Preset::Bank, Preset::Qwen3_0_6B, Preset::Qwen35_9B, Preset::Qwen35_35B_A3B,
+                   Preset::Glm5, Preset::Dsv4Flash, Preset::Glm5Flash})
     EXPECT_EQ(fixture::preset_from_name(fixture::preset_name(p)), p);
   for (Family f : kFamilies) EXPECT_EQ(fixture::family_from_name(fam(f)), f);
   EXPECT_THROW(fixture::preset_from_name("huge"), Error);
