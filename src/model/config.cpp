@@ -674,58 +674,8 @@ ModelConfig glm_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
   c.dsa_head_dim = get_or("index_head_dim", 128);
   c.dsa_topk = get_or("index_topk", 2048);
   c.layer_kind.assign(static_cast<size_t>(c.n_layer), LayerKind::Mla);
-  c.dsa_shared.assign(static_cast<size_t>(c.n_layer), 0);
-  auto set_shared = [&](int64_t i, const std::string& t, const char* key) {
-    if (t == "shared" || t == "S")
-      c.dsa_shared[static_cast<size_t>(i)] = 1;
-    else if (t != "full" && t != "F")
-      fail(key, "[", i, "] = '", t, "' (full or shared)");
-  };
-  if (kv.has("indexer_types") || kv.has("index_topk_pattern")) {
-    const char* key = kv.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
-    std::vector<std::string> types = kv.get_string_array(key);
-    if (types.size() == 1 && static_cast<int64_t>(types[0].size()) == c.n_layer && c.n_layer > 1) {  // "FSSF..."
-      const std::string p = types[0];
-      types.clear();
-      for (char ch : p) types.emplace_back(1, ch);
-    }
-    if (static_cast<int64_t>(types.size()) != c.n_layer)
-      fail(key, " has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
-    for (int64_t i = 0; i < c.n_layer; ++i) set_shared(i, types[static_cast<size_t>(i)], key);
-  } else {
-    const int64_t freq = std::max<int64_t>(get_or("index_topk_freq", 1), 1),
-                  offset = get_or("index_skip_topk_offset", 2);
-    for (int64_t i = 0; i < c.n_layer; ++i)
-      c.dsa_shared[static_cast<size_t>(i)] = std::max<int64_t>(i - offset + 1, 0) % freq != 0;
-  }
-  c.n_ff = get_or("intermediate_size", 12288);
-  c.ffn_kind.assign(static_cast<size_t>(c.n_layer), FfnKind::Moe);
-  if (kv.has("mlp_layer_types")) {
-    auto types = kv.get_string_array("mlp_layer_types");
-    if (static_cast<int64_t>(types.size()) != c.n_layer)
-      fail("mlp_layer_types has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
-    for (int64_t i = 0; i < c.n_layer; ++i) {
-      const std::string& t = types[static_cast<size_t>(i)];
-      if (t == "dense")
-        c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
-      else if (t != "sparse")
-        fail("mlp_layer_types[", i, "] = '", t, "' (dense or sparse)");
-    }
-  } else {
-    const int64_t n_dense = std::min(get_or("first_k_dense_replace", 3), c.n_layer);
-    for (int64_t i = 0; i < n_dense; ++i) c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
-  }
-  if (c.has_moe()) {
-    c.moe_gating = MoeGating::SigmoidGrouped;
-    c.n_expert = kv.has("n_routed_experts") ? kv.get_int("n_routed_experts") : get_or("num_experts", 256);
-    c.n_expert_used = get_or("num_experts_per_tok", 8);
-    c.n_ff_exp = get_or("moe_intermediate_size", 2048);
-    c.n_ff_shexp = c.n_ff_exp * get_or("n_shared_experts", 1);
-    c.norm_topk = kv.has("norm_topk_prob") ? kv.get_bool("norm_topk_prob") : true;
-    c.n_expert_group = get_or("n_group", 1);
-    c.n_expert_group_used = get_or("topk_group", 1);
-    c.expert_weights_scale = kv.has("routed_scaling_factor") ? kv.get_float("routed_scaling_factor") : 2.5;
-  }
+  detail::glm_hf_schedules(kv, c, get_or("first_k_dense_replace", 3), 12288);
+  detail::glm_hf_moe(kv, c, kv.has("n_routed_experts") ? kv.get_int("n_routed_experts") : get_or("num_experts", 256));
   bool any_dense = false;
   for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
   if (!any_dense) c.n_ff = 0;
@@ -861,25 +811,7 @@ void write_glm_hf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set("index_n_heads", c.dsa_n_head);
   dst.set("index_head_dim", c.dsa_head_dim);
   dst.set("index_topk", c.dsa_topk);
-  std::vector<std::string> idx, mlp;
-  for (uint8_t s : c.dsa_shared) idx.emplace_back(s ? "shared" : "full");
-  for (FfnKind k : c.ffn_kind) mlp.emplace_back(k == FfnKind::Moe ? "sparse" : "dense");
-  dst.set("indexer_types", idx);
-  dst.set("mlp_layer_types", mlp);
-  dst.set("intermediate_size", c.n_ff);
-  if (c.n_expert > 0) {
-    if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
-      fail("glm-dsa: the shared expert width ", c.n_ff_shexp, " is not a multiple of moe_intermediate_size ",
-           c.n_ff_exp, " (HF sizes it as n_shared_experts experts)");
-    dst.set("n_routed_experts", c.n_expert);
-    dst.set("num_experts_per_tok", c.n_expert_used);
-    dst.set("moe_intermediate_size", c.n_ff_exp);
-    dst.set("n_shared_experts", c.n_ff_shexp / c.n_ff_exp);
-    dst.set("norm_topk_prob", c.norm_topk);
-    dst.set("n_group", c.n_expert_group);
-    dst.set("topk_group", c.n_expert_group_used);
-    dst.set("routed_scaling_factor", c.expert_weights_scale);
-  }
+  detail::write_glm_hf_schedules_and_moe(c, dst);
 }
 }  // namespace
 
@@ -1005,5 +937,90 @@ class MemoryKeys final : public MetaKeys {
 std::unique_ptr<MetaKeys> memory_meta_keys(const MemorySource& src) {
   return std::make_unique<MemoryKeys>(src);
 }
+
+namespace detail {
+
+void glm_hf_schedules(const MetaKeys& kv, ModelConfig& c, int64_t first_dense, int64_t default_n_ff) {
+  const size_t L = static_cast<size_t>(c.n_layer);
+  c.dsa_shared.assign(L, 0);
+  if (kv.has("indexer_types") || kv.has("index_topk_pattern")) {
+    const char* key = kv.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
+    std::vector<std::string> types = kv.get_string_array(key);
+    if (types.size() == 1 && types[0].size() == L && L > 1) {  // "FSSF..."
+      const std::string p = types[0];
+      types.clear();
+      for (char ch : p) types.emplace_back(1, ch);
+    }
+    if (types.size() != L) fail(key, " has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
+    for (size_t i = 0; i < L; ++i) {
+      const std::string& t = types[i];
+      if (t == "shared" || t == "S")
+        c.dsa_shared[i] = 1;
+      else if (t != "full" && t != "F")
+        fail(key, "[", i, "] = '", t, "' (full or shared)");
+    }
+  } else {
+    const int64_t freq = kv.has("index_topk_freq") ? std::max<int64_t>(kv.get_int("index_topk_freq"), 1) : 1;
+    const int64_t offset = kv.has("index_skip_topk_offset") ? kv.get_int("index_skip_topk_offset") : 2;
+    for (size_t i = 0; i < L; ++i)
+      c.dsa_shared[i] = std::max<int64_t>(static_cast<int64_t>(i) - offset + 1, 0) % freq != 0;
+  }
+  c.n_ff = kv.has("intermediate_size") ? kv.get_int("intermediate_size") : default_n_ff;
+  c.ffn_kind.assign(L, FfnKind::Moe);
+  if (kv.has("mlp_layer_types")) {
+    const auto types = kv.get_string_array("mlp_layer_types");
+    if (types.size() != L) fail("mlp_layer_types has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
+    for (size_t i = 0; i < L; ++i) {
+      if (types[i] == "dense")
+        c.ffn_kind[i] = FfnKind::Dense;
+      else if (types[i] != "sparse")
+        fail("mlp_layer_types[", i, "] = '", types[i], "' (dense or sparse)");
+    }
+  } else {
+    for (size_t i = 0; i < std::min(static_cast<size_t>(std::max<int64_t>(first_dense, 0)), L); ++i)
+      c.ffn_kind[i] = FfnKind::Dense;
+  }
+}
+
+void glm_hf_moe(const MetaKeys& kv, ModelConfig& c, int64_t n_expert) {
+  auto get_or = [&](const char* k, int64_t d) { return kv.has(k) ? kv.get_int(k) : d; };
+  if (c.has_moe()) {
+    c.moe_gating = MoeGating::SigmoidGrouped;
+    c.n_expert = n_expert;
+    c.n_expert_used = get_or("num_experts_per_tok", 8);
+    c.n_ff_exp = get_or("moe_intermediate_size", 2048);
+    c.n_ff_shexp = c.n_ff_exp * get_or("n_shared_experts", 1);
+    c.norm_topk = !kv.has("norm_topk_prob") || kv.get_bool("norm_topk_prob");
+    c.n_expert_group = get_or("n_group", 1);
+    c.n_expert_group_used = get_or("topk_group", 1);
+    c.expert_weights_scale = kv.has("routed_scaling_factor") ? kv.get_float("routed_scaling_factor") : 2.5;
+  }
+  bool any_dense = false;
+  for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
+  if (!any_dense) c.n_ff = 0;
+}
+
+void write_glm_hf_schedules_and_moe(const ModelConfig& c, MemorySource& dst) {
+  std::vector<std::string> idx, mlp;
+  for (uint8_t s : c.dsa_shared) idx.emplace_back(s ? "shared" : "full");
+  for (FfnKind k : c.ffn_kind) mlp.emplace_back(k == FfnKind::Moe ? "sparse" : "dense");
+  dst.set("indexer_types", idx);
+  dst.set("mlp_layer_types", mlp);
+  dst.set("intermediate_size", c.n_ff);
+  if (c.n_expert == 0) return;
+  if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
+    fail(family_arch(c.family), ": the shared expert width ", c.n_ff_shexp,
+         " is not a multiple of moe_intermediate_size ", c.n_ff_exp, " (HF sizes it as n_shared_experts experts)");
+  dst.set("n_routed_experts", c.n_expert);
+  dst.set("num_experts_per_tok", c.n_expert_used);
+  dst.set("moe_intermediate_size", c.n_ff_exp);
+  dst.set("n_shared_experts", c.n_ff_shexp / c.n_ff_exp);
+  dst.set("norm_topk_prob", c.norm_topk);
+  dst.set("n_group", c.n_expert_group);
+  dst.set("topk_group", c.n_expert_group_used);
+  dst.set("routed_scaling_factor", c.expert_weights_scale);
+}
+
+}  // namespace detail
 
 }  // namespace memra

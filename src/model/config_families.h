@@ -18,6 +18,17 @@ void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst);
 ModelConfig dsv4_from_gguf_keys(const MetaKeys& kv, ModelConfig c);
 void write_dsv4_gguf_keys(const ModelConfig& c, MemorySource& dst);
 
+// The config.json keys both GLM-5 families share (config.cpp). glm_hf_schedules: the indexer
+// schedule into c.dsa_shared (indexer_types, else index_topk_pattern "FSS...", else the
+// index_topk_freq / index_skip_topk_offset rule: layer i runs its indexer iff
+// max(i - offset + 1, 0) % freq == 0), n_ff (intermediate_size, else default_n_ff) and the FFN
+// schedule (mlp_layer_types, else the first `first_dense` layers dense, the rest MoE). glm_hf_moe:
+// the sigmoid-grouped MoE's keys with transformers' defaults and n_expert routed experts (n_ff 0
+// when no layer is dense). write_glm_hf_schedules_and_moe: their inverse, every field explicit.
+void glm_hf_schedules(const MetaKeys& kv, ModelConfig& c, int64_t first_dense, int64_t default_n_ff);
+void glm_hf_moe(const MetaKeys& kv, ModelConfig& c, int64_t n_expert);
+void write_glm_hf_schedules_and_moe(const ModelConfig& c, MemorySource& dst);
+
 // GLM-5's hybrid (model_type glm5_next / glm5_next_text) as transformers 5.17's
 // Glm5NextTextConfig reads it; written flat (the text fields at the top level, which
 // Glm5NextConfig forwards to its text_config) with a one-block vision tower. config_glm5next.cpp.

@@ -89,62 +89,13 @@ ModelConfig glm5next_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
   } else {
     for (size_t i = 0; i < L; ++i) c.layer_kind[i] = i % 4 == 3 ? LayerKind::Mla : LayerKind::Kda;
   }
-  // indexer_types (per layer, KDA layers included), or index_topk_pattern, or the freq/offset rule
-  c.dsa_shared.assign(L, 0);
-  if (kv.has("indexer_types") || kv.has("index_topk_pattern")) {
-    const char* key = kv.has("indexer_types") ? "indexer_types" : "index_topk_pattern";
-    std::vector<std::string> types = kv.get_string_array(key);
-    if (types.size() == 1 && types[0].size() == L && L > 1) {  // "FSSF..."
-      const std::string p = types[0];
-      types.clear();
-      for (char ch : p) types.emplace_back(1, ch);
-    }
-    if (types.size() != L) fail(key, " has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
-    for (size_t i = 0; i < L; ++i) {
-      const std::string& t = types[i];
-      if (t == "shared" || t == "S")
-        c.dsa_shared[i] = 1;
-      else if (t != "full" && t != "F")
-        fail(key, "[", i, "] = '", t, "' (full or shared)");
-    }
-  } else {
-    const int64_t freq = std::max<int64_t>(int_or("index_topk_freq", 1), 1),
-                  offset = int_or("index_skip_topk_offset", 2);
-    for (size_t i = 0; i < L; ++i)
-      c.dsa_shared[i] = std::max<int64_t>(static_cast<int64_t>(i) - offset + 1, 0) % freq != 0;
-  }
+  // indexer_types (per layer, KDA layers included) and the FFN schedule as glm_moe_dsa's; the
+  // first three layers dense by default (no first_k_dense_replace key)
+  glm_hf_schedules(kv, c, 3, 12288);
   // A KDA layer's entry is never used (it has no indexer): keep only the MLA layers' flags.
   for (size_t i = 0; i < L; ++i)
     if (c.layer_kind[i] == LayerKind::Kda) c.dsa_shared[i] = 0;
-
-  c.n_ff = int_or("intermediate_size", 12288);
-  c.ffn_kind.assign(L, FfnKind::Moe);
-  if (kv.has("mlp_layer_types")) {
-    const auto types = kv.get_string_array("mlp_layer_types");
-    if (types.size() != L) fail("mlp_layer_types has ", types.size(), " entries, num_hidden_layers ", c.n_layer);
-    for (size_t i = 0; i < L; ++i) {
-      if (types[i] == "dense")
-        c.ffn_kind[i] = FfnKind::Dense;
-      else if (types[i] != "sparse")
-        fail("mlp_layer_types[", i, "] = '", types[i], "' (dense or sparse)");
-    }
-  } else {
-    for (size_t i = 0; i < std::min<size_t>(3, L); ++i) c.ffn_kind[i] = FfnKind::Dense;
-  }
-  if (c.has_moe()) {
-    c.moe_gating = MoeGating::SigmoidGrouped;
-    c.n_expert = int_or("n_routed_experts", 288);
-    c.n_expert_used = int_or("num_experts_per_tok", 8);
-    c.n_ff_exp = int_or("moe_intermediate_size", 2048);
-    c.n_ff_shexp = c.n_ff_exp * int_or("n_shared_experts", 1);
-    c.norm_topk = !kv.has("norm_topk_prob") || kv.get_bool("norm_topk_prob");
-    c.n_expert_group = int_or("n_group", 1);
-    c.n_expert_group_used = int_or("topk_group", 1);
-    c.expert_weights_scale = float_or("routed_scaling_factor", 2.5);
-  }
-  bool any_dense = false;
-  for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
-  if (!any_dense) c.n_ff = 0;
+  glm_hf_moe(kv, c, int_or("n_routed_experts", 288));
   return c;
 }
 
@@ -186,29 +137,10 @@ void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set("hc_sinkhorn_iters", c.hc_iters);
   dst.set("hc_eps", c.hc_eps);
   dst.set("swiglu_limit", c.swiglu_limit);
-  std::vector<std::string> layers, idx, mlp;
-  for (size_t i = 0; i < c.layer_kind.size(); ++i) {
-    layers.emplace_back(c.layer_kind[i] == LayerKind::Kda ? kLinear : kSparse);
-    idx.emplace_back(c.dsa_shared[i] ? "shared" : "full");
-  }
-  for (FfnKind k : c.ffn_kind) mlp.emplace_back(k == FfnKind::Moe ? "sparse" : "dense");
+  std::vector<std::string> layers;
+  for (LayerKind k : c.layer_kind) layers.emplace_back(k == LayerKind::Kda ? kLinear : kSparse);
   dst.set("layer_types", layers);
-  dst.set("indexer_types", idx);
-  dst.set("mlp_layer_types", mlp);
-  dst.set("intermediate_size", c.n_ff);
-  if (c.n_expert > 0) {
-    if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
-      fail("glm5-next: the shared expert width ", c.n_ff_shexp, " is not a multiple of moe_intermediate_size ",
-           c.n_ff_exp, " (HF sizes it as n_shared_experts experts)");
-    dst.set("n_routed_experts", c.n_expert);
-    dst.set("num_experts_per_tok", c.n_expert_used);
-    dst.set("moe_intermediate_size", c.n_ff_exp);
-    dst.set("n_shared_experts", c.n_ff_shexp / c.n_ff_exp);
-    dst.set("norm_topk_prob", c.norm_topk);
-    dst.set("n_group", c.n_expert_group);
-    dst.set("topk_group", c.n_expert_group_used);
-    dst.set("routed_scaling_factor", c.expert_weights_scale);
-  }
+  write_glm_hf_schedules_and_moe(c, dst);
   // The vision tower transformers builds beside the text model: one small block (its weights are
   // not in a text fixture and are never run).
   dst.set("vision_config.depth", int64_t{1});
