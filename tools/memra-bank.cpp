@@ -10,9 +10,10 @@
 //     the checkpoint is sharded, of model.safetensors.index.json (the index names every shard, but
 //     the shards' bytes are then NOT covered: a gate that needs them must hash them itself);
 //   - calibration: the reference-vs-reference noise C_ref, the oracle teacher-forced along the
-//     banked tokens with chunked vs recurrent GDN prefill, max over steps of max|diff| / |top1|
-//     (0 for a model without GDN layers: the two forms are the same computation, and the note
-//     says so; with GDN it is usually 0 as well: the oracle's GDN state is f64), and
+//     banked tokens with chunked vs recurrent delta-rule prefill (Gated DeltaNet, Kimi delta
+//     attention), max over steps of max|diff| / |top1| (0 for a model without such layers: the
+//     two forms are the same computation, and the note says so; with them it is usually 0 as
+//     well: the oracle's recurrent state is f64), and
 //     band_coeff = 3*sqrt(2)*max(C_ref, 2^-23), the relative band for an arm with no noise of its
 //     own; 2^-23 is the f32 resolution of the banked logits (a gate adds its arm's C_arm:
 //     band_coeff_for in memra/bank.h).
@@ -107,11 +108,11 @@ int main(int argc, char** argv) {
     b.model_name = fs::path(model).filename().string();
     if (b.model_name.empty()) b.model_name = fs::path(model).parent_path().filename().string();
     b.arm_tag = "cpu-oracle/" + acts + "/gdn-chunked";
-    if (c.has_linear()) {
+    if (c.has_linear() || c.has_kda()) {  // Gated DeltaNet or Kimi delta attention: two prefill forms
       b.measured_noise_rel = reference_noise_rel(m, b.prompt, b.tokens);
-      b.calibration_note =
-          "C_ref = max over steps of max|chunked - recurrent GDN prefill logits| / |top1|, "
-          "teacher-forced along the banked tokens";
+      b.calibration_note = std::string("C_ref = max over steps of max|chunked - recurrent ") +
+                           (c.has_kda() ? "KDA" : "GDN") +
+                           " prefill logits| / |top1|, teacher-forced along the banked tokens";
     } else {
       b.measured_noise_rel = 0;
       b.calibration_note =

@@ -38,7 +38,8 @@ Family family_from_arch(std::string_view arch) {
   if (arch == "glm-dsa") return Family::GlmDsa;
   if (arch == "deepseek4") return Family::DeepseekV4;
   if (arch == "glm5-next") return Family::Glm5Next;
-  fail("unsupported architecture '", arch, "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4)");
+  fail("unsupported architecture '", arch,
+       "' (supported: qwen3, qwen3next, qwen35, qwen35moe, glm-dsa, deepseek4, glm5-next)");
 }
 
 bool ModelConfig::has_linear() const {
@@ -379,8 +380,11 @@ namespace {
 // architecture; the group keys default to one group). attention.indexer.types (true = full) is
 // optional: without it from_source reads each layer's indexer from its tensors. An appended MTP
 // block (nextn_predict_layers) is not read, as with the HF directory.
+// GLM-5's hybrid (memra's glm5-next, docs/gguf.md) shares these keys; its head_count_kv is an
+// array, as llama.cpp's kimi-linear writes it: 1 on an MLA layer, 0 on a KDA layer; its own keys
+// are read by glm5next_gguf_keys.
 ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
-  const std::string arch = "glm-dsa";
+  const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   auto get = [&](const char* k) { return kv.get_int(key(k)); };
   auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -391,9 +395,21 @@ ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
   c.n_ctx_train = get_or("context_length", 0);
   c.n_vocab = get_or("vocab_size", 0);
   c.n_head = get("attention.head_count");
-  const int64_t kv_heads = get_or("attention.head_count_kv", 1);
-  if (kv_heads != 1 && kv_heads != c.n_head)
-    fail(key("attention.head_count_kv"), " = ", kv_heads, " (MLA: 1, the latent, or head_count ", c.n_head, ")");
+  if (c.family == Family::Glm5Next) {
+    const std::vector<int64_t> kv_heads = kv.get_int_array(key("attention.head_count_kv"));
+    if (static_cast<int64_t>(kv_heads.size()) != c.n_layer)
+      fail(key("attention.head_count_kv"), " has ", kv_heads.size(), " entries, ", c.n_layer, " layers");
+    for (size_t i = 0; i < kv_heads.size(); ++i) {
+      if (kv_heads[i] != 0 && kv_heads[i] != 1)
+        fail(key("attention.head_count_kv"), "[", i, "] = ", kv_heads[i], " (1: an MLA layer, 0: a KDA layer)");
+      c.layer_kind.push_back(kv_heads[i] ? LayerKind::Mla : LayerKind::Kda);
+    }
+  } else {
+    const int64_t kv_heads = get_or("attention.head_count_kv", 1);
+    if (kv_heads != 1 && kv_heads != c.n_head)
+      fail(key("attention.head_count_kv"), " = ", kv_heads, " (MLA: 1, the latent, or head_count ", c.n_head, ")");
+    c.layer_kind.assign(static_cast<size_t>(c.n_layer), LayerKind::Mla);
+  }
   c.n_head_kv = c.n_head;
   c.rms_eps = kv.get_float(key("attention.layer_norm_rms_epsilon"));
   c.rope_theta = kv.has(key("rope.freq_base")) ? kv.get_float(key("rope.freq_base")) : 10000.0;
@@ -414,7 +430,6 @@ ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
   c.dsa_n_head = get("attention.indexer.head_count");
   c.dsa_head_dim = get("attention.indexer.key_length");
   c.dsa_topk = get("attention.indexer.top_k");
-  c.layer_kind.assign(static_cast<size_t>(c.n_layer), LayerKind::Mla);
   if (kv.has(key("attention.indexer.types"))) {
     const std::vector<int64_t> full = kv.get_int_array(key("attention.indexer.types"));
     if (static_cast<int64_t>(full.size()) != c.n_layer)
@@ -428,7 +443,7 @@ ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
   c.ffn_kind.assign(static_cast<size_t>(c.n_layer), FfnKind::Moe);
   for (int64_t i = 0; i < n_dense; ++i) c.ffn_kind[static_cast<size_t>(i)] = FfnKind::Dense;
   if (const int64_t gating = get_or("expert_gating_func", 2); gating != 2)
-    fail(key("expert_gating_func"), " = ", gating, " (glm-dsa routes by sigmoid, 2)");
+    fail(key("expert_gating_func"), " = ", gating, " (", arch, " routes by sigmoid, 2)");
   c.moe_gating = MoeGating::SigmoidGrouped;
   c.n_expert_used = get("expert_used_count");
   c.n_ff_exp = get("expert_feed_forward_length");
@@ -437,11 +452,12 @@ ModelConfig glm_from_gguf_keys(const MetaKeys& kv, ModelConfig c) {
   c.expert_weights_scale = kv.has(key("expert_weights_scale")) ? kv.get_float(key("expert_weights_scale")) : 1.0;
   c.n_expert_group = get_or("expert_group_count", 1);
   c.n_expert_group_used = get_or("expert_group_used_count", 1);
+  if (c.family == Family::Glm5Next) return detail::glm5next_gguf_keys(kv, c);
   return c;
 }
 
 void write_glm_gguf_keys(const ModelConfig& c, MemorySource& dst) {
-  const std::string arch = "glm-dsa";
+  const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
   dst.set("general.alignment", int64_t{32});
@@ -451,7 +467,13 @@ void write_glm_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set(key("vocab_size"), c.n_vocab);
   if (c.n_ff) dst.set(key("feed_forward_length"), c.n_ff);
   dst.set(key("attention.head_count"), c.n_head);
-  dst.set(key("attention.head_count_kv"), int64_t{1});
+  if (c.family == Family::Glm5Next) {
+    std::vector<int64_t> kv_heads;
+    for (LayerKind k : c.layer_kind) kv_heads.push_back(k == LayerKind::Mla ? 1 : 0);
+    dst.set(key("attention.head_count_kv"), kv_heads);
+  } else {
+    dst.set(key("attention.head_count_kv"), int64_t{1});
+  }
   dst.set(key("attention.key_length"), c.mla_kv_rank + c.n_rot);
   dst.set(key("attention.value_length"), c.mla_kv_rank);
   dst.set(key("attention.key_length_mla"), c.head_dim);
@@ -474,7 +496,7 @@ void write_glm_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set(key("expert_used_count"), c.n_expert_used);
   dst.set(key("expert_feed_forward_length"), c.n_ff_exp);
   if (c.n_ff_exp <= 0 || c.n_ff_shexp % c.n_ff_exp != 0)
-    fail("glm-dsa: the shared expert width ", c.n_ff_shexp, " is not a multiple of the expert width ", c.n_ff_exp,
+    fail(arch, ": the shared expert width ", c.n_ff_shexp, " is not a multiple of the expert width ", c.n_ff_exp,
          " (GGUF counts shared experts)");
   dst.set(key("expert_shared_count"), c.n_ff_shexp / c.n_ff_exp);
   dst.set(key("expert_weights_norm"), c.norm_topk);
@@ -482,6 +504,7 @@ void write_glm_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set(key("expert_gating_func"), int64_t{2});
   dst.set(key("expert_group_count"), c.n_expert_group);
   dst.set(key("expert_group_used_count"), c.n_expert_group_used);
+  if (c.family == Family::Glm5Next) detail::write_glm5next_gguf_keys(c, dst);
 }
 
 }  // namespace
@@ -492,9 +515,8 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
     const std::string arch = kv.get_string("general.architecture");
     ModelConfig c;
     c.family = family_from_arch(arch);
-    if (c.family == Family::GlmDsa) return glm_from_gguf_keys(kv, c);
+    if (c.family == Family::GlmDsa || c.family == Family::Glm5Next) return glm_from_gguf_keys(kv, c);
     if (c.family == Family::DeepseekV4) return detail::dsv4_from_gguf_keys(kv, c);
-    if (c.family == Family::Glm5Next) fail("glm5-next has no GGUF form (llama.cpp has no such architecture)");
     auto key = [&](const char* k) { return arch + "." + k; };
     auto get = [&](const char* k) { return kv.get_int(key(k)); };
     auto get_or = [&](const char* k, int64_t d) { return kv.has(key(k)) ? kv.get_int(key(k)) : d; };
@@ -558,9 +580,8 @@ ModelConfig ModelConfig::from_gguf_keys(const MetaKeys& kv) {
 
 void write_gguf_keys(const ModelConfig& c, MemorySource& dst) {
   if (dst.style() != MetaStyle::Gguf) fail(dst.path(), ": write_gguf_keys needs a Gguf-style source");
-  if (c.family == Family::GlmDsa) return write_glm_gguf_keys(c, dst);
+  if (c.family == Family::GlmDsa || c.family == Family::Glm5Next) return write_glm_gguf_keys(c, dst);
   if (c.family == Family::DeepseekV4) return detail::write_dsv4_gguf_keys(c, dst);
-  if (c.family == Family::Glm5Next) fail("glm5-next has no GGUF form (llama.cpp has no such architecture)");
   const std::string arch(family_arch(c.family));
   auto key = [&](const char* k) { return arch + "." + k; };
   dst.set("general.architecture", arch);
@@ -789,17 +810,7 @@ ModelConfig ModelConfig::from_hf_keys(const MetaKeys& kv) {
 namespace {
 // GLM-5's config.json keys, every field explicit (nothing left to transformers' defaults).
 void write_glm_hf_keys(const ModelConfig& c, MemorySource& dst) {
-  dst.set("architectures", std::vector<std::string>{"GlmMoeDsaForCausalLM"});
-  dst.set("model_type", std::string("glm_moe_dsa"));
-  dst.set("vocab_size", c.n_vocab);
-  dst.set("hidden_size", c.n_embd);
-  dst.set("num_hidden_layers", c.n_layer);
-  dst.set("num_attention_heads", c.n_head);
-  dst.set("num_key_value_heads", c.n_head_kv);
-  dst.set("max_position_embeddings", c.n_ctx_train);
-  dst.set("rms_norm_eps", c.rms_eps);
-  dst.set("tie_word_embeddings", c.tied_embeddings);
-  dst.set("hidden_act", std::string("silu"));
+  detail::write_hf_trunk_keys(c, dst, "GlmMoeDsaForCausalLM", "glm_moe_dsa");
   dst.set("attention_bias", false);
   dst.set("rope_parameters.rope_type", std::string("default"));
   dst.set("rope_parameters.rope_theta", c.rope_theta);
@@ -824,18 +835,8 @@ void write_hf_keys(const ModelConfig& c, MemorySource& dst) {
                                 "Qwen3_5MoeForCausalLM"};
   static const char* kType[] = {"qwen3", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"};
   const int f = static_cast<int>(c.family);
-  dst.set("architectures", std::vector<std::string>{kArch[f]});
-  dst.set("model_type", std::string(kType[f]));
-  dst.set("vocab_size", c.n_vocab);
-  dst.set("hidden_size", c.n_embd);
-  dst.set("num_hidden_layers", c.n_layer);
-  dst.set("num_attention_heads", c.n_head);
-  dst.set("num_key_value_heads", c.n_head_kv);
+  detail::write_hf_trunk_keys(c, dst, kArch[f], kType[f]);
   dst.set("head_dim", c.head_dim);
-  dst.set("max_position_embeddings", c.n_ctx_train);
-  dst.set("rms_norm_eps", c.rms_eps);
-  dst.set("tie_word_embeddings", c.tied_embeddings);
-  dst.set("hidden_act", std::string("silu"));
   dst.set("rope_parameters.rope_type", std::string("default"));
   dst.set("rope_parameters.rope_theta", c.rope_theta);
   if (c.family != Family::Qwen3)
@@ -939,6 +940,20 @@ std::unique_ptr<MetaKeys> memory_meta_keys(const MemorySource& src) {
 }
 
 namespace detail {
+
+void write_hf_trunk_keys(const ModelConfig& c, MemorySource& dst, const char* architecture, const char* model_type) {
+  dst.set("architectures", std::vector<std::string>{architecture});
+  dst.set("model_type", std::string(model_type));
+  dst.set("vocab_size", c.n_vocab);
+  dst.set("hidden_size", c.n_embd);
+  dst.set("num_hidden_layers", c.n_layer);
+  dst.set("num_attention_heads", c.n_head);
+  dst.set("num_key_value_heads", c.n_head_kv);
+  dst.set("max_position_embeddings", c.n_ctx_train);
+  dst.set("rms_norm_eps", c.rms_eps);
+  dst.set("tie_word_embeddings", c.tied_embeddings);
+  dst.set("hidden_act", std::string("silu"));
+}
 
 void glm_hf_schedules(const MetaKeys& kv, ModelConfig& c, int64_t first_dense, int64_t default_n_ff) {
   const size_t L = static_cast<size_t>(c.n_layer);

@@ -173,20 +173,10 @@ ModelConfig dsv4_from_hf_keys(const MetaKeys& kv, ModelConfig c) {
 }
 
 void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst) {
-  dst.set("architectures", std::vector<std::string>{"DeepseekV4ForCausalLM"});
-  dst.set("model_type", std::string("deepseek_v4"));
-  dst.set("vocab_size", c.n_vocab);
-  dst.set("hidden_size", c.n_embd);
-  dst.set("num_hidden_layers", c.n_layer);
-  dst.set("num_attention_heads", c.n_head);
-  dst.set("num_key_value_heads", c.n_head_kv);
+  write_hf_trunk_keys(c, dst, "DeepseekV4ForCausalLM", "deepseek_v4");
   dst.set("head_dim", c.head_dim);
   dst.set("partial_rotary_factor", static_cast<double>(c.n_rot) / static_cast<double>(c.head_dim));
   dst.set("q_lora_rank", c.mla_q_rank);
-  dst.set("max_position_embeddings", c.n_ctx_train);
-  dst.set("rms_norm_eps", c.rms_eps);
-  dst.set("tie_word_embeddings", c.tied_embeddings);
-  dst.set("hidden_act", std::string("silu"));
   dst.set("attention_bias", false);
   dst.set("mlp_bias", false);
   dst.set("rope_theta", c.rope_theta);

@@ -18,6 +18,11 @@ void write_dsv4_hf_keys(const ModelConfig& c, MemorySource& dst);
 ModelConfig dsv4_from_gguf_keys(const MetaKeys& kv, ModelConfig c);
 void write_dsv4_gguf_keys(const ModelConfig& c, MemorySource& dst);
 
+// The config.json keys every family writes (config.cpp): its class and model_type, the trunk's
+// vocabulary, width, depth and heads, the trained context, the norm epsilon, tied embeddings and
+// the SiLU activation.
+void write_hf_trunk_keys(const ModelConfig& c, MemorySource& dst, const char* architecture, const char* model_type);
+
 // The config.json keys both GLM-5 families share (config.cpp). glm_hf_schedules: the indexer
 // schedule into c.dsa_shared (indexer_types, else index_topk_pattern "FSS...", else the
 // index_topk_freq / index_skip_topk_offset rule: layer i runs its indexer iff
@@ -34,5 +39,11 @@ void write_glm_hf_schedules_and_moe(const ModelConfig& c, MemorySource& dst);
 // Glm5NextConfig forwards to its text_config) with a one-block vision tower. config_glm5next.cpp.
 ModelConfig glm5next_from_hf_keys(const MetaKeys& kv, ModelConfig c);
 void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst);
+// Its GGUF form (memra's glm5-next, docs/gguf.md): the keys beyond glm-dsa's that
+// glm_from_gguf_keys / write_glm_gguf_keys (config.cpp) read and write for it — KDA (kimi-linear's
+// ssm.conv_kernel and kda.head_dim, memra's kda.head_count and kda.gate_lower_bound), the pooled
+// indexer (attention.indexer.kpool), the hyper-connections (deepseek4's keys) and the SwiGLU clamp.
+ModelConfig glm5next_gguf_keys(const MetaKeys& kv, ModelConfig c);
+void write_glm5next_gguf_keys(const ModelConfig& c, MemorySource& dst);
 
 }  // namespace memra::detail

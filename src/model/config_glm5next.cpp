@@ -104,20 +104,10 @@ void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst) {
     fail(
         "glm5-next: a KDA gate without a lower bound is written as linear_lower_bound null, which this writer "
         "cannot express");
-  dst.set("architectures", std::vector<std::string>{"Glm5NextForConditionalGeneration"});
-  dst.set("model_type", std::string("glm5_next"));
-  dst.set("vocab_size", c.n_vocab);
-  dst.set("hidden_size", c.n_embd);
-  dst.set("num_hidden_layers", c.n_layer);
-  dst.set("num_attention_heads", c.n_head);
-  dst.set("num_key_value_heads", c.n_head_kv);
-  dst.set("max_position_embeddings", c.n_ctx_train);
-  dst.set("rms_norm_eps", c.rms_eps);
-  dst.set("tie_word_embeddings", c.tied_embeddings);
+  write_hf_trunk_keys(c, dst, "Glm5NextForConditionalGeneration", "glm5_next");
   // transformers checks the padding id (default 154820, the release's) against the vocabulary;
   // memra does not read it (padding never reaches a decoder that runs one sequence per cache)
   dst.set("pad_token_id", std::min<int64_t>(154820, c.n_vocab - 1));
-  dst.set("hidden_act", std::string("silu"));
   dst.set("attention_bias", false);
   dst.set("q_lora_rank", c.mla_q_rank);
   dst.set("kv_lora_rank", c.mla_kv_rank);
@@ -149,6 +139,45 @@ void write_glm5next_hf_keys(const ModelConfig& c, MemorySource& dst) {
   dst.set("vision_config.intermediate_size", int64_t{32});
   dst.set("vision_config.out_hidden_size", c.n_embd);
   dst.set("vision_config.projection_intermediate_size", int64_t{32});
+}
+
+// --- the GGUF form (memra's glm5-next; docs/gguf.md) --------------------------------------------
+
+namespace {
+std::string gguf_key(const char* k) { return std::string("glm5-next.") + k; }
+}  // namespace
+
+ModelConfig glm5next_gguf_keys(const MetaKeys& kv, ModelConfig c) {
+  auto get = [&](const char* k) { return kv.get_int(gguf_key(k)); };
+  auto getf = [&](const char* k) { return kv.get_float(gguf_key(k)); };
+  if (c.n_rot != 0) fail(gguf_key("rope.dimension_count"), " = ", c.n_rot, " (glm5_next's attention has no rotation)");
+  c.ssm_conv_kernel = get("ssm.conv_kernel");
+  c.ssm_d_k = c.ssm_d_v = get("kda.head_dim");
+  c.ssm_n_k_heads = c.ssm_n_v_heads = get("kda.head_count");
+  c.kda_gate_bound = getf("kda.gate_lower_bound");  // 0: no bound
+  if (c.kda_gate_bound > 0)
+    fail(gguf_key("kda.gate_lower_bound"), " = ", c.kda_gate_bound, " (a lower bound on a log decay is <= 0)");
+  c.dsa_kpool = get("attention.indexer.kpool");
+  c.hc_mult = get("hyper_connection.count");
+  c.hc_iters = get("hyper_connection.sinkhorn_iterations");
+  c.hc_eps = getf("hyper_connection.epsilon");
+  c.swiglu_limit = getf("swiglu_limit");
+  // A KDA layer's indexer flag is never used (it has no indexer), as from config.json.
+  for (size_t i = 0; i < c.layer_kind.size() && i < c.dsa_shared.size(); ++i)
+    if (c.layer_kind[i] == LayerKind::Kda) c.dsa_shared[i] = 0;
+  return c;
+}
+
+void write_glm5next_gguf_keys(const ModelConfig& c, MemorySource& dst) {
+  dst.set(gguf_key("ssm.conv_kernel"), c.ssm_conv_kernel);
+  dst.set(gguf_key("kda.head_dim"), c.ssm_d_v);
+  dst.set(gguf_key("kda.head_count"), c.ssm_n_v_heads);
+  dst.set(gguf_key("kda.gate_lower_bound"), c.kda_gate_bound);
+  dst.set(gguf_key("attention.indexer.kpool"), c.dsa_kpool);
+  dst.set(gguf_key("hyper_connection.count"), c.hc_mult);
+  dst.set(gguf_key("hyper_connection.sinkhorn_iterations"), c.hc_iters);
+  dst.set(gguf_key("hyper_connection.epsilon"), c.hc_eps);
+  dst.set(gguf_key("swiglu_limit"), c.swiglu_limit);
 }
 
 }  // namespace memra::detail

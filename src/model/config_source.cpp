@@ -66,18 +66,20 @@ class HfKeys final : public MetaKeys {
   const HfConfig& c_;
 };
 
-// GLM-5 GGUF: a layer runs its own indexer iff it has the indexer's tensors. Without
-// glm-dsa.attention.indexer.types that is the schedule; with it, the two must agree.
+// GLM-5 GGUF (and its hybrid's MLA layers): a layer runs its own indexer iff it has the
+// indexer's tensors. Without <arch>.attention.indexer.types that is the schedule; with it, the
+// two must agree.
 void complete_indexers(ModelConfig& c, const WeightSource& src) {
   const bool from_keys = !c.dsa_shared.empty();
   if (!from_keys) c.dsa_shared.assign(static_cast<size_t>(c.n_layer), 0);
   for (int64_t i = 0; i < c.n_layer; ++i) {
+    if (c.layer_kind[static_cast<size_t>(i)] != LayerKind::Mla) continue;
     const std::string probe = names::gguf_blk(i, "indexer.proj.weight");
     const uint8_t shared = src.find(probe) == nullptr;
     uint8_t& s = c.dsa_shared[static_cast<size_t>(i)];
     if (from_keys && s != shared)
-      fail(src.path(), ": glm-dsa.attention.indexer.types says layer ", i, " is ", s ? "shared" : "full", " but '",
-           probe, "' is ", shared ? "absent" : "present");
+      fail(src.path(), ": ", family_arch(c.family), ".attention.indexer.types says layer ", i, " is ",
+           s ? "shared" : "full", " but '", probe, "' is ", shared ? "absent" : "present");
     s = shared;
   }
 }
@@ -101,7 +103,7 @@ void complete_from_tensors(ModelConfig& c, const WeightSource& src, bool gguf_na
     bool any_dense = false;
     for (FfnKind k : c.ffn_kind) any_dense |= k == FfnKind::Dense;
     if (!any_dense) c.n_ff = 0;
-    if (c.family == Family::GlmDsa) complete_indexers(c, src);
+    if (c.family == Family::GlmDsa || c.family == Family::Glm5Next) complete_indexers(c, src);
   } else {
     // save_pretrained drops mtp.* (transformers does not implement it): present iff saved.
     if (c.n_mtp > 0 && !src.find("mtp.fc.weight")) c.n_mtp = 0;

@@ -674,7 +674,12 @@ GgufValue to_gguf_value(const std::string& key, const MetaValue& v) {
     if (*i >= 0 && *i <= 0xFFFFFFFFll) return GgufValue::u32(static_cast<uint32_t>(*i));
     return GgufValue::i64(*i);
   }
-  if (auto* d = std::get_if<double>(&v)) return GgufValue::f32(static_cast<float>(*d));
+  if (auto* d = std::get_if<double>(&v)) {
+    // memra's own glm5-next (no llama.cpp reader to satisfy) keeps its floats f64, so the file
+    // reads back config.json's values exactly (an f32 epsilon moves the logits by ~1e-5)
+    if (key.starts_with("glm5-next.")) return GgufValue::f64(*d);
+    return GgufValue::f32(static_cast<float>(*d));
+  }
   if (auto* b = std::get_if<bool>(&v)) return GgufValue::boolean(*b);
   if (auto* s = std::get_if<std::string>(&v)) return GgufValue::string(*s);
   if (auto* a = std::get_if<std::vector<int64_t>>(&v)) {

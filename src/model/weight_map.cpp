@@ -223,22 +223,27 @@ constexpr SlotNames kNames[] = {
     {Slot::HcHeadFn, "output_hc_fn.weight", "hc_head.hc_fn"},
     {Slot::HcHeadBase, "output_hc_base.weight", "hc_head.hc_base"},
     {Slot::HcHeadScale, "output_hc_scale.weight", "hc_head.hc_scale"},
-    // GLM-5's hybrid: HF as transformers 5.17's glm5_next saves it (no GGUF form)
-    {Slot::KdaQ, nullptr, "self_attn.q_proj.weight"},
-    {Slot::KdaK, nullptr, "self_attn.k_proj.weight"},
-    {Slot::KdaV, nullptr, "self_attn.v_proj.weight"},
-    {Slot::KdaConv, nullptr, "self_attn.conv1d.weight"},
-    {Slot::KdaFA, nullptr, "self_attn.forget_gate.f_a_proj.weight"},
-    {Slot::KdaFB, nullptr, "self_attn.forget_gate.f_b_proj.weight"},
-    {Slot::KdaDtBias, nullptr, "self_attn.forget_gate.dt_bias"},
-    {Slot::KdaALog, nullptr, "self_attn.forget_gate.A_log"},
-    {Slot::KdaB, nullptr, "self_attn.b_proj.weight"},
-    {Slot::KdaGA, nullptr, "self_attn.g_a_proj.weight"},
-    {Slot::KdaGB, nullptr, "self_attn.g_b_proj.weight"},
-    {Slot::KdaNorm, nullptr, "self_attn.o_norm.weight"},
-    {Slot::KdaO, nullptr, "self_attn.o_proj.weight"},
-    {Slot::DsaKpoolGate, nullptr, "self_attn.indexer.index_kpool_compress_gate"},
-    {Slot::DsaKpoolApe, nullptr, "self_attn.indexer.index_kpool_compress_ape"},
+    // GLM-5's hybrid: HF as transformers 5.17's glm5_next saves it; GGUF memra's glm5-next
+    // (docs/gguf.md: llama.cpp has no such architecture) with llama.cpp's kimi-linear names for
+    // the KDA tensors, except the conv (one tensor over q | k | v, as qwen3next's ssm_conv1d,
+    // where kimi-linear splits it in three) and A_log, kept as it is (kimi-linear's ssm_a holds
+    // −exp(A_log), which would not read back bit for bit); the pooled indexer's two tensors are
+    // memra's names
+    {Slot::KdaQ, "attn_q.weight", "self_attn.q_proj.weight"},
+    {Slot::KdaK, "attn_k.weight", "self_attn.k_proj.weight"},
+    {Slot::KdaV, "attn_v.weight", "self_attn.v_proj.weight"},
+    {Slot::KdaConv, "ssm_conv1d.weight", "self_attn.conv1d.weight"},
+    {Slot::KdaFA, "ssm_f_a.weight", "self_attn.forget_gate.f_a_proj.weight"},
+    {Slot::KdaFB, "ssm_f_b.weight", "self_attn.forget_gate.f_b_proj.weight"},
+    {Slot::KdaDtBias, "ssm_dt.bias", "self_attn.forget_gate.dt_bias"},
+    {Slot::KdaALog, "ssm_a_log", "self_attn.forget_gate.A_log"},
+    {Slot::KdaB, "ssm_beta.weight", "self_attn.b_proj.weight"},
+    {Slot::KdaGA, "ssm_g_a.weight", "self_attn.g_a_proj.weight"},
+    {Slot::KdaGB, "ssm_g_b.weight", "self_attn.g_b_proj.weight"},
+    {Slot::KdaNorm, "ssm_norm.weight", "self_attn.o_norm.weight"},
+    {Slot::KdaO, "attn_output.weight", "self_attn.o_proj.weight"},
+    {Slot::DsaKpoolGate, "indexer.kpool_gate.weight", "self_attn.indexer.index_kpool_compress_gate"},
+    {Slot::DsaKpoolApe, "indexer.kpool_ape.weight", "self_attn.indexer.index_kpool_compress_ape"},
 };
 
 const SlotNames& names_of(Slot k) {
@@ -267,10 +272,10 @@ std::string tensor_name(Slot k, const NameAt& at) {
     case Slot::MtpHnorm:
     case Slot::MtpFinalNorm: return gguf ? names::gguf_blk(at.mtp_block, t) : t;
     case Slot::FfnNorm:
-      return at.prefix +
-             (gguf && (at.family == Family::Qwen3 || at.family == Family::GlmDsa || at.family == Family::DeepseekV4)
-                  ? "ffn_norm.weight"
-                  : t);
+      return at.prefix + (gguf && (at.family == Family::Qwen3 || at.family == Family::GlmDsa ||
+                                   at.family == Family::DeepseekV4 || at.family == Family::Glm5Next)
+                              ? "ffn_norm.weight"
+                              : t);
     case Slot::ShGate:
     case Slot::ShUp:
     case Slot::ShDown:

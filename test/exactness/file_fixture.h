@@ -7,7 +7,7 @@
 //                      its committed TeacherForced bank test/fixtures/banks/tf/<id>.json;
 //                      "glm-dsa-f32" is GLM-5's f32 HF directory tiny-glm-dsa-hf (its bank hashes
 //                      that directory's model.safetensors), "deepseek4-f32" DeepSeek-V4's
-//                      tiny-deepseek4-hf;
+//                      tiny-deepseek4-hf, "glm5-next-f32" GLM-5's hybrid's tiny-glm5-next-hf;
 //   "real-<preset>-<type>"  a realistic-shape fixture GGUF <build>/fixtures/<id>.gguf (made by
 //                      fixture_gen_real_*: Qwen3-0.6B at full depth, Qwen3.5-9B and
 //                      Qwen3.5-35B-A3B layers at 4 layers) and its TeacherForced bank <build>/fixtures/banks/<id>.json, made
@@ -93,10 +93,11 @@ inline std::unique_ptr<FileFixture> load_file_fixture(const std::string& id) {
     m->bank_path = fs::path(MEMRA_BINARY_DIR) / "fixtures/banks" / (id + ".json");
   } else {
     m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id + ".gguf");
-    // "glm-dsa-f32" is GLM-5's f32 HF directory, the file its committed bank was made from
-    if (id == "glm-dsa-f32") m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / "tiny-glm-dsa-hf";
-    // "deepseek4-f32" likewise: DeepSeek-V4's f32 HF directory (the seed's own model)
-    if (id == "deepseek4-f32") m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / "tiny-deepseek4-hf";
+    // The seed families have f32 HF directories, the files their committed banks were made from:
+    // GLM-5, DeepSeek-V4 (the seed's own model), GLM-5's hybrid
+    for (const char* f : {"glm-dsa", "deepseek4", "glm5-next"})
+      if (id == std::string(f) + "-f32")
+        m->model_path = fs::path(MEMRA_BINARY_DIR) / "fixtures" / ("tiny-" + id.substr(0, id.size() - 4) + "-hf");
     m->bank_path = fs::path(MEMRA_SOURCE_DIR) / "test/fixtures/banks/tf" / (id + ".json");
   }
   if (!fs::exists(m->model_path))

@@ -395,9 +395,12 @@ INSTANTIATE_TEST_SUITE_P(TinyDp4a, TfGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"dp4a"})),
                          testing::CaseName());
-// GLM-5 (the seed's own model family; the f32 HF directory): MLA, the DSA indexer's top-16 over
-// a trajectory of 180 positions, sigmoid-grouped MoE.
-INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager", "graph"})),
+// GLM-5 (the seed's own model family; the f32 HF directories): MLA, the DSA indexer's top-16
+// over a trajectory of 180 positions, sigmoid-grouped MoE; and GLM-5's hybrid (glm5_next): KDA
+// layers, MLA with no rotation and the pooled indexer (4 pools of 4 plus the open tail), the
+// hyper-connection streams.
+INSTANTIATE_TEST_SUITE_P(TinyGlm, TfGate,
+                         ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32", "glm5-next-f32"}, {"eager", "graph"})),
                          testing::CaseName());
 // DeepSeek-V4 (the seed's own model; the f32 HF directory): hyper-connections, sliding / CSA /
 // HCA attention with the indexer's top-4 of 45 compressed rows by the last position, hash and
@@ -476,7 +479,8 @@ INSTANTIATE_TEST_SUITE_P(
     Tiny, TfCalibration,
     ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "bf16", "q8_0", "nvfp4"}), {"eager"})),
     testing::CaseName());
-INSTANTIATE_TEST_SUITE_P(TinyGlm, TfCalibration, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32"}, {"eager"})),
+INSTANTIATE_TEST_SUITE_P(TinyGlm, TfCalibration,
+                         ::testing::ValuesIn(testing::gate_cases({"glm-dsa-f32", "glm5-next-f32"}, {"eager"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyDsv4, TfCalibration,
                          ::testing::ValuesIn(testing::gate_cases({"deepseek4-f32"}, {"eager"})), testing::CaseName());
@@ -516,7 +520,8 @@ TEST_P(TfCanary, ScaledLayerComesOutOfBand) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, TfCanary,
                          ::testing::ValuesIn(testing::gate_cases({"qwen3-f32", "qwen3next-q8_0", "qwen35-bf16",
-                                                                  "qwen35moe-bf16", "glm-dsa-f32", "deepseek4-f32"},
+                                                                  "qwen35moe-bf16", "glm-dsa-f32", "deepseek4-f32",
+                                                                  "glm5-next-f32"},
                                                                  {"eager", "graph"})),
                          testing::CaseName());
 

@@ -123,12 +123,59 @@ TEST(Glm5NextConfig, UnsupportedOrInconsistentFieldsAreNamed) {
   s = g5_keys();
   s.set("linear_lower_bound", 2.0);
   EXPECT_THAT(error_of(s), HasSubstr("linear_lower_bound = 2"));
-  // no GGUF form: llama.cpp has no such architecture
+}
+
+// memra's GGUF form of it (docs/gguf.md: llama.cpp has no glm5_next): glm-dsa's keys and MLA /
+// indexer / MoE names, the layer kinds in head_count_kv as kimi-linear writes them (1 MLA, 0 KDA),
+// kimi-linear's KDA names, deepseek4's hyper-connection names. Config and every tensor read back:
+// the same config, the same logits as the HF form, bit for bit.
+TEST(Glm5NextGguf, KeysAndTensorsRoundTripToTheHfModel) {
   const ModelConfig c = g5();
-  try {
-    to_gguf_source(c, random_weights(c, 1));
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) { EXPECT_THAT(std::string(e.what()), HasSubstr("glm5-next has no GGUF form")); }
+  const ModelWeights w = random_weights(c, 3);
+  MemorySource g = to_gguf_source(c, w);
+  const ModelConfig r = ModelConfig::from_source(g);
+  EXPECT_EQ(r, c) << config_difference(r, c);
+  EXPECT_EQ(std::get<std::string>(*g.meta("general.architecture")), "glm5-next");
+  EXPECT_EQ(std::get<std::vector<int64_t>>(*g.meta("glm5-next.attention.head_count_kv")),
+            (std::vector<int64_t>{0, 0, 1, 1}));
+  for (const char* name :
+       {"blk.0.ssm_a_log", "blk.0.ssm_conv1d.weight", "blk.0.ssm_f_a.weight", "blk.1.ssm_g_b.weight",
+        "blk.0.attn_q.weight", "blk.0.attn_output.weight", "blk.2.attn_k_b.weight", "blk.2.indexer.kpool_ape.weight",
+        "blk.2.hc_attn_fn.weight", "blk.1.ffn_norm.weight", "blk.1.ffn_gate_exps.weight", "blk.1.exp_probs_b.bias"})
+    EXPECT_NE(g.find(name), nullptr) << name;
+  EXPECT_EQ(g.find("blk.3.indexer.proj.weight"), nullptr);  // the layer that reuses the selection
+  oracle::Options o;
+  o.threads = 1;
+  const oracle::Model a = oracle::Model::load(to_hf_source(c, w), o), b = oracle::Model::load(g, o);
+  const auto p = prompt(27, c.n_vocab, 1);
+  EXPECT_TRUE(bit_equal(a.forward_last(p), b.forward_last(p)));
+}
+
+TEST(Glm5NextGguf, BadKeysAndTensorsAreNamed) {
+  const ModelConfig c = g5();
+  const ModelWeights w = random_weights(c, 3);
+  auto load_error = [](const MemorySource& s) -> std::string {
+    try {
+      ModelConfig::from_source(s).validate();
+    } catch (const Error& e) { return e.what(); }
+    return "no error";
+  };
+  MemorySource g = to_gguf_source(c, w);
+  g.set("glm5-next.attention.head_count_kv", std::vector<int64_t>{0, 2, 1, 1});
+  EXPECT_THAT(load_error(g), HasSubstr("glm5-next.attention.head_count_kv[1] = 2"));
+  g = to_gguf_source(c, w);
+  g.set("glm5-next.attention.head_count_kv", std::vector<int64_t>{0, 1, 1});
+  EXPECT_THAT(load_error(g), HasSubstr("head_count_kv has 3 entries, 4 layers"));
+  g = to_gguf_source(c, w);
+  g.set("glm5-next.kda.gate_lower_bound", 1.5);
+  EXPECT_THAT(load_error(g), HasSubstr("glm5-next.kda.gate_lower_bound = 1.5"));
+  g = to_gguf_source(c, w);
+  g.set("glm5-next.rope.dimension_count", int64_t{8});
+  g.set("glm5-next.attention.key_length", int64_t{40});
+  EXPECT_THAT(load_error(g), HasSubstr("glm5-next.rope.dimension_count = 8"));
+  g = to_gguf_source(c, w);
+  g.set("glm5-next.attention.indexer.types", std::vector<int64_t>{1, 1, 0, 0});  // layer 2 has its indexer
+  EXPECT_THAT(load_error(g), HasSubstr("glm5-next.attention.indexer.types says layer 2 is shared"));
 }
 
 // transformers' Glm5NextTextIndexer, transcribed for one query at position p over a cache of

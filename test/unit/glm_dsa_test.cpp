@@ -344,5 +344,29 @@ TEST(GlmOracle, TheIndexerSelectionChangesTheOutputOnlyPastIndexTopk) {
   EXPECT_GT(testing_fixtures::rel_err(sparse_m.forward_last(all), dense_m.forward_last(all)), 1e-3);
 }
 
+// mla_decode = latent (the absorbed form, ops::mla_attend_latent): one-token steps over the
+// latent rows are the expanded steps up to the form's two f32 roundings (the latent query and
+// output); calls of more than one token keep the expanded form (bitwise). The rows past index_topk
+// attend to a selection that drops tokens.
+TEST(GlmOracle, LatentDecodeIsTheExpandedFormUpToRounding) {
+  const ModelConfig c = glm();
+  const ModelWeights w = random_weights(c, 11);
+  oracle::Options lo;
+  lo.mla_decode = MlaDecode::latent;
+  const oracle::Model ex = oracle::Model::from_weights(c, w), la = oracle::Model::from_weights(c, w, lo);
+  const auto p = testing_fixtures::prompt(40, c.n_vocab, 9);
+  oracle::Cache ce = ex.new_cache(40), cl = la.new_cache(40);
+  EXPECT_TRUE(testing_fixtures::bit_equal(ex.prime(std::span(p).first(20), ce), la.prime(std::span(p).first(20), cl)));
+  double worst = 0;
+  int differing = 0;
+  for (size_t i = 20; i < p.size(); ++i) {
+    const std::vector<float> a = ex.decode_step(p[i], ce).logits, b = la.decode_step(p[i], cl).logits;
+    worst = std::max(worst, testing_fixtures::rel_err(b, a));
+    differing += !testing_fixtures::bit_equal(a, b);
+  }
+  EXPECT_GT(differing, 0) << "vacuous: the latent steps are the expanded ones bit for bit";
+  EXPECT_LT(worst, 1e-5) << "the absorbed form is not the expanded math";
+}
+
 }  // namespace
 }  // namespace memra

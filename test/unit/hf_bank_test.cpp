@@ -271,9 +271,9 @@ TEST_P(HfBank, OracleMatchesTransformers) {
     EXPECT_TRUE(sparse) << "no banked row attends to fewer tokens than it could (index_topk " << c.dsa_topk << ")";
   }
 
-  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions); quantised
-  // files' as the values their FP8 and FP4 codes decode to. GLM-5's hybrid has no GGUF form.
-  if (c.family == Family::Glm5Next) return;
+  // The same fixture as memra-mkfixture's GGUF (llama.cpp names and conventions; GLM-5's hybrid
+  // in memra's glm5-next form, docs/gguf.md); quantised files' as the values their FP8 and FP4
+  // codes decode to.
   const std::string gguf = (dir.path() / "m.gguf").string();
   fixture::write_fixture_gguf(gguf, c, quantised ? load_weights(*src, c) : fixture::fixture_weights(c, spec.seed),
                               nullptr, DType::F32, "bank");
@@ -349,15 +349,14 @@ TEST_P(LlamaCppConverted, OracleMatchesTransformers) {
 const char* const kBanks[] = {"bank_qwen3",     "bank_qwen3next",       "bank_qwen35",    "bank_qwen35moe",
                               "heldout_qwen3",  "heldout_qwen3next",    "heldout_qwen35", "heldout_qwen35moe",
                               "moe_qwen3next",  "heldoutmoe_qwen3next", "bank_glm-dsa",   "heldout_glm-dsa",
-                              "bank_deepseek4", "heldout_deepseek4"};
+                              "bank_deepseek4", "heldout_deepseek4",    "bank_glm5-next", "heldout_glm5-next"};
 // DeepSeek-V4 as released (write_fixture_dsv4_release_dir; D 256, so the FP8 block grids have
 // two blocks along rows or columns): transformers read them through its own renames and its
 // FP8 / FP4 dequantisation (hf_bank.py), memra through Dsv4ReleaseView.
-// GLM-5 with its projections block-scaled FP8 (an F32 scale_inv per 128 x 128 block) as its FP8
-// release stores them, D 256: transformers read it through its FP8 dequantisation.
-const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4", "fp8_glm-dsa"};
-// Families with a config.json form only (no GGUF, so no HfBankGguf).
-const char* const kHfOnlyBanks[] = {"bank_glm5-next", "heldout_glm5-next"};
+// GLM-5 and GLM-5's hybrid with their projections block-scaled FP8 (an F32 scale_inv per 128 x 128
+// block) as GLM-5's FP8 release stores them, D 256: transformers read them through its FP8
+// dequantisation.
+const char* const kReleaseBanks[] = {"release_deepseek4", "heldoutrelease_deepseek4", "fp8_glm-dsa", "fp8_glm5-next"};
 
 std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
   std::string s(bank);
@@ -368,8 +367,6 @@ std::string test_name(const char* bank) {  // "bank_glm-dsa" -> "bank_glm_dsa"
 INSTANTIATE_TEST_SUITE_P(Banks, HfBank, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Release, HfBank, ::testing::ValuesIn(kReleaseBanks),
-                         [](const auto& info) { return test_name(info.param); });
-INSTANTIATE_TEST_SUITE_P(HfOnly, HfBank, ::testing::ValuesIn(kHfOnlyBanks),
                          [](const auto& info) { return test_name(info.param); });
 INSTANTIATE_TEST_SUITE_P(Banks, HfBankGguf, ::testing::ValuesIn(kBanks),
                          [](const auto& info) { return test_name(info.param); });
