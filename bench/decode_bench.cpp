@@ -1,4 +1,5 @@
-// Timing arms of the GPU model: decode at batch 1, batched decode (DecodeBatch/<shape>/B<n>),
+// Timing arms of the GPU model: decode at batch 1, at a 4096-token context in both MLA forms
+// (DecodeLong/<shape>/<form>, GLM-5 shapes), batched decode (DecodeBatch/<shape>/B<n>),
 // prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192), pipeline stages
 // (PipelineDecode/<shape>/<arm>: per-stage time and hand-over cost) and the TeacherForced gate's
 // step, on realistic-shape synthetic models (fixture presets' configs, weights filled on the
@@ -207,6 +208,37 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["read_bw_GBps"] = g_read_bw / 1e9;
 }
 
+// DecodeLong/<shape>/<form> (MLA shapes): graph decode steps after a 4096-token prompt (primed
+// with the tensor-core GEMM prefill, outside the timing), MLA's attention in the expanded or the
+// absorbed latent form (mla_decode). The selection keeps index_topk positions, so each step's
+// attention reads that many rows per MLA layer: n_head (head_dim + d_v) floats each expanded,
+// kv_rank + n_rot latent.
+void BM_DecodeLong(benchmark::State& st, Shape s, const char* form) {
+  Model& m = model_for(s);
+  set_arm(m, "graph");
+  Arms a = m.arms();
+  a.mla_decode = std::string(form) == "latent" ? MlaDecode::latent : MlaDecode::expanded;
+  a.prefill_matmul = PrefillMatmul::mma;
+  m.set_arms(a);
+  label(st, s, m);
+  constexpr int kContext = 4096;
+  Cache c = m.new_cache(kContext + st.max_iterations + 8);
+  std::vector<int32_t> prompt(kContext);
+  for (int i = 0; i < kContext; ++i) prompt[i] = static_cast<int32_t>((int64_t{i} * 7919) % m.config().n_vocab);
+  m.prime_cache(prompt, c);
+  int32_t tok = m.decode_greedy(1, c);  // captures
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    tok = m.decode_greedy(tok, c);
+    st.SetIterationTime(t.stop_s());
+  }
+  st.SetItemsProcessed(st.iterations());
+  st.counters["tok_per_s"] = benchmark::Counter(static_cast<double>(st.iterations()), benchmark::Counter::kIsRate);
+  st.counters["context"] = kContext;
+  st.counters["mla_latent_launches"] = static_cast<double>(m.counters().mla_latent_launches);
+}
+
 // B sequences decoded together: decode_step_batch_sampled with greedy specs, lean (the tokens
 // come back, the logits stay on the device), eager, b1_fast on (B = 1 is decode_step). Each
 // sequence primed with its own 16-token prompt. items_per_second = tokens/s over all sequences;
@@ -397,6 +429,14 @@ void register_all() {
             ->DisplayAggregatesOnly(true)
             ->Unit(benchmark::kMicrosecond);
       }
+    if (s.family == Family::GlmDsa || s.family == Family::Glm5Next)
+      for (const char* form : {"expanded", "latent"})
+        benchmark::RegisterBenchmark(("DecodeLong/" + shape + "/" + form).c_str(), BM_DecodeLong, s, form)
+            ->UseManualTime()
+            ->Iterations(64)
+            ->Repetitions(5)
+            ->DisplayAggregatesOnly(true)
+            ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
         ->UseManualTime()
         ->Iterations(32)

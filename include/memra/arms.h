@@ -14,7 +14,7 @@
 // bit-identical to decode (DESIGN.md law 3); faster forms are opt-in arms.
 //
 // provides: Arms, ArmSpec, arm_specs, arms_markdown_table, PrefillAct, DecodeMatvec,
-//           GdnPrefill, PrefillMatmul, to_string
+//           GdnPrefill, PrefillMatmul, MlaDecode, to_string
 #pragma once
 
 #include <functional>
@@ -38,23 +38,30 @@ enum class GdnPrefill { recurrent, chunked };
 // token-tiled mat-vec (the dot contract's warp32 order, bit-identical to decode) or the
 // tensor-core GEMM (mma.sync, DotOrder::sequential).
 enum class PrefillMatmul { mmvq, mma };
+// Multi-head latent attention (GLM-5) in calls of one token per sequence: over the cache's
+// expanded per-head keys and values, or in the absorbed latent form (each head's query taken
+// into the kv latent through W_UK, scores and weighted sum over the [latent | rope key] rows,
+// the result out through W_UV).
+enum class MlaDecode { expanded, latent };
 
 // X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator
 // names (the spelling tables in src/core/arms.cpp list them); bools as on/off.
-#define MEMRA_ARMS(X)                                                                                             \
-  X(prefill_act, PrefillAct, PrefillAct::w4a8, PrefillAct::w4a8,                                                  \
-    "NVFP4 mat-muls of calls of more than one token: q8_1 activations (w4a8) or e2m1 + E4M3 per-16 (w4a4)")       \
-  X(decode_matvec, DecodeMatvec, DecodeMatvec::mmvq, DecodeMatvec::dp4a,                                          \
-    "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                            \
-  X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")          \
-  X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                    \
-  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                      \
-  X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager")  \
-  X(launch_overlap, bool, true, true, "programmatic dependent launch: a kernel starts while the previous drains") \
-  X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                        \
-    "Gated-DeltaNet prefill: recurrent (bit-identical to decode) or chunked (WY form, 64-token chunks)")          \
-  X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                      \
-    "prefill mat-muls of >= 32 tokens: token-tiled mat-vec (mmvq, bit-identical to decode) or tensor-core GEMM (mma)")
+#define MEMRA_ARMS(X)                                                                                                  \
+  X(prefill_act, PrefillAct, PrefillAct::w4a8, PrefillAct::w4a8,                                                       \
+    "NVFP4 mat-muls of calls of more than one token: q8_1 activations (w4a8) or e2m1 + E4M3 per-16 (w4a4)")            \
+  X(decode_matvec, DecodeMatvec, DecodeMatvec::mmvq, DecodeMatvec::dp4a,                                               \
+    "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                                 \
+  X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")               \
+  X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                         \
+  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                           \
+  X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager")       \
+  X(launch_overlap, bool, true, true, "programmatic dependent launch: a kernel starts while the previous drains")      \
+  X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                             \
+    "delta-rule prefill (GDN, KDA): recurrent (bit-identical to decode) or chunked (WY form, 64-token chunks)")        \
+  X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                           \
+    "prefill mat-muls of >= 32 tokens: token-tiled mat-vec (mmvq, bit-identical to decode) or tensor-core GEMM (mma)") \
+  X(mla_decode, MlaDecode, MlaDecode::expanded, MlaDecode::expanded,                                                   \
+    "MLA attention of one-token calls: expanded per-head keys/values (bit-identical to prefill) or absorbed latent")
 
 struct Arms {
 #define MEMRA_ARM_FIELD(field, type, def, eq, doc) type field = def;
@@ -105,5 +112,6 @@ std::string_view to_string(PrefillAct v);
 std::string_view to_string(DecodeMatvec v);
 std::string_view to_string(GdnPrefill v);
 std::string_view to_string(PrefillMatmul v);
+std::string_view to_string(MlaDecode v);
 
 }  // namespace memra

@@ -33,7 +33,8 @@
 // re-seated or grown cache (Cache::reseat / grow: the graph's pointer signature) invalidates
 // it: re-capture, or with graph_recapture = off latch that cache to eager).
 // gdn_prefill: recurrent (the model's default: the form the oracle gate was calibrated with)
-// or chunked (the WY form over 64-token chunks, for calls of more than one token).
+// or chunked (the WY form over 64-token chunks, for calls of more than one token), for Gated
+// DeltaNet and Kimi delta attention layers alike.
 // prefill_matmul: mmvq (the default: the token-tiled mat-vec, bit-identical to decode) or mma
 // (the int8 tensor-core GEMM for Q8_0 / NVFP4 matrices in calls of >= 32 tokens).
 //
@@ -98,8 +99,9 @@ struct Counters {
   int64_t latched = 0;        // caches latched to eager (graph_recapture off)
   int64_t gemm_launches = 0;  // tensor-core prefill GEMM launches
   int64_t gemm_routed_launches = 0;  // of which MoE expert GEMMs grouped by expert
-  int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN prefill launches
+  int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN / KDA prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
+  int64_t mla_latent_launches = 0;  // MLA attentions taken in the absorbed latent form (mla_decode = latent)
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
   int64_t handovers = 0;      // stage-to-stage hand-overs of a split model (one per stage boundary per call)
 };
@@ -145,6 +147,10 @@ struct Break {
   // that must show as wrong logits). One extra one-thread launch per hand-over; nothing on an
   // unsplit model.
   bool pipeline_drop_wait = false;
+  // MLA's absorbed latent form (mla_decode = latent) takes head h's latent query through head
+  // h+1's W_UK (mod H): the latent arm's canary (a wrong-head absorption the oracle comparison
+  // must reject). No extra launch; nothing while the latent form is not engaged.
+  bool mla_latent_wrong_head = false;
   bool any() const;  // some break is set (the defaults above are all off)
 };
 

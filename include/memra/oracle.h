@@ -52,6 +52,10 @@ struct Options {
   // exists so a transformers bank can be compared row by row (hf_bank_test).
   enum class TopkTies { LowestPosition, TorchCpu };
   TopkTies topk_ties = TopkTies::LowestPosition;
+  // MLA attention of one-token calls (decode_step, a one-token prime): expanded (the default,
+  // the arm's) or the absorbed latent form, the GPU's mla_decode = latent contract
+  // (ops::mla_attend_latent).
+  MlaDecode mla_decode = Arms{}.mla_decode;
 };
 
 // A DeepSeek-V4 compressor's state over a sequence (src/oracle/dsv4.cpp compressor_append):
@@ -73,6 +77,7 @@ struct AttnCacheLayer {
   std::vector<float> index_k;        // [max_ctx, dsa_head_dim]: an MLA layer's own DSA indexer keys
   std::vector<float> index_gate;     // [max_ctx, dsa_head_dim]: their pool gate logits (dsa_kpool > 0)
   CompressorState comp, index_comp;  // DeepSeek-V4: the layer's compressor and its CSA indexer's
+  std::vector<float> lat;  // [max_ctx, mla_kv_rank + n_rot]: an MLA layer's [normed latent | rotated rope key]
 };
 struct GdnCacheLayer {
   std::vector<float> conv;    // [K-1, conv_dim]: the last K-1 conv inputs, oldest first

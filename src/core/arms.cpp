@@ -35,6 +35,10 @@ struct Spellings<PrefillMatmul> {
   static constexpr Spelling<PrefillMatmul> table[] = {{PrefillMatmul::mmvq, "mmvq"}, {PrefillMatmul::mma, "mma"}};
 };
 template <>
+struct Spellings<MlaDecode> {
+  static constexpr Spelling<MlaDecode> table[] = {{MlaDecode::expanded, "expanded"}, {MlaDecode::latent, "latent"}};
+};
+template <>
 struct Spellings<bool> {
   static constexpr Spelling<bool> table[] = {{true, "on"}, {false, "off"}};
 };
@@ -83,6 +87,7 @@ std::vector<ArmSpec> make_specs() {
 std::string_view to_string(PrefillAct v) { return spell(v); }
 std::string_view to_string(DecodeMatvec v) { return spell(v); }
 std::string_view to_string(GdnPrefill v) { return spell(v); }
+std::string_view to_string(MlaDecode v) { return spell(v); }
 std::string_view to_string(PrefillMatmul v) { return spell(v); }
 
 Arms Arms::equalised() {

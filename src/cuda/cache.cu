@@ -155,6 +155,7 @@ Cache Model::new_cache(int64_t max_ctx) const {
     } else if (kind == LayerKind::Attention || kind == LayerKind::Mla) {
       ci->k[li] = per_pos(c.kv_k_width());
       ci->v[li] = per_pos(c.kv_v_width());
+      if (kind == LayerKind::Mla) ci->lat[li] = per_pos(c.mla_kv_rank + c.n_rot);
       if (kind == LayerKind::Mla && !c.dsa_shared[li]) {
         ci->index_k[li] = per_pos(c.dsa_head_dim);
         if (c.dsa_kpool > 0) {  // GLM-5's hybrid: the pool gates per position, a key per closed pool

@@ -36,7 +36,7 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
   }
   if (B > ws.cap_T) tok_dev = -1;  // the token buffer moves
   each_stage([&](Impl& st) {
-    st.ws.ensure(*st.e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked);
+    st.ws.ensure(*st.e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked, arms.mla_decode == MlaDecode::latent);
     st.ledger_reserve(B * st.moe_layers());
   });
   Impl& t = last();

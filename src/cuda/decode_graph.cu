@@ -6,11 +6,14 @@
 // exit before computing anything. A graph is stale when the workspace moved since its capture
 // (Workspace::gen; Model::set_break bumps it too: the break's launches change), when the cache's
 // own buffers moved (Cache::reseat / grow: the pointer signature) or its max_ctx changed, or when
-// the step's form changed (greedy or not): it is then re-captured (graph_recapture on) or the
+// the step's form changed (greedy or not; an arm a one-token step's launches depend on:
+// decode_matvec, fuse_norm_quant, launch_overlap, mla_decode): it is then re-captured (graph_recapture on) or the
 // cache latches to eager for good (off). Counters: captures (of which recaptures), replays,
 // latched. A split model (pipeline.cu) captures one graph per stage, its part of the step; the
 // hand-overs run between the launches (enqueued by the host, no wait on the host), and only a
 // stage whose own graph is stale re-captures (a re-seat of a layer re-captures its stage's graph).
+#include <tuple>
+
 #include "cuda/launch.cuh"
 #include "cuda/model_impl.h"
 #include "memra/cuda_check.h"
@@ -19,11 +22,19 @@ namespace memra {
 
 // A stage's captured graph for this cache is stale (its workspace moved, the break changed, its
 // layers' buffers were re-seated, the cache grew, or the step's form changed).
+namespace {
+// The arms a one-token step's launches depend on (the prefill arms never reach it).
+auto decode_arms(const Arms& a) {
+  return std::tuple{a.decode_matvec, a.fuse_norm_quant, a.launch_overlap, a.mla_decode};
+}
+}  // namespace
+
 bool Model::Impl::graph_stale(const Cache::Impl& ci, bool greedy) const {
   const Cache::Impl::Graph& g = ci.graphs[static_cast<size_t>(stage)];
   // Break::graph_ignore_reseat (a canary's defect): the signature is not looked at.
   const uint64_t sig = brk.graph_ignore_reseat ? g.sig : ci.pointer_signature(*this);
-  return g.exec && (g.gen != ws.gen || g.greedy != greedy || g.sig != sig || g.max_ctx != ci.max_ctx);
+  return g.exec && (g.gen != ws.gen || g.greedy != greedy || g.sig != sig || g.max_ctx != ci.max_ctx ||
+                    decode_arms(g.arms) != decode_arms(arms));
 }
 
 // This stage's part of a decode step captured into the cache's graph for the stage.
@@ -49,6 +60,7 @@ void Model::Impl::capture(Cache::Impl& ci, bool greedy) {
   g.sig = ci.pointer_signature(*this);
   g.max_ctx = ci.max_ctx;
   g.greedy = greedy;
+  g.arms = arms;
   ++counters.captures;
   if (recapture) ++counters.recaptures;
 }

@@ -164,9 +164,10 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
     return;
   }
   const int32_t* sel = p.sel + t * p.topk;
+  const int64_t ld_k = p.ld_k ? p.ld_k : int64_t{p.KVH} * p.dk, ld_v = p.ld_v ? p.ld_v : int64_t{p.KVH} * p.dv;
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float* kr = p.k_cache + static_cast<int64_t>(sel[j]) * p.KVH * p.dk + kvh * p.dk;
+    const float* kr = p.k_cache + static_cast<int64_t>(sel[j]) * ld_k + kvh * p.dk;
     float d = 0.0f;
     for (int i = 0; i < p.dk; ++i) d = fmaf(qs[i], kr[i], d);
     d = __fmul_rn(d, p.scale);
@@ -183,8 +184,7 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   const float l = block_sum_ordered(part, red);  // also orders the ps writes before the reads below
   for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < n; ++j)
-      acc = fmaf(ps[j], p.v_cache[static_cast<int64_t>(sel[j]) * p.KVH * p.dv + kvh * p.dv + d], acc);
+    for (int j = 0; j < n; ++j) acc = fmaf(ps[j], p.v_cache[static_cast<int64_t>(sel[j]) * ld_v + kvh * p.dv + d], acc);
     p.out[(t * p.H + h) * p.dv + d] = __fdiv_rn(acc, l);
   }
 }
@@ -215,6 +215,9 @@ void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s) {
     fail("sparse attention: topk ", p.topk, " (1..", kSparseAttnMaxTopk, "), dk ", p.dk, ", dv ", p.dv, " (1..",
          kSparseAttnMaxDim, "), ", p.H, " heads over ", p.KVH, " kv heads unsupported");
   if (p.T > 65535) fail("sparse attention: ", p.T, " queries exceed the grid (65535)");
+  if ((p.ld_k && p.ld_k < int64_t{p.KVH} * p.dk) || (p.ld_v && p.ld_v < int64_t{p.KVH} * p.dv))
+    fail("sparse attention: row strides ", p.ld_k, " / ", p.ld_v, " below the rows' ", p.KVH * p.dk, " / ",
+         p.KVH * p.dv);
   const size_t smem = sizeof(float) * static_cast<size_t>(p.dk + p.topk);
   launch_kernel("sparse_attention_kernel", sparse_attention_kernel,
                 dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kAttnThreads, smem, s, p);

@@ -98,6 +98,9 @@ struct SparseAttnParams {
   int64_t T = 0;
   int topk = 0, H = 0, KVH = 0, dk = 0, dv = 0;
   float scale = 0;  // f32(1 / sqrt(qk width))
+  // row strides of the caches (0: KVH * dk, KVH * dv); MLA's latent form reads its keys and its
+  // values (their first dv values) from the same [latent | rope key] rows
+  int64_t ld_k = 0, ld_v = 0;
 };
 void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s);
 

@@ -9,7 +9,8 @@
 //   gdn_step_kernel       one token (decode), a block per (value head, 32 state columns).
 //   gdn_step_norm_kernel  one token with the gated output norm and its q8_1 blocks (kConv: and
 //                         the token's conv), a block per value head, state columns in registers.
-//   gdn_chunk_prep_kernel + gdn_chunk_state_kernel: the chunked (WY) prefill arm.
+//   gdn_chunk_prep_kernel + gdn_chunk_state_kernel: the chunked (WY) prefill arm, GDN's and
+//                         (kKda: the decay per key channel) Kimi delta attention's.
 //
 // Contract: the recurrent, step and fused decode kernels compute every state element and output
 // by the same operations in the same order (the per-token pieces below are one definition), so
@@ -232,12 +233,20 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   for (int i = tid; i < dk * dv; i += kThreads) Sg[i] = S[i];
 }
 
+// KDA's log decay of one key channel from its gate input f and bias dt (rate = exp(a_log)):
+//   g = bound * sigmoid(rate * (f + dt))   (bound < 0, the "safe gate"), or
+//   g = -rate * softplus(f + dt)           (bound == 0)
+// One definition for the recurrent and the chunked form: both take the same g.
+__device__ __forceinline__ float kda_log_decay(float f, float dt, float rate, float bound) {
+  const float x = __fadd_rn(f, dt);
+  if (bound != 0.0f) return __fmul_rn(bound, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(rate, x)))));
+  return -__fmul_rn(rate, x > 20.0f ? x : log1pf(expf(x)));
+}
+
 // Kimi delta attention (KDA), T tokens in order: a block per head, thread j < d walking state
 // column j with GDN's column_step (the decay per row: state row i by exp(g[i])); q and k of the
-// head unit-normed as GDN's (qk_unit). The gates from their inputs, in f32:
-//   g[i] = bound * sigmoid(exp(a_log) * (f[i] + dt_bias[i]))   (bound < 0, the "safe gate"), or
-//   g[i] = -exp(a_log) * softplus(f[i] + dt_bias[i])           (bound == 0)
-//   beta = sigmoid(b)
+// head unit-normed as GDN's (qk_unit). The gates from their inputs, in f32: g[i] by
+// kda_log_decay, beta = sigmoid(b).
 __global__ void __launch_bounds__(kThreads) kda_recurrent_kernel(KdaParams p) {
   pdl_wait();
   pdl_release();
@@ -251,16 +260,7 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kernel(KdaParams p) {
   for (int64_t t = 0; t < p.T; ++t) {
     const float* row = p.qkv + t * 3 * hd;
     qk_unit(tid < d ? row[h * d + tid] : 0.0f, tid < d ? row[hd + h * d + tid] : 0.0f, d, qs, ks, red);
-    if (tid < d) {
-      const float x = __fadd_rn(p.f[t * hd + h * d + tid], p.dt_bias[h * d + tid]);
-      float g;
-      if (p.bound != 0.0f) {
-        g = __fmul_rn(p.bound, __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-__fmul_rn(rate, x)))));
-      } else {
-        g = -__fmul_rn(rate, x > 20.0f ? x : log1pf(expf(x)));
-      }
-      dec[tid] = expf(g);
-    }
+    if (tid < d) dec[tid] = expf(kda_log_decay(p.f[t * hd + h * d + tid], p.dt_bias[h * d + tid], rate, p.bound));
     const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * H + h])));
     __syncthreads();
     if (tid < d)
@@ -451,6 +451,12 @@ bool try_step_norm(const GdnParams& p, const GdnOutNorm& n, const GdnConvParams*
 //   (I+L) W = beta e^gamma K;  V' = U - W S;
 //   O_i = e^gamma_i q_i S + Σ_{j<=i} A_ij V'_j,  A_ij = (q_i.k_j) e^(gamma_i - gamma_j);
 //   S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ.
+// KDA (kKda; the oracle's kda_delta_rule_chunked) takes every decay per key channel a:
+//   L[i,j] = beta_i Σ_a k_ia k_ja e^(gamma_ia - gamma_ja),  A_ij = Σ_a q_ia k_ja e^(gamma_ia - gamma_ja)
+// (the decay inside the dot, pair by pair: e^(-gamma) alone would overflow over a chunk of safe-gate
+// decays), W's rows beta_i e^gamma_i ⊙ k_i, and the state kernel's operands decayed in the prep:
+// q_i ⊙ e^gamma_i, k_j ⊙ e^(gamma_last - gamma_j), state row a by e^gamma_last,a (its e^gamma and
+// e^(gamma_last - gamma_j) factors are then 1: a multiply by 1 is exact, so GDN's kernel serves both).
 // Two launches per segment of up to kSegChunks chunks. Everything up to U and W depends on its
 // chunk alone, not on S, so gdn_chunk_prep_kernel computes it for every (chunk, value head) at
 // once into a workspace slot (ChunkSlot); gdn_chunk_state_kernel then walks the segment's chunks
@@ -470,16 +476,17 @@ static_assert((kChunk / 4) * (kChunk / 4) <= kPrepThreads, "one A / L tile per t
 // A (chunk, value head)'s results in the workspace, written by the prep kernel, read by the
 // state kernel. Rows past the chunk's C tokens are not written, except a's and e's (zeros).
 struct ChunkSlot {
-  float* q;   // [C, dk] normalised, scaled q
-  float* k;   // [C, dk] normalised k
+  float* q;   // [C, dk] normalised, scaled q (KDA: ⊙ e^gamma_i)
+  float* k;   // [C, dk] normalised k (KDA: ⊙ e^(gamma_last - gamma_i))
   float* w;   // [C, dk] W
   float* u;   // [C, dv] U
   float* a;   // [C, kChunk] A (j <= i), zeros above
-  float* eg;  // [kChunk] e^gamma_i
-  float* el;  // [kChunk + 1] e^(gamma_last - gamma_j), then e^gamma_last
+  float* eg;  // [kChunk] e^gamma_i (KDA: 1)
+  float* el;  // [kChunk] e^(gamma_last - gamma_j) (KDA: 1)
+  float* sd;  // [dk] state row a's decay over the chunk: e^gamma_last (KDA: e^gamma_last,a)
 };
 __host__ __device__ inline int64_t chunk_slot_floats(int dk, int dv) {
-  return (static_cast<int64_t>(kChunk) * (3 * dk + dv + kChunk) + 2 * kChunk + 1 + 3) / 4 * 4;  // 16-byte slots
+  return (static_cast<int64_t>(kChunk) * (3 * dk + dv + kChunk) + 2 * kChunk + dk + 3) / 4 * 4;  // 16-byte slots
 }
 __device__ inline ChunkSlot chunk_slot(float* work, int64_t index, int dk, int dv) {
   ChunkSlot s;
@@ -490,12 +497,16 @@ __device__ inline ChunkSlot chunk_slot(float* work, int64_t index, int dk, int d
   s.a = s.u + kChunk * dv;
   s.eg = s.a + kChunk * kChunk;
   s.el = s.eg + kChunk;
+  s.sd = s.el + kChunk;
   return s;
 }
 
-// v[r][c] = Σ_a xT[a kLdT + r] yT[a kLdT + c] for a 4 x 4 tile of transposed operands, each
-// element an fma chain over a = 0..n-1 from 0 in order.
-__device__ __forceinline__ void tile_dot_t(float (&v)[4][4], const float* xT, const float* yT, int n) {
+// v[r][c] = Σ_a x'_a,r yT[a kLdT + c] for a 4 x 4 tile of transposed operands, each element an
+// fma chain over a = 0..n-1 from 0 in order. GDN: x' = xT[a kLdT + r] itself; KDA (kDecay; gxT,
+// gyT: the operands' gammas, transposed alike): the decay inside the dot, x' = x e^(gx_a,r - gy_a,c).
+template <bool kDecay>
+__device__ __forceinline__ void tile_dot_t(float (&v)[4][4], const float* xT, const float* yT, int n, const float* gxT,
+                                           const float* gyT) {
 #pragma unroll
   for (int r = 0; r < 4; ++r)
 #pragma unroll
@@ -504,10 +515,18 @@ __device__ __forceinline__ void tile_dot_t(float (&v)[4][4], const float* xT, co
     const float4 x4 = *reinterpret_cast<const float4*>(xT + a * kLdT);
     const float4 y4 = *reinterpret_cast<const float4*>(yT + a * kLdT);
     const float xv[4] = {x4.x, x4.y, x4.z, x4.w}, yv[4] = {y4.x, y4.y, y4.z, y4.w};
+    float gxv[4] = {}, gyv[4] = {};
+    if constexpr (kDecay) {
+      const float4 gx4 = *reinterpret_cast<const float4*>(gxT + a * kLdT);
+      const float4 gy4 = *reinterpret_cast<const float4*>(gyT + a * kLdT);
+      gxv[0] = gx4.x, gxv[1] = gx4.y, gxv[2] = gx4.z, gxv[3] = gx4.w;
+      gyv[0] = gy4.x, gyv[1] = gy4.y, gyv[2] = gy4.z, gyv[3] = gy4.w;
+    }
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) v[r][c] = fmaf(xv[r], yv[c], v[r][c]);
+      for (int c = 0; c < 4; ++c)
+        v[r][c] = fmaf(kDecay ? __fmul_rn(xv[r], expf(__fsub_rn(gxv[r], gyv[c]))) : xv[r], yv[c], v[r][c]);
   }
 }
 
@@ -527,9 +546,20 @@ __device__ __forceinline__ void solve_column(float (&x)[kChunk], const float* L)
     }
 }
 
+// KDA's forget-gate inputs (KdaParams' f, dt_bias, a_log, bound), for the chunked prep.
+struct KdaGate {
+  const float* f = nullptr;
+  const float* dt_bias = nullptr;
+  const float* a_log = nullptr;
+  float bound = 0;
+};
+
 // Everything of chunk blockIdx.x (of the segment at token t0) and value head blockIdx.y that does
-// not depend on S, into its slot.
-__global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnParams p, int64_t t0, float* work) {
+// not depend on S, into its slot. kKda: the decay per key channel (kg's gates; p's heads are KDA's,
+// nk = nv = H, dk = dv = d).
+template <bool kKda>
+__global__ void __launch_bounds__(kPrepThreads, 2)
+    gdn_chunk_prep_kernel(GdnParams p, KdaGate kg, int64_t t0, float* work) {
   pdl_wait();
   pdl_release();
   extern __shared__ float sm[];
@@ -540,16 +570,18 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnPara
   float* KT = sm;                     // [dk, kLdT] k transposed
   float* QT = KT + dk * kLdT;         // [dk, kLdT] q transposed
   float* Ls = QT + dk * kLdT;         // [kChunk, kChunk] L, strictly lower
-  float* gam = Ls + kChunk * kChunk;  // [kChunk] g, then gamma
-  float* bet = gam + kChunk;          // [kChunk]
-  float* eg = bet + kChunk;           // [kChunk] e^gamma
+  float* bet = Ls + kChunk * kChunk;  // [kChunk]
+  float* eg = bet + kChunk;           // [kChunk] e^gamma (GDN)
+  float* gam = eg + kChunk;           // GDN: [kChunk] g, then gamma; KDA: [dk, kLdT] the same, transposed
   const ChunkSlot out = chunk_slot(work, static_cast<int64_t>(blockIdx.x) * nv + h, dk, dv);
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int64_t cd = 2 * kd + static_cast<int64_t>(nv) * dv;
   const float qscale = rsqrtf(static_cast<float>(dk));
+  const float rate = kKda ? expf(kg.a_log[h]) : 0.0f;
   // 1. per token (a warp each): L2-normed q (scaled) and k, beta, g
   for (int i = warp; i < C; i += kPrepThreads / 32) {
-    const float* row = p.qkv + (c0 + i) * cd;
+    const int64_t t = c0 + i;
+    const float* row = p.qkv + t * cd;
     float qq = 0.0f, kk = 0.0f;
     for (int a = lane; a < dk; a += 32) {
       qq = fmaf(row[key * dk + a], row[key * dk + a], qq);
@@ -562,28 +594,49 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnPara
       const float qv = __fmul_rn(row[key * dk + a], iq), kv = __fmul_rn(row[kd + key * dk + a], ik);
       QT[a * kLdT + i] = qv;
       KT[a * kLdT + i] = kv;
-      out.q[i * dk + a] = qv;
-      out.k[i * dk + a] = kv;
+      if constexpr (kKda) {
+        gam[a * kLdT + i] = kda_log_decay(kg.f[t * kd + h * dk + a], kg.dt_bias[h * dk + a], rate, kg.bound);
+      } else {
+        out.q[i * dk + a] = qv;
+        out.k[i * dk + a] = kv;
+      }
     }
     if (lane == 0) {
-      const int64_t t = c0 + i;
       bet[i] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p.b[t * nv + h])));
-      const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
-      gam[i] = __fmul_rn(p.ssm_a[h], ax > 20.0f ? ax : log1pf(expf(ax)));  // g_i, summed below
+      if constexpr (!kKda) {
+        const float ax = __fadd_rn(p.a[t * nv + h], p.dt_bias[h]);
+        gam[i] = __fmul_rn(p.ssm_a[h], ax > 20.0f ? ax : log1pf(expf(ax)));  // g_i, summed below
+      }
     }
   }
   __syncthreads();
-  if (tid == 0)
+  if constexpr (kKda) {
+    for (int a = tid; a < dk; a += kPrepThreads)  // gamma = cumsum(g), per channel
+      for (int i = 1; i < C; ++i) gam[a * kLdT + i] = __fadd_rn(gam[a * kLdT + i], gam[a * kLdT + i - 1]);
+  } else if (tid == 0) {
     for (int i = 1; i < C; ++i) gam[i] = __fadd_rn(gam[i], gam[i - 1]);  // gamma = cumsum(g)
-  __syncthreads();
-  const float gl = gam[C - 1];
-  if (tid < kChunk) {
-    const float e = tid < C ? expf(gam[tid]) : 0.0f;
-    eg[tid] = e;
-    out.eg[tid] = e;
-    out.el[tid] = tid < C ? expf(gl - gam[tid]) : 0.0f;
   }
-  if (tid == kChunk) out.el[kChunk] = expf(gl);
+  __syncthreads();
+  if constexpr (kKda) {
+    // the decays go into the state kernel's operands; its own factors are 1
+    if (tid < kChunk) out.eg[tid] = out.el[tid] = tid < C ? 1.0f : 0.0f;
+    for (int a = tid; a < dk; a += kPrepThreads) out.sd[a] = expf(gam[a * kLdT + C - 1]);
+    for (int e = tid; e < C * dk; e += kPrepThreads) {
+      const int i = e / dk, a = e % dk;
+      const float g = gam[a * kLdT + i];
+      out.q[e] = __fmul_rn(QT[a * kLdT + i], expf(g));
+      out.k[e] = __fmul_rn(KT[a * kLdT + i], expf(__fsub_rn(gam[a * kLdT + C - 1], g)));
+    }
+  } else {
+    const float gl = gam[C - 1];
+    if (tid < kChunk) {
+      const float e = tid < C ? expf(gam[tid]) : 0.0f;
+      eg[tid] = e;
+      out.eg[tid] = e;
+      out.el[tid] = tid < C ? expf(gl - gam[tid]) : 0.0f;
+    }
+    for (int a = tid; a < dk; a += kPrepThreads) out.sd[a] = expf(gl);
+  }
   // 2. A (j <= i) into the slot, zeros above it; L (j < i) into shared memory; tiles on or below
   // the diagonal only
   for (int e = tid; e < C * kChunk; e += kPrepThreads)
@@ -593,21 +646,23 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnPara
     const int i0 = tile / c4 * 4, j0 = tile % c4 * 4;
     if (j0 > i0) continue;
     float v[4][4];
-    tile_dot_t(v, QT + i0, KT + j0, dk);
+    tile_dot_t<kKda>(v, QT + i0, KT + j0, dk, gam + i0, gam + j0);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int i = i0 + r, j = j0 + c;
-        if (i < C && j <= i) out.a[i * kChunk + j] = __fmul_rn(v[r][c], expf(gam[i] - gam[j]));
+        if (i < C && j <= i) out.a[i * kChunk + j] = kKda ? v[r][c] : __fmul_rn(v[r][c], expf(gam[i] - gam[j]));
       }
-    tile_dot_t(v, KT + i0, KT + j0, dk);
+    tile_dot_t<kKda>(v, KT + i0, KT + j0, dk, gam + i0, gam + j0);
 #pragma unroll
     for (int r = 0; r < 4; ++r)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int i = i0 + r, j = j0 + c;
-        if (i < C && j < i) Ls[i * kChunk + j] = __fmul_rn(__fmul_rn(bet[i], v[r][c]), expf(gam[i] - gam[j]));
+        if (i < C && j < i)
+          Ls[i * kChunk + j] =
+              kKda ? __fmul_rn(bet[i], v[r][c]) : __fmul_rn(__fmul_rn(bet[i], v[r][c]), expf(gam[i] - gam[j]));
       }
   }
   __syncthreads();
@@ -621,8 +676,12 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_chunk_prep_kernel(GdnPara
     float x[kChunk];
 #pragma unroll
     for (int i = 0; i < kChunk; ++i)
-      if (i < C) x[i] = __fmul_rn(is_u ? bet[i] : __fmul_rn(bet[i], eg[i]), src[i * lds]);
-      else x[i] = 0.0f;
+      if (i < C) {
+        const float e = is_u ? 1.0f : kKda ? expf(gam[a * kLdT + i]) : eg[i];  // e^gamma_i (KDA: channel a's)
+        x[i] = __fmul_rn(is_u ? bet[i] : __fmul_rn(bet[i], e), src[i * lds]);
+      } else {
+        x[i] = 0.0f;
+      }
     solve_column(x, Ls);
     float* dst = is_u ? out.u + col : out.w + a;
     const int ld = is_u ? dv : dk;
@@ -666,7 +725,8 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParam
   float* As = Ws + kChunk * ldk;       // [C, kLdT]
   float* Us = As + kChunk * kLdT;      // [C, kSlice] U, then V'
   float* eg = Us + kChunk * kSlice;    // [kChunk]
-  float* el = eg + kChunk;             // [kChunk + 1]
+  float* el = eg + kChunk;             // [kChunk]
+  float* sd = el + kChunk;             // [dk]
   float* Sg = p.state + static_cast<int64_t>(h) * dk * dv + d_lo;
   for (int e = tid; e < dk * kSlice; e += kStateThreads) {
     const int a = e / kSlice, c = e % kSlice;
@@ -691,7 +751,8 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParam
     copy_rows_async(Ks, ldk, in.k, dk, C, dk);
     copy_rows_async(Us, kSlice, in.u + d_lo, dv, C, ds);
     copy_rows_async(eg, 0, in.eg, 0, 1, kChunk);
-    copy_rows_async(el, 0, in.el, 0, 1, kChunk + 1);
+    copy_rows_async(el, 0, in.el, 0, 1, kChunk);
+    copy_rows_async(sd, 0, in.sd, 0, 1, dk);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -758,7 +819,8 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParam
     }
     __syncthreads();
     if (cl + 1 < chunks) fetch_qwa(cl + 1);
-    // 7. S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ, 4 x 4 tiles
+    // 7. S <- e^gamma_last S + Σ_j e^(gamma_last - gamma_j) k_j V'_jᵀ, 4 x 4 tiles (e^gamma_last per
+    // state row: sd)
     for (int tile = tid; tile < k4 * s4; tile += kStateThreads) {
       const int a0 = tile / s4 * 4, d0 = tile % s4 * 4;
       float v[4][4];
@@ -766,7 +828,7 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParam
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          v[r][c] = a0 + r < dk && d0 + c < ds ? __fmul_rn(el[kChunk], S[(a0 + r) * kSlice + d0 + c]) : 0.0f;
+          v[r][c] = a0 + r < dk && d0 + c < ds ? __fmul_rn(sd[a0 + r], S[(a0 + r) * kSlice + d0 + c]) : 0.0f;
       for (int j = 0; j < C; ++j) {
         const float4 k = *reinterpret_cast<const float4*>(Ks + j * ldk + a0);
         const float4 u = *reinterpret_cast<const float4*>(Us + j * kSlice + d0);
@@ -809,25 +871,51 @@ int64_t gdn_chunked_workspace_floats(int64_t T, int nv, int dk, int dv) {
   return chunks * nv * chunk_slot_floats(dk, dv);
 }
 
-void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaStream_t s) {
+namespace {
+
+template <bool kKda>
+void chunked_run(const char* what, const GdnParams& p, const KdaGate& kg, float* work, int64_t work_floats,
+                 cudaStream_t s) {
   if (p.T == 0) return;
   if (p.dk > kThreads || p.dv > kThreads || p.dk % 4 != 0 || p.dv % 4 != 0)
-    fail("gdn chunked: d_k ", p.dk, " / d_v ", p.dv, " unsupported (multiples of 4, <= ", kThreads, ")");
+    fail(what, ": d_k ", p.dk, " / d_v ", p.dv, " unsupported (multiples of 4, <= ", kThreads, ")");
   const int64_t need = gdn_chunked_workspace_floats(p.T, p.nv, p.dk, p.dv);
   if (!work || work_floats < need)
-    fail("gdn chunked: workspace of ", work_floats, " floats, ", need, " needed for ", p.T, " tokens x ", p.nv,
+    fail(what, ": workspace of ", work_floats, " floats, ", need, " needed for ", p.T, " tokens x ", p.nv,
          " value heads (gdn_chunked_workspace_floats)");
-  const size_t prep_smem = (2 * static_cast<size_t>(p.dk) * kLdT + kChunk * kChunk + 3 * kChunk) * sizeof(float);
+  const size_t gam_floats = kKda ? static_cast<size_t>(p.dk) * kLdT : kChunk;
+  const size_t prep_smem =
+      (2 * static_cast<size_t>(p.dk) * kLdT + kChunk * kChunk + 2 * kChunk + gam_floats) * sizeof(float);
   const size_t state_smem = (static_cast<size_t>(p.dk) * kSlice + 3 * static_cast<size_t>(kChunk) * (p.dk + 4) +
-                             kChunk * kLdT + kChunk * kSlice + 2 * kChunk + 1) * sizeof(float);
+                             kChunk * kLdT + kChunk * kSlice + 2 * kChunk + p.dk) *
+                            sizeof(float);
   const dim3 state_grid(static_cast<unsigned>(ceil_div(p.dv, kSlice)), static_cast<unsigned>(p.nv));
   for (int64_t t0 = 0; t0 < p.T; t0 += static_cast<int64_t>(kSegChunks) * kChunk) {
     const int chunks = static_cast<int>(std::min<int64_t>(ceil_div(p.T - t0, kChunk), kSegChunks));
-    launch_kernel("gdn_chunk_prep_kernel", gdn_chunk_prep_kernel, dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.nv)),
-                  kPrepThreads, prep_smem, s, p, t0, work);
+    launch_kernel("gdn_chunk_prep_kernel", gdn_chunk_prep_kernel<kKda>,
+                  dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(p.nv)), kPrepThreads, prep_smem, s, p, kg,
+                  t0, work);
     launch_kernel("gdn_chunk_state_kernel", gdn_chunk_state_kernel, state_grid, kStateThreads, state_smem, s, p, t0, chunks,
                   work);
   }
+}
+
+}  // namespace
+
+void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaStream_t s) {
+  chunked_run<false>("gdn chunked", p, KdaGate{}, work, work_floats, s);
+}
+
+void kda_chunked_run(const KdaParams& p, float* work, int64_t work_floats, cudaStream_t s) {
+  GdnParams gp;  // KDA's heads as GDN's: H key and value heads of d, untiled; b its beta logits
+  gp.qkv = p.qkv;
+  gp.b = p.b;
+  gp.state = p.state;
+  gp.o = p.o;
+  gp.T = p.T;
+  gp.nk = gp.nv = p.H;
+  gp.dk = gp.dv = p.d;
+  chunked_run<true>("kda chunked", gp, KdaGate{p.f, p.dt_bias, p.a_log, p.bound}, work, work_floats, s);
 }
 
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv) {

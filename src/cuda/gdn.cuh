@@ -14,7 +14,7 @@
 // f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
 // provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
-//           gdn_step_norm_run, gdn_chunked_workspace_floats, KdaParams, kda_recurrent_run
+//           gdn_step_norm_run, gdn_chunked_workspace_floats, KdaParams, kda_recurrent_run, kda_chunked_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -113,5 +113,10 @@ void kda_recurrent_run(const KdaParams& p, cudaStream_t s);
 // (floats, device) holds a segment: gdn_chunked_workspace_floats(T, nv, dk, dv) or more.
 int64_t gdn_chunked_workspace_floats(int64_t T, int nv, int dk, int dv);
 void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaStream_t s);
+// KDA's prefill in the same chunked form (the oracle's kda_delta_rule_chunked, in f32): every decay
+// per key channel, inside the chunk's dot products pair by pair. d: a multiple of 4, at most 128;
+// the workspace: gdn_chunked_workspace_floats(T, H, d, d) or more. Its own order, held to the
+// recurrent form by the op test and the model gates (ChunkedGdn, ArgmaxMargin's chunked arm).
+void kda_chunked_run(const KdaParams& p, float* work, int64_t work_floats, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -54,7 +54,7 @@ __global__ void break_bias_kernel(float* logits, int32_t id, float v) {
 
 // --- the workspace ---------------------------------------------------------------------------------
 
-void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked) {
+void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked, bool mla_latent) {
   if (T > cap_T) {
     const int64_t D = c.n_embd, qd = c.n_head * c.head_dim, kvd = c.n_head_kv * c.head_dim;
     const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
@@ -156,6 +156,8 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
                                                              static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
   // the indexer's scores of a chunk of queries (DeepSeek-V4's over fewer keys: compressed rows)
   if (c.has_mla() || c.family == Family::DeepseekV4) need = std::max(need, mla_score_rows(T, ctx) * ctx);
+  // the latent form's queries and outputs, after the indexer is done with its scores
+  if (mla_latent && c.has_mla()) need = std::max(need, T * c.n_head * (2 * c.mla_kv_rank + c.n_rot));
   if (need > cap_work) {
     work = DeviceBuffer<float>(e, static_cast<size_t>(need));
     cap_work = need;
@@ -544,7 +546,9 @@ void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int
 
 // --- multi-head latent attention with the DSA indexer, in the same three parts ------------------------
 // Every projection, norm and rotation of the oracle's mla() in its order; the cache keeps the
-// expanded keys and values, so the attention is the oracle's sum over the selected positions.
+// expanded keys and values, so the attention is the oracle's sum over the selected positions, and
+// the latent rows, which a one-token call attends over under mla_decode = latent (the absorbed
+// form: mla.cuh).
 
 void Model::Impl::mla_project(DevLayer& L, int64_t T) {
   const auto& A = *L.mla;
@@ -588,6 +592,8 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   pp.kvb = ws.kvb.data() + r0 * H * (c.mla_d_nope + dv);
   pp.k_cache = ci.k[l].data();
   pp.v_cache = ci.v[l].data();
+  pp.lat = ws.lat.data() + r0 * c.mla_kv_rank;
+  pp.lat_cache = ci.lat[l].data();
   pp.pos0 = pos_of(ci);
   pp.T = T;
   pp.H = H;
@@ -667,7 +673,40 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   ap.dk = hd;
   ap.dv = dv;
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  if (T == 1 && arms.mla_decode == MlaDecode::latent) return mla_latent_attention(L, ci, li, ap);
   cuda::sparse_attention_run(ap, s);
+}
+
+// The absorbed form of one token's attention (mla_decode = latent): the heads' latent queries,
+// the attention over the latent rows as one kv head (values: the rows' first kv_rank values),
+// the heads' outputs out through W_UV into ap.out. ap: the expanded form's parameters.
+void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl& ci, int64_t li, cuda::SparseAttnParams ap) {
+  const int kvr = static_cast<int>(c.mla_kv_rank), lw = kvr + static_cast<int>(c.n_rot);
+  float* ql = ws.work.data();         // [T, H, kv_rank + n_rot] (Workspace::ensure's mla_latent)
+  float* ol = ql + ap.T * ap.H * lw;  // [T, H, kv_rank]
+  const cuda::MlaAbsorbParams ab{.wkv_b = L.mla->wkv_b.m,
+                                 .q = ap.q,
+                                 .ql = ql,
+                                 .ol = ol,
+                                 .o = ap.out,
+                                 .T = ap.T,
+                                 .H = ap.H,
+                                 .dn = static_cast<int>(c.mla_d_nope),
+                                 .n_rot = static_cast<int>(c.n_rot),
+                                 .dv = ap.dv,
+                                 .kv_rank = kvr,
+                                 .head_shift = brk.mla_latent_wrong_head ? 1 : 0};
+  cuda::mla_absorb_q_run(ab, s);
+  ap.q = ql;
+  ap.k_cache = ap.v_cache = ci.lat[static_cast<size_t>(li)].data();
+  ap.out = ol;
+  ap.KVH = 1;
+  ap.dk = lw;
+  ap.dv = kvr;
+  ap.ld_k = ap.ld_v = lw;
+  cuda::sparse_attention_run(ap, s);
+  cuda::mla_absorb_o_run(ab, s);
+  ++counters.mla_latent_launches;
 }
 
 void Model::Impl::mla_output(DevLayer& L, int64_t T, float* y, bool add) {
@@ -724,7 +763,12 @@ void Model::Impl::kda_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   kp.T = T;
   kp.H = static_cast<int>(H);
   kp.d = static_cast<int>(c.ssm_d_v);
-  cuda::kda_recurrent_run(kp, s);
+  if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {  // the delta rule's prefill arm, KDA's form
+    cuda::kda_chunked_run(kp, ws.work.data(), ws.cap_work, s);
+    ++counters.gdn_chunked_launches;
+  } else {
+    cuda::kda_recurrent_run(kp, s);
+  }
 }
 
 void Model::Impl::kda_output(DevLayer& L, int64_t T, float* y, bool add) {
@@ -937,6 +981,7 @@ void Model::Impl::prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_
   check_arms();
   const bool chunked = arms.gdn_prefill == GdnPrefill::chunked;
   const int64_t T = device_token ? 1 : static_cast<int64_t>(toks.size());
+  const bool latent = arms.mla_decode == MlaDecode::latent && T == 1;
   if (device_token) {
     if (ci.pos + 1 > ci.max_ctx) fail("decode: position ", ci.pos, " is the cache's last (max_ctx ", ci.max_ctx, ")");
   } else {
@@ -945,7 +990,7 @@ void Model::Impl::prepare(std::span<const int32_t> toks, Cache::Impl& ci, int64_
   if (T > ws.cap_T) tok_dev = -1;  // the token buffer moves
   each_stage([&](Impl& st) {
     st.ledger_reserve(T * st.moe_layers());
-    st.ws.ensure(*st.e, c, T, ctx_bound, chunked);
+    st.ws.ensure(*st.e, c, T, ctx_bound, chunked, latent);
   });
   if (device_token) return;
   if (T == 1 && tok_dev == toks[0]) return;  // the last greedy step left it there

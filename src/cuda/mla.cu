@@ -55,6 +55,11 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
     for (int d = tid; d < hd; d += kThreads) kc[d] = d < p.dn ? kvb[d] : kr[d - p.dn];
     float* vc = p.v_cache + (pos * p.H + h) * p.dv;
     for (int d = tid; d < p.dv; d += kThreads) vc[d] = kvb[p.dn + d];
+    if (h == 0 && p.lat_cache) {  // the latent row, once per token
+      float* lc = p.lat_cache + pos * (p.kv_rank + p.n_rot);
+      for (int d = tid; d < p.kv_rank + p.n_rot; d += kThreads)
+        lc[d] = d < p.kv_rank ? p.lat[t * p.kv_rank + d] : kr[d - p.kv_rank];
+    }
     return;
   }
   // the indexer: queries' first n_rot dims, the head weights, the key's LayerNorm and rotation
@@ -115,7 +120,78 @@ __global__ void __launch_bounds__(kThreads) mla_kpool_kernel(MlaKpoolParams p) {
   p.rows[j * p.hi + c] = static_cast<float>(__ddiv_rn(num, den));
 }
 
+// Grid (H, T): the head's nope query in shared memory, thread j the latent column j.
+__global__ void __launch_bounds__(kThreads) mla_absorb_q_kernel(MlaAbsorbParams p) {
+  extern __shared__ float qn[];  // [dn]
+  pdl_wait();
+  pdl_release();
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int hd = p.dn + p.n_rot, lw = p.kv_rank + p.n_rot;
+  const float* q = p.q + (t * p.H + h) * hd;
+  for (int i = threadIdx.x; i < p.dn; i += kThreads) qn[i] = q[i];
+  __syncthreads();
+  const float s = p.wkv_b.slab_scale[0];
+  const int hw = (h + p.head_shift) % p.H;  // h, but for a canary's defect
+  const uint8_t* w0 = p.wkv_b.data + static_cast<int64_t>(hw) * (p.dn + p.dv) * p.wkv_b.row_bytes;
+  float* ql = p.ql + (t * p.H + h) * lw;
+  for (int j = threadIdx.x; j < p.kv_rank; j += kThreads) {
+    float acc = 0.0f;
+    for (int i = 0; i < p.dn; ++i) acc = fmaf(qn[i], dmat_elem(p.wkv_b, w0 + i * p.wkv_b.row_bytes, j), acc);
+    ql[j] = __fmul_rn(acc, s);
+  }
+  for (int j = threadIdx.x; j < p.n_rot; j += kThreads) ql[p.kv_rank + j] = q[p.dn + j];
+}
+
+// Grid (H, T): the head's latent output in shared memory, warp w the outputs d = w mod 8.
+__global__ void __launch_bounds__(kThreads) mla_absorb_o_kernel(MlaAbsorbParams p) {
+  extern __shared__ float ol[];  // [kv_rank]
+  pdl_wait();
+  pdl_release();
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const float* src = p.ol + (t * p.H + h) * p.kv_rank;
+  for (int j = threadIdx.x; j < p.kv_rank; j += kThreads) ol[j] = src[j];
+  __syncthreads();
+  const float s = p.wkv_b.slab_scale[0];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row0 = static_cast<int64_t>(h) * (p.dn + p.dv) + p.dn;
+  for (int d = warp; d < p.dv; d += kThreads / 32) {
+    const uint8_t* w = p.wkv_b.data + (row0 + d) * p.wkv_b.row_bytes;
+    float acc = 0.0f;
+    for (int j = lane; j < p.kv_rank; j += 32) acc = fmaf(dmat_elem(p.wkv_b, w, j), ol[j], acc);
+    for (int m = 16; m > 0; m /= 2) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, m));
+    if (lane == 0) p.o[(t * p.H + h) * p.dv + d] = __fmul_rn(acc, s);
+  }
+}
+
+void check_absorb(const MlaAbsorbParams& p, const char* what) {
+  if (p.H < 1 || p.H > 65535 || p.T > 65535)
+    fail(what, ": ", p.T, " tokens of ", p.H, " heads exceed the grid (65535 each)");
+  if (p.kv_rank < 1 || p.kv_rank > kMlaMaxLatent || p.dn < 1 || p.dn > kMlaMaxLatent || p.dv < 1 || p.n_rot < 0)
+    fail(what, ": kv_rank ", p.kv_rank, ", dn ", p.dn, " (1..", kMlaMaxLatent, "), dv ", p.dv, ", n_rot ", p.n_rot);
+  if (p.wkv_b.rows != static_cast<int64_t>(p.H) * (p.dn + p.dv) || p.wkv_b.cols != p.kv_rank)
+    fail(what, ": wkv_b is [", p.wkv_b.rows, ", ", p.wkv_b.cols, "], the heads need [", int64_t{p.H} * (p.dn + p.dv),
+         ", ", p.kv_rank, "]");
+}
+
 }  // namespace
+
+void mla_absorb_q_run(const MlaAbsorbParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  check_absorb(p, "mla absorb q");
+  launch_kernel("mla_absorb_q_kernel", mla_absorb_q_kernel,
+                dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kThreads,
+                sizeof(float) * static_cast<size_t>(p.dn), s, p);
+}
+
+void mla_absorb_o_run(const MlaAbsorbParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  check_absorb(p, "mla absorb o");
+  launch_kernel("mla_absorb_o_kernel", mla_absorb_o_kernel,
+                dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kThreads,
+                sizeof(float) * static_cast<size_t>(p.kv_rank), s, p);
+}
 
 void mla_kpool_run(const MlaKpoolParams& p, cudaStream_t s) {
   if (p.T == 0) return;

@@ -8,18 +8,31 @@
 //   indexer:  the first n_rot dims of each indexer query head rotated in place, the per-head
 //             weights times w_scale (f32), and the indexer key LayerNorm'd (weight, bias, eps)
 //             and rotated into the cache's index_k row.
+//   latent:   the position's latent row [c | rotated rope key] (c: kv_a's normed latent), what
+//             the absorbed form (mla_absorb_*) attends over.
 // GLM-5's hybrid rotates nothing (n_rot 0) and pools the indexer keys (mla_kpool_run).
 // RoPE is the interleaved form: pair (x_2i, x_2i+1) by angle pos · theta^(-2i/n_rot), the angle,
 // cos, sin and rotation in f64 and rounded once to f32 (the oracle's rope_pairs). The LayerNorm
 // is f64 with the oracle's sums in the oracle's order ((x - mean) · r · w + b, r = 1/sqrt(var/n
 // + eps)), so its f32 results are the oracle's.
 //
-// provides: kMlaMaxRot, MlaPrepParams, mla_prep_run, MlaKpoolParams, mla_kpool_run
+// The absorbed latent form (mla_decode = latent; the oracle's contract ops::mla_attend_latent),
+// three launches per one-token call:
+//   mla_absorb_q_run   ql_h = [f32(s · W_UK_h^T q_nope_h) | q_rope_h]   (W = wkv_b, s its tensor scale)
+//   sparse_attention_run over the latent rows: one kv head, key = the row, value = its first
+//                      kv_rank values, scale 1/sqrt(dn + n_rot)
+//   mla_absorb_o_run   o_h = f32(s · W_UV_h ol_h)
+// W's values read in their stored type (dmat_elem), the activations f32 (no q8_1).
+//
+// provides: kMlaMaxRot, MlaPrepParams, mla_prep_run, MlaKpoolParams, mla_kpool_run, MlaAbsorbParams,
+//           mla_absorb_q_run, mla_absorb_o_run
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "cuda/dmat.h"
 
 namespace memra::cuda {
 
@@ -33,6 +46,8 @@ struct MlaPrepParams {
   const float* kvb = nullptr;     // [T, H, dn + dv] wkv_b's rows
   float* k_cache = nullptr;       // [max_ctx, H * hd]
   float* v_cache = nullptr;       // [max_ctx, H * dv]
+  const float* lat = nullptr;     // [T, kv_rank] the normed latents
+  float* lat_cache = nullptr;     // [max_ctx, kv_rank + n_rot] out: [latent | rotated rope key]
   const int64_t* pos0 = nullptr;  // device: position of token 0 (a cache's pos_dev)
   int64_t T = 0;
   int H = 0, dn = 0, n_rot = 0, dv = 0, kv_rank = 0;
@@ -70,5 +85,25 @@ struct MlaKpoolParams {
   int hi = 0, kpool = 0;
 };
 void mla_kpool_run(const MlaKpoolParams& p, cudaStream_t s);
+
+// Bound of the absorbed form's per-head vectors in shared memory (kv_rank, dn).
+inline constexpr int kMlaMaxLatent = 4096;
+
+struct MlaAbsorbParams {
+  DMat wkv_b;                 // [H (dn + dv), kv_rank]: head h's W_UK rows, then its W_UV rows
+  const float* q = nullptr;   // [T, H, dn + n_rot] (rope part rotated)
+  float* ql = nullptr;        // [T, H, kv_rank + n_rot] out of absorb_q: the latent queries
+  const float* ol = nullptr;  // [T, H, kv_rank] the attention's output over the latent rows
+  float* o = nullptr;         // [T, H, dv] out of absorb_o
+  int64_t T = 0;
+  int H = 0, dn = 0, n_rot = 0, dv = 0, kv_rank = 0;
+  int head_shift = 0;  // absorb_q reads head (h + head_shift) mod H's W_UK: 0, or 1 under Break::mla_latent_wrong_head
+};
+// Block per (head, token); thread j < kv_rank: ql[j] = sum_i q[i] W[h(dn+dv) + i][j] in i order
+// (fmaf), times s once.
+void mla_absorb_q_run(const MlaAbsorbParams& p, cudaStream_t s);
+// Block per (head, token), a warp per output: lane l sums W[row][j] ol[j] over j = l mod 32 in
+// order, the warp's butterfly adds the 32, times s once.
+void mla_absorb_o_run(const MlaAbsorbParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

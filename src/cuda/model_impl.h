@@ -49,6 +49,7 @@
 #include "cuda/attention.cuh"
 #include "cuda/device_weights.h"
 #include "cuda/dmat.h"
+#include "cuda/dsa.cuh"
 #include "cuda/gdn.cuh"
 #include "cuda/mmvq.cuh"
 #include "cuda/moe.cuh"
@@ -73,8 +74,9 @@ struct Cache::Impl {
   std::vector<DeviceBuffer<float>> conv, state;  // [n_layer] of [K, conv_dim] ring / [nv, dk, dv]; empty for attention
   // [n_layer] of [max_ctx, index_head_dim]: the DSA indexer's keys of an MLA layer with an
   // indexer; empty otherwise. MLA layers' k / v hold the expanded keys and values
-  // (ModelConfig::kv_k_width / kv_v_width per position).
-  std::vector<DeviceBuffer<float>> index_k;
+  // (ModelConfig::kv_k_width / kv_v_width per position) and lat each position's latent row
+  // [c | rotated rope key] (kv_rank + n_rot), which the mla_decode = latent arm attends over.
+  std::vector<DeviceBuffer<float>> index_k, lat;
   // GLM-5's hybrid's pooled indexer (ModelConfig::dsa_kpool), on the layers with an indexer: each
   // position's pool-gate logits [max_ctx, hi] and the closed pools' keys (row j: pool j; sized
   // [max_ctx, hi] like every per-position buffer, which Cache::grow relies on).
@@ -85,13 +87,13 @@ struct Cache::Impl {
   // so growth keeps them), for the attention's compressor (comp_*) and the CSA indexer's (idx_*).
   std::vector<DeviceBuffer<float>> comp_kv, comp_gate, comp_rows, idx_kv, idx_gate, idx_rows;
   // Every per-layer buffer, for re-seats, growth and the pointer signature.
-  std::array<std::vector<DeviceBuffer<float>>*, 13> layer_buffers() {
+  std::array<std::vector<DeviceBuffer<float>>*, 14> layer_buffers() {
     return {&k,       &v,         &conv,      &state,  &index_k,  &index_gate, &pool_rows,
-            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows,   &lat};
   }
-  std::array<const std::vector<DeviceBuffer<float>>*, 13> layer_buffers() const {
+  std::array<const std::vector<DeviceBuffer<float>>*, 14> layer_buffers() const {
     return {&k,       &v,         &conv,      &state,  &index_k,  &index_gate, &pool_rows,
-            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows};
+            &comp_kv, &comp_gate, &comp_rows, &idx_kv, &idx_gate, &idx_rows,   &lat};
   }
   // The captured decode step of this cache (decode_graph arm), one graph per pipeline stage:
   // valid while the stage's workspace keeps the generation it was captured with.
@@ -101,6 +103,7 @@ struct Cache::Impl {
     uint64_t sig = 0;     // pointer_signature(stage) at capture
     int64_t max_ctx = 0;  // the max_ctx its attention grid was sized for
     bool greedy = false;
+    Arms arms;  // the arms it was captured under: one that shapes a decode step changed = stale
   };
   std::vector<Graph> graphs;       // [stages]
   bool graph_latched_off = false;  // graph_recapture off + an invalidation: eager from then on
@@ -200,7 +203,9 @@ struct Workspace {
   DeviceBuffer<cuda::A4> x4;
   // Sizes every buffer for T rows and attention / GDN over contexts up to ctx (gdn_chunked: the
   // chunked GDN prefill's workspace too).
-  void ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked);
+  // mla_latent: the call's MLA layers attend in the latent form (its T rows' latent queries and
+  // outputs live in `work`).
+  void ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, bool gdn_chunked, bool mla_latent = false);
 };
 
 // --- the model -----------------------------------------------------------------------------------
@@ -305,6 +310,7 @@ struct Model::Impl {
   void indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound);
   void mla_project(cuda::DevLayer& L, int64_t T);
   void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
+  void mla_latent_attention(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, cuda::SparseAttnParams ap);
   // The output projection added into y (ws.x), or written into a hyper-connected block's output
   // (ws.yb, add = false).
   void mla_output(cuda::DevLayer& L, int64_t T, float* y, bool add);

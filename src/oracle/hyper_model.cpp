@@ -115,7 +115,8 @@ Model::Run Model::run_hyper(std::span<const int32_t> tokens, Cache& cache, bool 
                   .rms_eps = eps};
               ops::kda(shape, *L.kda, h.data(), T, form, cache.gdn[static_cast<size_t>(li)], o.data(), th);
             } else {
-              ops::mla(c, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, ac, selection, o.data(), th);
+              ops::mla(c, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, ac, selection, o.data(), th,
+                       opt_.mla_decode);
             }
           },
           name + (kda ? " (Kimi delta attention)" : " (MLA)"));

@@ -5,8 +5,9 @@
 //   rope (interleaved pairs) on q's rope part and on kr, the one rope key all heads share
 //   key_h = [k_nope_h | kr],  o_h = softmax(q_h . key_h / sqrt(head_dim)) v_h   over the selected tokens
 //   out = wo [o_1 .. o_H]
-// The cache holds every position's expanded key and value (the form transformers caches; the GPU
-// may keep the latent instead, which is the same numbers up to rounding).
+// The cache holds every position's expanded key and value (the form transformers caches) and its
+// latent row [c | rotated kr]; mla_decode = latent attends one-token calls over the latent rows in
+// the absorbed form (mla_attend_latent below), the same numbers up to rounding.
 //
 // Selection. A layer with an indexer scores every token s <= p for the query at position p:
 //   score(s) = sum_h w_h relu(qi_h . ki_s / sqrt(hd_i)),  w = weights x / sqrt(n_i)
@@ -96,8 +97,51 @@ std::vector<int32_t> select_top_torch_cpu(std::span<const double> scores, int64_
   return out;
 }
 
+void mla_attend_latent(const Matrix& wkv_b, int64_t H, int64_t dn, int64_t n_rot, int64_t dv, const float* q, int64_t T,
+                       const float* lat, const std::vector<std::vector<int32_t>>& selection, float* o, int threads) {
+  const int64_t kvr = wkv_b.cols, hd = dn + n_rot, lw = kvr + n_rot;
+  if (wkv_b.rows != H * (dn + dv))
+    fail("mla_attend_latent: wkv_b has ", wkv_b.rows, " rows for ", H, " heads of ", dn, " + ", dv);
+  if (static_cast<int64_t>(selection.size()) != T)
+    fail("mla_attend_latent: ", selection.size(), " selections for ", T, " tokens");
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  parallel_rows(T * H, T * H * (dn + dv) * kvr, threads, [&](int64_t r0, int64_t r1) {
+    std::vector<double> acc(static_cast<size_t>(kvr)), p;
+    std::vector<float> qa(static_cast<size_t>(lw)), ol(static_cast<size_t>(kvr));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t t = r / H, h = r % H;
+      const float* qh = q + (t * H + h) * hd;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t i = 0; i < dn; ++i) {  // W_UK_h^T q_nope: row i of the head's key block times q[i]
+        const float* wr = wkv_b.row(h * (dn + dv) + i);
+        for (int64_t j = 0; j < kvr; ++j) acc[j] += static_cast<double>(qh[i]) * static_cast<double>(wr[j]);
+      }
+      for (int64_t j = 0; j < kvr; ++j) qa[j] = static_cast<float>(acc[j]);
+      std::copy(qh + dn, qh + hd, qa.begin() + kvr);
+      const std::vector<int32_t>& sel = selection[static_cast<size_t>(t)];
+      p.assign(sel.size(), 0.0);
+      double mx = -INFINITY;
+      for (size_t j = 0; j < sel.size(); ++j) {
+        p[j] = dot(qa.data(), lat + sel[j] * lw, lw) * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (double& v : p) sum += (v = std::exp(v - mx));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t j = 0; j < sel.size(); ++j) {
+        const float* cs = lat + sel[j] * lw;
+        const double ps = p[j] / sum;
+        for (int64_t i = 0; i < kvr; ++i) acc[i] += ps * static_cast<double>(cs[i]);
+      }
+      for (int64_t i = 0; i < kvr; ++i) ol[i] = static_cast<float>(acc[i]);
+      for (int64_t d = 0; d < dv; ++d)  // W_UV_h ol
+        o[(t * H + h) * dv + d] = static_cast<float>(dot(wkv_b.row(h * (dn + dv) + dn + d), ol.data(), kvr));
+    }
+  });
+}
+
 void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const float* x, int64_t T, int64_t pos0,
-         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads) {
+         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads, MlaDecode form) {
   const int64_t H = c.n_head, hd = c.head_dim, dn = c.mla_d_nope, dr = c.n_rot, dv = c.mla_d_v;
   const int64_t qr = c.mla_q_rank, kvr = c.mla_kv_rank, kw = c.kv_k_width(), vw = c.kv_v_width();
   const double latent_eps = c.mla_latent_eps();
@@ -117,6 +161,9 @@ void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const
     for (int64_t h = 0; h < H; ++h) rope_pairs(q.data() + (t * H + h) * hd + dn, dr, pos, c.rope_theta);
     float* kr = kva.data() + t * (kvr + dr) + kvr;
     rope_pairs(kr, dr, pos, c.rope_theta);
+    float* lp = cache.lat.data() + pos * (kvr + dr);  // the latent row: [c | kr]
+    std::memcpy(lp, lat.data() + t * kvr, sizeof(float) * kvr);
+    std::memcpy(lp + kvr, kr, sizeof(float) * dr);
     float* kp = cache.k.data() + pos * kw;
     float* vp = cache.v.data() + pos * vw;
     for (int64_t h = 0; h < H; ++h) {
@@ -186,8 +233,13 @@ void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const
   if (static_cast<int64_t>(selection.size()) != T)
     fail("oracle: MLA layer without an indexer and no selection from the layer before it");
 
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   std::vector<float> o(static_cast<size_t>(T * H * dv));
+  if (form == MlaDecode::latent && T == 1) {
+    mla_attend_latent(w.wkv_b, H, dn, dr, dv, q.data(), T, cache.lat.data(), selection, o.data(), threads);
+    matmul(w.wo, o.data(), T, out, threads);
+    return;
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   parallel_rows(T * H, T * H * (pos0 + T) * (hd + dv), threads, [&](int64_t r0, int64_t r1) {
     std::vector<double> p, acc(static_cast<size_t>(dv));
     for (int64_t r = r0; r < r1; ++r) {

@@ -295,6 +295,7 @@ Cache Model::new_cache(int64_t max_ctx) const {
       AttnCacheLayer& a = k.attn[static_cast<size_t>(i)];
       a.k.assign(static_cast<size_t>(max_ctx * c.kv_k_width()), 0.0f);
       a.v.assign(static_cast<size_t>(max_ctx * c.kv_v_width()), 0.0f);
+      if (kind == LayerKind::Mla) a.lat.assign(static_cast<size_t>(max_ctx * (c.mla_kv_rank + c.n_rot)), 0.0f);
       if (kind == LayerKind::Mla && !c.dsa_shared[static_cast<size_t>(i)]) {
         a.index_k.assign(static_cast<size_t>(max_ctx * c.dsa_head_dim), 0.0f);
         if (c.dsa_kpool > 0) a.index_gate.assign(static_cast<size_t>(max_ctx * c.dsa_head_dim), 0.0f);
@@ -335,7 +336,8 @@ void Model::run_layer(const LayerWeights& L, LayerKind kind, int64_t layer, std:
   if (kind == LayerKind::Attention) ops::attention(cfg_, *L.attn, h.data(), T, pos0, *ac, o.data(), th);
   else if (kind == LayerKind::Mla) {
     if (!selection) fail("oracle: MLA layer ", layer, " run without a selection buffer");
-    ops::mla(cfg_, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, *ac, *selection, o.data(), th);
+    ops::mla(cfg_, *L.mla, L.dsa ? &*L.dsa : nullptr, h.data(), T, pos0, *ac, *selection, o.data(), th,
+             opt_.mla_decode);
   } else
     ops::gdn(cfg_, *L.gdn, h.data(), T, form, *gc, o.data(), th);
   for (int64_t i = 0; i < T * D; ++i) x[i] += o[i];

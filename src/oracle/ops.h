@@ -131,11 +131,28 @@ void kda_delta_rule_chunked(const double* q, const double* k, const double* v, c
                             int64_t T, int64_t dk, int64_t dv, int64_t chunk, double* state, double* o);
 
 // Multi-head latent attention with the DSA indexer (src/oracle/mla.cpp) at positions
-// pos0..pos0+T-1: writes these positions' expanded keys/values (and, with `dsa`, indexer keys)
-// into `cache`. With `dsa` it computes each token's selection into `selection`; without, it
-// reuses `selection` as the layer before it left it (a "shared" layer), which must hold T rows.
+// pos0..pos0+T-1: writes these positions' expanded keys/values, latent rows (and, with `dsa`,
+// indexer keys) into `cache`. With `dsa` it computes each token's selection into `selection`;
+// without, it reuses `selection` as the layer before it left it (a "shared" layer), which must
+// hold T rows. form = latent: a one-token call attends in the absorbed form (mla_attend_latent);
+// every other call, and form = expanded, over the expanded rows.
 void mla(const ModelConfig& c, const MlaWeights& w, const DsaWeights* dsa, const float* x, int64_t T, int64_t pos0,
-         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads);
+         AttnCacheLayer& cache, std::vector<std::vector<int32_t>>& selection, float* out, int threads,
+         MlaDecode form = MlaDecode::expanded);
+
+// The absorbed latent form of MLA's attention (the mla_decode = latent contract; the GPU's
+// mla_absorb_q_run / sparse attention / mla_absorb_o_run). Query head h of token t over the
+// selected positions s of the latent rows lat[s] = [c_s (kv_rank) | kr_s (n_rot, rotated)]:
+//   qa_h = f32(sum_i q_h[i] W[h(dn+dv) + i])              i < dn: W_UK_h^T times the query's nope part
+//   score_s = [qa_h | q_h[dn..]] . lat[s] / sqrt(dn + n_rot)
+//   ol_h = f32(sum_s softmax(score)_s c_s)
+//   o_h[d] = f32(W[h(dn+dv) + dn + d] . ol_h)              W_UV_h
+// with W = wkv_b's values ([H (dn + dv), kv_rank]) and f32 inputs: no q8_1 rounding of q or ol,
+// whatever wkv_b's storage (it is the expanded form's q8_1-rounded latent that differs). Sums
+// in f64, rounded once where written f32. Equal to the expanded form in exact arithmetic.
+// q [T, H, dn + n_rot], lat [positions, kv_rank + n_rot], o [T, H, dv].
+void mla_attend_latent(const Matrix& wkv_b, int64_t H, int64_t dn, int64_t n_rot, int64_t dv, const float* q, int64_t T,
+                       const float* lat, const std::vector<std::vector<int32_t>>& selection, float* o, int threads);
 
 void ffn(const FfnWeights& w, const float* x, int64_t T, float* out, int threads);
 // record (when set): one Selection per token, at position pos0 + t, in `layer`.

@@ -13,8 +13,11 @@
 // Arms (every one whose reduction order differs from decode), on every fixture they apply to:
 //   gemm     prefill_matmul = mma: the int8 / split-bf16 tensor-core GEMM for calls >= 32 tokens
 //            (BF16, Q8_0, NVFP4 fixtures);
-//   chunked  gdn_prefill = chunked: the WY form over 64-token chunks (the hybrid families);
-//   w4a4     prefill_act = w4a4: e2m1 activations for NVFP4 mat-muls (NVFP4 fixtures).
+//   chunked  gdn_prefill = chunked: the WY form over 64-token chunks (the hybrid families, GDN's
+//            and GLM-5's hybrid's KDA layers);
+//   w4a4     prefill_act = w4a4: e2m1 activations for NVFP4 mat-muls (NVFP4 fixtures);
+//   latent   mla_decode = latent: MLA's absorbed latent form (GLM-5 and its hybrid). A decode arm:
+//            its config B is tokenwise decode_step over the prompt under the arm, not forward_last.
 // Fixtures: every tiny one the arm applies to, and the realistic ones (file_fixture.h "real-*").
 // The gate DECIDES whether an arm is servable; none of these arms is the default (the default is
 // the decode-identical form), so a case reports the verdict it finds — class counts, windows,
@@ -63,7 +66,8 @@ const std::vector<std::string>& margin_prompts() {
   return p;
 }
 
-// The arms the project serves (their cases assert PASS); "gemm", "chunked", "w4a4" are candidates.
+// The arms the project serves (their cases assert PASS); "gemm", "chunked", "w4a4", "latent" are
+// candidates.
 const std::set<std::string> kServable = {};
 
 Arms arm_under_test(const Model& gpu, const std::string& arm) {
@@ -74,18 +78,22 @@ Arms arm_under_test(const Model& gpu, const std::string& arm) {
     a.gdn_prefill = GdnPrefill::chunked;
   else if (arm == "w4a4")
     a.prefill_act = PrefillAct::w4a4;
+  else if (arm == "latent")
+    a.mla_decode = MlaDecode::latent;
   else
-    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4)");
+    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4, latent)");
   return a;
 }
 
 int64_t arm_counter(const Counters& c, const std::string& arm) {
   if (arm == "gemm") return c.gemm_launches;
   if (arm == "chunked") return c.gdn_chunked_launches;
+  if (arm == "latent") return c.mla_latent_launches;
   return c.w4a4_launches;
 }
 
-// One window: config A rows by tokenwise decode, config B by forward_last per truncation.
+// One window: config A rows by tokenwise decode, config B by forward_last per truncation (a
+// decode arm's config B: tokenwise decode under the arm).
 testing::MarginWindow margin_window(Model& gpu, const std::vector<int32_t>& prompt, const std::string& arm,
                                     int64_t& arm_launches) {
   const size_t T = prompt.size();
@@ -98,7 +106,15 @@ testing::MarginWindow margin_window(Model& gpu, const std::vector<int32_t>& prom
   }
   testing::ScopedArms<Model> scoped(gpu, arm_under_test(gpu, arm));
   const int64_t before = arm_counter(gpu.counters(), arm);
-  for (size_t i = T - kWindow; i < T; ++i) b.push_back(gpu.forward_last(std::span(prompt).first(i + 1)));
+  if (arm == "latent") {
+    Cache cb = gpu.new_cache(static_cast<int64_t>(T));
+    for (size_t i = 0; i < T; ++i) {
+      std::vector<float> row = gpu.decode_step(prompt[i], cb).logits;
+      if (i + kWindow >= T) b.push_back(std::move(row));
+    }
+  } else {
+    for (size_t i = T - kWindow; i < T; ++i) b.push_back(gpu.forward_last(std::span(prompt).first(i + 1)));
+  }
   arm_launches += arm_counter(gpu.counters(), arm) - before;
   return testing::classify_margin_window(a, b, T - kWindow);
 }
@@ -168,6 +184,9 @@ INSTANTIATE_TEST_SUITE_P(
                                                                        {"qwen3next", "qwen35", "qwen35moe"}),
                                             {"chunked"})),
     testing::CaseName());
+// GLM-5's hybrid (its f32 HF directory): the chunked arm over its KDA layers.
+INSTANTIATE_TEST_SUITE_P(TinyGlm5NextChunked, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases({"glm5-next-f32"}, {"chunked"})), testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
@@ -186,6 +205,11 @@ INSTANTIATE_TEST_SUITE_P(
     TinyGlm, MarginGate,
     ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"q8_0", "nvfp4"}, {"glm-dsa"}), {"gemm"})),
     testing::CaseName());
+// MLA's absorbed latent decode on GLM-5 (f32 HF, Q8_0 and NVFP4 GGUF) and its hybrid.
+INSTANTIATE_TEST_SUITE_P(TinyGlmLatent, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(
+                             {"glm-dsa-f32", "glm-dsa-q8_0", "glm-dsa-nvfp4", "glm5-next-f32"}, {"latent"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyGlmW4a4, MarginGate, ::testing::ValuesIn(testing::gate_cases({"glm-dsa-nvfp4"}, {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealGemm, MarginGate,

@@ -1,6 +1,7 @@
 // Gate DecodeBatch (../shared/GATES.md §2, seed decode_batch_gate.rs): the batched decode step
 // (Model::decode_step_batch) against the one-sequence step, on tiny fixtures of every family
-// (GLM-5's prompts run past its DSA top-k, so each sequence's selection is its own).
+// (GLM-5's prompts run past its DSA top-k, so each sequence's selection is its own; GLM-5's
+// hybrid adds KDA state and the pooled selection per sequence).
 //
 //   gate1 strict  decode_step_batch at B = 1 with b1_fast off (so the batched body runs, not
 //                 decode_step) vs decode_step, same cache history: logits BitIdentical at every
@@ -400,7 +401,9 @@ const std::vector<std::string> kFixtures = {gpu_test::fixture_id(Family::Qwen3, 
                                             gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true),
                                             gpu_test::fixture_id(Family::GlmDsa, DType::Q8_0, false),
                                             gpu_test::fixture_id(Family::DeepseekV4, DType::Q8_0, false),
-                                            gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true)};
+                                            gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true),
+                                            gpu_test::fixture_id(Family::Glm5Next, DType::Q8_0, true),
+                                            gpu_test::fixture_id(Family::Glm5Next, DType::BF16, true)};
 
 // One fixture model per case (GateCase::model is its id).
 class DecodeBatch : public testing::GpuGateTest<Loaded> {
@@ -489,7 +492,8 @@ TEST_P(DecodeBatchCanary, Gate2SwappedTokensFail) {
 INSTANTIATE_TEST_SUITE_P(
     Tiny, DecodeBatchCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),
-                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false)})),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::Glm5Next, DType::BF16, true)})),
     testing::CaseName());
 
 }  // namespace

@@ -88,9 +88,8 @@ int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).f
     for (DType t : types) v.push_back(gpu_test::fixture_id(Family::DeepseekV4, t, false));
     v.push_back(gpu_test::fixture_id(Family::DeepseekV4, DType::BF16, true));
   }
-  if (with_hf)  // GLM-5's hybrid: HF only, its float and Q8_0 forms
-    for (DType t : types)
-      if (t != DType::NVFP4) v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
+  if (with_hf)  // GLM-5's hybrid: HF only
+    for (DType t : types) v.push_back(gpu_test::fixture_id(Family::Glm5Next, t, true));
   return v;
 }
 
@@ -301,7 +300,7 @@ INSTANTIATE_TEST_SUITE_P(Tiny, LaunchOverlap,
 
 // gdn_prefill = chunked on the GPU: a prompt crossing the 64-token chunk leaves logits within
 // f32 composition of the recurrent form's (float weights: no q8_1 re-rounding to amplify), and
-// the chunked kernel engaged.
+// the chunked kernel engaged: GDN's on the Qwen hybrids, KDA's on GLM-5's hybrid.
 class ChunkedGdn : public GpuGate {};
 TEST_P(ChunkedGdn, PrefillMatchesRecurrent) {
   Loaded& m = model();
@@ -327,7 +326,7 @@ TEST_P(ChunkedGdn, PrefillMatchesRecurrent) {
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, ChunkedGdn,
                          ::testing::ValuesIn(testing::gate_cases({"qwen35-f32-gguf", "qwen3next-f32-gguf",
-                                                                  "qwen35moe-f32-gguf"})),
+                                                                  "qwen35moe-f32-gguf", "glm5-next-f32-hf"})),
                          testing::CaseName());
 
 // prefill_act = w4a4 (model.h): the NVFP4 mat-muls of a multi-token call take W4A4 activations
@@ -497,21 +496,37 @@ double glm_tip_scale(const Loaded& m, const std::vector<int32_t>& p, const std::
   return worst;
 }
 
-void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
+// form = latent: the GPU decodes under mla_decode = latent, and the decode rows' reference is the
+// oracle's own decode steps in that form (ops::mla_attend_latent), not forward_all's expanded rows
+// (under the q8_1 contract the two forms differ by the expanded form's rounded latent).
+void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out, MlaDecode form = MlaDecode::expanded) {
   const auto p = testing_fixtures::prompt(kGlmTokens, m.fx.config.n_vocab, 23);
   // the prompt runs past the selection: GLM-5's top-k positions, DeepSeek-V4's top-k CSA rows
   const int64_t per_key = m.fx.config.family == Family::DeepseekV4 ? m.fx.config.csa_ratio : 1;
   ASSERT_GT(kGlmTokens, m.fx.config.dsa_topk * per_key) << "the prompt must run past the selection";
-  const std::vector<std::vector<float>> ref = m.oracle->forward_all(p);
+  std::vector<std::vector<float>> ref = m.oracle->forward_all(p);
   const bool quantised = m.fx.type == DType::Q8_0 || m.fx.type == DType::NVFP4;
   const double tip = quantised ? glm_tip_scale(m, p, ref) : 0;
   const double bound = std::max(kGlmBound, 2 * tip);
+  const int half = kGlmTokens / 2;
+  if (form == MlaDecode::latent) {
+    oracle::Options lo = m.oracle->options();
+    lo.mla_decode = MlaDecode::latent;
+    const oracle::Model latent = oracle::Model::from_weights(m.fx.config, m.oracle->weights(), lo);
+    oracle::Cache oc = latent.new_cache(kGlmTokens);
+    latent.prime(std::span(p).first(half), oc);
+    for (int i = half; i < kGlmTokens; ++i)
+      ref[static_cast<size_t>(i)] = latent.decode_step(p[static_cast<size_t>(i)], oc).logits;
+  }
+  Arms arms = m.gpu->arms();
+  arms.mla_decode = form;
+  testing::ScopedArms<Model> arm(*m.gpu, arms);
+  const int64_t latent_before = m.gpu->counters().mla_latent_launches;
   m.gpu->set_break(brk);
   struct Restore {
     Model& g;
     ~Restore() { g.set_break(Break{}); }
   } restore{*m.gpu};
-  const int half = kGlmTokens / 2;
   Cache c = m.gpu->new_cache(kGlmTokens);
   std::vector<std::vector<float>> rows;
   rows.push_back(m.gpu->prime_cache(std::span(p).first(half), c).logits);
@@ -532,6 +547,13 @@ void glm_follows_oracle(Loaded& m, const Break& brk, testing::ReportPart out) {
     EXPECT_LE(rel, bound) << m.fx.id << ": row " << (half - 1 + static_cast<int>(r)) << " deviates by " << dev;
   }
   EXPECT_EQ(top1_differs, 0) << m.fx.id << ": clear top-1 picks differ from the oracle's";
+  const int64_t latent_launches = m.gpu->counters().mla_latent_launches - latent_before;
+  if (form == MlaDecode::latent) {
+    EXPECT_GT(latent_launches, 0) << m.fx.id << ": vacuous: the latent form never engaged";
+    out.figure("mla_latent_launches", latent_launches);
+  } else {
+    EXPECT_EQ(latent_launches, 0) << m.fx.id << ": the expanded arm took the latent form";
+  }
   out["fixture"] = m.fx.id;
   out.figure("rows", static_cast<int64_t>(rows.size()));
   out.figure("max_dev_over_range", worst);
@@ -572,50 +594,110 @@ TEST_F(GpuModel, Dsv4FollowsTheOracle) {
 // under hyper-connections; HF names): 48 tokens close 12 pools, of which each query keeps 4 and its
 // open tail, so the attention drops tokens from position 19 on.
 TEST_F(GpuModel, Glm5NextFollowsTheOracle) {
-  for (DType t : {DType::F32, DType::BF16, DType::Q8_0})
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
     glm_follows_oracle(loaded(Family::Glm5Next, t, true), Break{},
                        testing::ReportPart(report(), std::string(dtype_name(t))));
 }
 
-// GLM-5's hybrid over a long prompt (200 tokens, 50 pools): prime(p[:n-1]) + decode(p[n-1]) ==
-// forward_last(p), bitwise — KDA's recurrence and conv ring, and pools closed by a prefill's
-// tokens, are exactly a one-token step's.
-TEST_F(GpuModel, Glm5NextLongPrefillEqualsDecode) {
-  constexpr int kLong = 200;
-  for (DType t : {DType::F32, DType::Q8_0}) {
-    Loaded& m = loaded(Family::Glm5Next, t, true);
-    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
-    a.prefill_matmul = PrefillMatmul::mmvq;
+// MLA's absorbed latent form (mla_decode = latent; mla.cuh): GLM-5's decode rows against the
+// oracle's decode steps in the same form, every type, and GLM-5's hybrid's (n_rot 0, pooled
+// selection). The bounds are the expanded check's: the forms differ from their contracts by the
+// GPU's f32 arithmetic alone.
+TEST_F(GpuModel, MlaLatentDecodeFollowsTheOracle) {
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4})
+    glm_follows_oracle(loaded(Family::GlmDsa, t, true), Break{},
+                       testing::ReportPart(report(), "glm_dsa_" + std::string(dtype_name(t))), MlaDecode::latent);
+  for (DType t : {DType::F32, DType::Q8_0})
+    glm_follows_oracle(loaded(Family::Glm5Next, t, true), Break{},
+                       testing::ReportPart(report(), "glm5_next_" + std::string(dtype_name(t))), MlaDecode::latent);
+}
+
+// The latent form under the step laws: a captured graph replays the eager steps bit for bit
+// (switching the arm re-captures: the graph's arms are part of its staleness), and under the
+// equalised composition decode_step_batch over two caches gives each sequence's decode_step rows.
+TEST_F(GpuModel, MlaLatentGraphAndBatchEqualEager) {
+  for (Family f : {Family::GlmDsa, Family::Glm5Next}) {
+    Loaded& m = loaded(f, DType::Q8_0, true);
+    Arms a = Arms::equalised();
+    a.mla_decode = MlaDecode::latent;
     testing::ScopedArms<Model> arm(*m.gpu, a);
-    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 41);
-    const std::vector<float> full = m.gpu->forward_last(p);
-    Cache cache = m.gpu->new_cache(kLong);
-    m.gpu->prime_cache(std::span(p).first(kLong / 2), cache);
-    for (int i = kLong / 2; i < kLong - 1; ++i) m.gpu->decode_step(p[static_cast<size_t>(i)], cache);
-    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
-        << m.fx.id << ": a long prefill and its token-by-token decode differ";
+    const auto p = testing_fixtures::prompt(40, m.fx.config.n_vocab, 29),
+               p2 = testing_fixtures::prompt(40, m.fx.config.n_vocab, 31);
+    Cache eager = m.gpu->new_cache(40), e2 = m.gpu->new_cache(40);
+    m.gpu->prime_cache(std::span(p).first(20), eager);
+    m.gpu->prime_cache(std::span(p2).first(20), e2);
+    std::vector<std::vector<float>> rows, rows2;
+    for (size_t i = 20; i < 40; ++i) {
+      rows.push_back(m.gpu->decode_step(p[i], eager).logits);
+      rows2.push_back(m.gpu->decode_step(p2[i], e2).logits);
+    }
+    // graph: expanded captures first, then the latent arm must re-capture, not replay them
+    Cache g = m.gpu->new_cache(40);
+    m.gpu->prime_cache(std::span(p).first(20), g);
+    Arms ag = a;
+    ag.decode_graph = true;
+    ag.mla_decode = MlaDecode::expanded;
+    m.gpu->set_arms(ag);
+    Cache warm = m.gpu->new_cache(40);
+    m.gpu->prime_cache(std::span(p).first(20), warm);
+    m.gpu->decode_step(p[20], warm);
+    ag.mla_decode = MlaDecode::latent;
+    m.gpu->set_arms(ag);
+    const Counters c0 = m.gpu->counters();
+    const std::vector<float> warm_latent = m.gpu->decode_step(p[21], warm).logits;
+    EXPECT_GT(m.gpu->counters().recaptures, c0.recaptures) << m.fx.id << ": the arm switch replayed a stale graph";
+    for (size_t i = 20; i < 40; ++i)
+      EXPECT_THAT(m.gpu->decode_step(p[i], g).logits, testing::BitIdentical(rows[i - 20]))
+          << m.fx.id << ": graph step " << i;
+    EXPECT_GT(m.gpu->counters().replays, c0.replays) << m.fx.id;
+    // batch: both sequences in one decode_step_batch per step
+    m.gpu->set_arms(a);
+    Cache b1 = m.gpu->new_cache(40), b2 = m.gpu->new_cache(40);
+    m.gpu->prime_cache(std::span(p).first(20), b1);
+    m.gpu->prime_cache(std::span(p2).first(20), b2);
+    const int64_t steps0 = m.gpu->counters().batch_steps;
+    for (size_t i = 20; i < 40; ++i) {
+      const int32_t toks[2] = {p[i], p2[i]};
+      Cache* cs[2] = {&b1, &b2};
+      const std::vector<std::vector<float>> r = m.gpu->decode_step_batch(toks, cs);
+      EXPECT_THAT(r[0], testing::BitIdentical(rows[i - 20])) << m.fx.id << ": batched step " << i << ", sequence 0";
+      EXPECT_THAT(r[1], testing::BitIdentical(rows2[i - 20])) << m.fx.id << ": batched step " << i << ", sequence 1";
+    }
+    EXPECT_EQ(m.gpu->counters().batch_steps - steps0, 20) << m.fx.id << ": the batched body did not serve the steps";
   }
 }
 
+// A long prompt p of n tokens under the law's arms (PrimeDecodeEqualsForwardLast): prime(p[:primed]),
+// decode p[primed..n-1) token by token, then the step of p[n-1] == forward_last(p), bitwise.
+void expect_long_prefill_equals_decode(Loaded& m, int n, int primed, uint32_t seed, const char* what) {
+  Arms a = m.gpu->arms();
+  a.prefill_matmul = PrefillMatmul::mmvq;
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  const auto p = testing_fixtures::prompt(n, m.fx.config.n_vocab, seed);
+  const std::vector<float> full = m.gpu->forward_last(p);
+  Cache cache = m.gpu->new_cache(n);
+  m.gpu->prime_cache(std::span(p).first(static_cast<size_t>(primed)), cache);
+  for (int i = primed; i < n - 1; ++i) m.gpu->decode_step(p[static_cast<size_t>(i)], cache);
+  EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full)) << m.fx.id << ": " << what;
+}
+
+// GLM-5's hybrid over a long prompt (200 tokens, 50 pools): prime(p[:100]) + the rest decoded
+// token by token == forward_last(p), bitwise — KDA's recurrence and conv ring, and pools closed by a prefill's
+// tokens, are exactly a one-token step's.
+TEST_F(GpuModel, Glm5NextLongPrefillEqualsDecode) {
+  for (DType t : {DType::F32, DType::Q8_0})
+    expect_long_prefill_equals_decode(loaded(Family::Glm5Next, t, true), 200, 100, 41,
+                                      "a long prefill and its token-by-token decode differ");
+}
+
 // DeepSeek-V4 over a long prompt (200 tokens: 50 CSA rows for the indexer's 4, 25 HCA rows, the
-// 8-key window slid 192 times): prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise —
+// 8-key window slid 192 times): prime(p[:100]) + the rest decoded == forward_last(p), bitwise —
 // the compressors close windows whose tokens span calls, the indexer scores a prefill's queries
 // each over its own visible rows, exactly as one-token steps do.
 TEST_F(GpuModel, Dsv4LongPrefillEqualsDecode) {
-  constexpr int kLong = 200;
-  for (DType t : {DType::F32, DType::Q8_0}) {
-    Loaded& m = loaded(Family::DeepseekV4, t, false);
-    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
-    a.prefill_matmul = PrefillMatmul::mmvq;
-    testing::ScopedArms<Model> arm(*m.gpu, a);
-    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 37);
-    const std::vector<float> full = m.gpu->forward_last(p);
-    Cache cache = m.gpu->new_cache(kLong);
-    m.gpu->prime_cache(std::span(p).first(kLong / 2), cache);
-    for (int i = kLong / 2; i < kLong - 1; ++i) m.gpu->decode_step(p[static_cast<size_t>(i)], cache);
-    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
-        << m.fx.id << ": a long prefill and its token-by-token decode differ";
-  }
+  for (DType t : {DType::F32, DType::Q8_0})
+    expect_long_prefill_equals_decode(loaded(Family::DeepseekV4, t, false), 200, 100, 37,
+                                      "a long prefill and its token-by-token decode differ");
 }
 
 // GLM-5's indexer scores a long prompt a chunk of queries at a time (Workspace::mla_score_rows,
@@ -624,19 +706,9 @@ TEST_F(GpuModel, Dsv4LongPrefillEqualsDecode) {
 // a one-token step does; the last row's logits depend on every earlier row through the later
 // layers' keys and values.
 TEST_F(GpuModel, GlmDsaChunkedIndexerPrefillEqualsDecode) {
-  constexpr int kLong = 1100;
-  for (DType t : {DType::F32, DType::Q8_0}) {
-    Loaded& m = loaded(Family::GlmDsa, t, true);
-    Arms a = m.gpu->arms();  // the law's arms (PrimeDecodeEqualsForwardLast)
-    a.prefill_matmul = PrefillMatmul::mmvq;
-    testing::ScopedArms<Model> arm(*m.gpu, a);
-    const auto p = testing_fixtures::prompt(kLong, m.fx.config.n_vocab, 31);
-    const std::vector<float> full = m.gpu->forward_last(p);
-    Cache cache = m.gpu->new_cache(kLong);
-    m.gpu->prime_cache(std::span(p).first(kLong - 1), cache);
-    EXPECT_THAT(m.gpu->decode_step(p.back(), cache).logits, testing::BitIdentical(full))
-        << m.fx.id << ": the chunked indexer prefill and the decode step differ";
-  }
+  for (DType t : {DType::F32, DType::Q8_0})
+    expect_long_prefill_equals_decode(loaded(Family::GlmDsa, t, true), 1100, 1099, 31,
+                                      "the chunked indexer prefill and the decode step differ");
 }
 
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------
@@ -684,6 +756,19 @@ TEST_F(GpuModelCanary, Glm5NextScaledLayerFails) {
     Loaded& m = loaded(Family::Glm5Next, t, true);
     expect_gate_fails("the GPU's streams after GLM-5 hybrid layer 0 scaled by 0.9 (" + m.fx.id + ")", [&] {
       glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_" + std::string(dtype_name(t))));
+    });
+  }
+}
+
+// The latent form's check with head h's query absorbed through head h+1's W_UK
+// (Break::mla_latent_wrong_head): must FAIL, on GLM-5 and on its hybrid.
+TEST_F(GpuModelCanary, MlaLatentWrongHeadFails) {
+  Break brk;
+  brk.mla_latent_wrong_head = true;
+  for (Family f : {Family::GlmDsa, Family::Glm5Next}) {
+    Loaded& m = loaded(f, DType::F32, true);
+    expect_gate_fails("the latent form's queries absorbed through the next head's W_UK (" + m.fx.id + ")", [&] {
+      glm_follows_oracle(m, brk, testing::ReportPart(report(), "broken_latent_" + m.fx.id), MlaDecode::latent);
     });
   }
 }

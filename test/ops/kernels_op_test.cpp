@@ -23,6 +23,7 @@
 #include "cuda/mla.cuh"
 #include "cuda/moe.cuh"
 #include "cuda/norm.cuh"
+#include "cuda/planar.cuh"
 #include "cuda/rope.cuh"
 #include "memra/engine.h"
 #include "memra/quant.h"
@@ -53,15 +54,18 @@ enum class NmseOp {
   sparse_attention,
   mla_prep,
   kda_recurrent,
-  mla_kpool
+  mla_kpool,
+  kda_chunked,
+  mla_latent
 };
 
 struct NmseCase : OpCase {
   NmseOp op;
   explicit NmseCase(NmseOp o) : op(o) {}
   std::string vars() const override {
-    const char* names[] = {"qk_prep",   "split_attention",  "gdn_conv", "gdn_recurrent", "gdn_chunked", "moe",
-                           "dsa_score", "sparse_attention", "mla_prep", "kda_recurrent", "mla_kpool"};
+    const char* names[] = {"qk_prep",   "split_attention", "gdn_conv",         "gdn_recurrent", "gdn_chunked",
+                           "moe",       "dsa_score",       "sparse_attention", "mla_prep",      "kda_recurrent",
+                           "mla_kpool", "kda_chunked",     "mla_latent"};
     return Vars()("op", names[static_cast<int>(op)]).str();
   }
   Tolerance tolerance(std::string_view arch) const override {
@@ -83,6 +87,11 @@ struct NmseCase : OpCase {
         return measured_nmse(vars(), arch, {{"h100", 1e-9}});
       case NmseOp::mla_kpool:  // f64 softmax-weighted sums of 4..16 slots, rounded once: f32 ulps
         return measured_nmse(vars(), arch, {{"h100", 1e-13}});
+      case NmseOp::kda_chunked:  // the f32 WY solve with the decays per channel vs f64 and vs the f32
+                                 // step: measured <= 1.5e-12 (T up to 1100, d 16 and 128)
+        return measured_nmse(vars(), arch, {{"h100", 1e-11}});
+      case NmseOp::mla_latent:  // f32 absorptions of <= 512-term dots, 576-wide scores, 2048-term sums vs f64
+        return measured_nmse(vars(), arch, {{"h100", 1e-10}});
     }
     return Tolerance::exact();
   }
@@ -118,6 +127,31 @@ class Kernels : public DeviceOpTest {
   }
   // DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention's case
   void check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx);
+  // The sparse attention's selections for T queries over ctx positions: each row a random
+  // subset, ascending, row 0 fewer than topk; as lists (rows), as the kernel reads them (sel
+  // [T, topk] with -1 past n_sel), and which positions some row selected (used).
+  struct Selections {
+    std::vector<std::vector<int32_t>> rows;
+    std::vector<int32_t> sel, n_sel;
+    std::vector<char> used;
+  };
+  Selections random_selections(int64_t T, int topk, int64_t ctx) {
+    Selections s{std::vector<std::vector<int32_t>>(static_cast<size_t>(T)),
+                 std::vector<int32_t>(static_cast<size_t>(T * topk), -1), std::vector<int32_t>(static_cast<size_t>(T)),
+                 std::vector<char>(static_cast<size_t>(ctx), 0)};
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t>& all = s.rows[static_cast<size_t>(t)];
+      all.resize(static_cast<size_t>(ctx));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      all.resize(static_cast<size_t>(std::min<int64_t>(t == 0 ? topk / 2 + 1 : topk, ctx)));
+      std::sort(all.begin(), all.end());
+      std::copy(all.begin(), all.end(), s.sel.begin() + t * topk);
+      s.n_sel[static_cast<size_t>(t)] = static_cast<int32_t>(all.size());
+      for (int32_t x : all) s.used[static_cast<size_t>(x)] = 1;
+    }
+    return s;
+  }
 };
 
 // MLA's per-token preparation (mla.cuh) against the oracle's mla(): the queries' rope parts and
@@ -926,6 +960,52 @@ TEST_F(Kernels, GdnConvAndRecurrenceMatchOracle) {
 // kda_delta_rule_recurrent: the gates from their inputs (the safe gate with bound -5, and the
 // softplus form), q and k unit-normed, a decay per state row, T = 1 and 70 tokens from a random
 // state, heads of 16 (the tiny fixture's) and 128 (GLM-5.3-Flash's); outputs and final state.
+// One KDA head's oracle inputs from the kernels' (kda_recurrent_run's) operands: q, k unit-normed
+// (q by 1/sqrt(d)), v, the log decays per channel and beta, in f64.
+struct KdaHeadInputs {
+  std::vector<double> q, k, v, g, beta;
+};
+KdaHeadInputs kda_head_inputs(const std::vector<float>& qkv, const std::vector<float>& f, const std::vector<float>& b,
+                              const std::vector<float>& dt, float a_log, float bound, int T, int H, int d, int h) {
+  const int hd = H * d;
+  KdaHeadInputs in{std::vector<double>(T * d), std::vector<double>(T * d), std::vector<double>(T * d),
+                   std::vector<double>(T * d), std::vector<double>(T)};
+  const double rate = std::exp(double(a_log));
+  for (int t = 0; t < T; ++t) {
+    const float* row = qkv.data() + t * 3 * hd;
+    double qq = 0, kk = 0;
+    for (int i = 0; i < d; ++i) {
+      qq += double(row[h * d + i]) * row[h * d + i];
+      kk += double(row[hd + h * d + i]) * row[hd + h * d + i];
+    }
+    for (int i = 0; i < d; ++i) {
+      in.q[t * d + i] = row[h * d + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(d));
+      in.k[t * d + i] = row[hd + h * d + i] / std::sqrt(kk + 1e-6);
+      in.v[t * d + i] = row[2 * hd + h * d + i];
+      const double x = double(f[t * hd + h * d + i]) + dt[h * d + i];
+      in.g[t * d + i] = bound != 0 ? bound * oo::sigmoid(rate * x) : -rate * oo::softplus(x);
+    }
+    in.beta[t] = oo::sigmoid(b[t * H + h]);
+  }
+  return in;
+}
+
+// The KDA kernels' parameters: T tokens of H heads of d over device operands.
+cuda::KdaParams kda_params(const float* qkv, const float* f, const float* b, const float* dt, const float* a_log,
+                           float bound, float* state, float* o, int T, int H, int d) {
+  return {.qkv = qkv,
+          .f = f,
+          .b = b,
+          .dt_bias = dt,
+          .a_log = a_log,
+          .bound = bound,
+          .state = state,
+          .o = o,
+          .T = T,
+          .H = H,
+          .d = d};
+}
+
 TEST_F(Kernels, KdaRecurrentMatchesTheOracle) {
   seeded([&] {
     for (int d : {16, 128})
@@ -937,44 +1017,17 @@ TEST_F(Kernels, KdaRecurrentMatchesTheOracle) {
           auto dq = up(qkv), df = up(f), db = up(b), ddt = up(dt), dal = up(al), dS = up(S0);
           DeviceBuffer<float> o(e(), T * hd);
           o.fill_bytes(0xFF);
-          cuda::KdaParams kp;
-          kp.qkv = dq.data();
-          kp.f = df.data();
-          kp.b = db.data();
-          kp.dt_bias = ddt.data();
-          kp.a_log = dal.data();
-          kp.bound = bound;
-          kp.state = dS.data();
-          kp.o = o.data();
-          kp.T = T;
-          kp.H = H;
-          kp.d = d;
-          cuda::kda_recurrent_run(kp, s());
+          cuda::kda_recurrent_run(
+              kda_params(dq.data(), df.data(), db.data(), ddt.data(), dal.data(), bound, dS.data(), o.data(), T, H, d),
+              s());
           e().synchronize();
           const auto go = o.download(), gS = dS.download();
           std::vector<float> ro(T * hd), rS(H * d * d);
           for (int h = 0; h < H; ++h) {
-            std::vector<double> q(T * d), k(T * d), v(T * d), g(T * d), be(T), out(T * d),
-                S(S0.begin() + h * d * d, S0.begin() + (h + 1) * d * d);
-            const double rate = std::exp(double(al[h]));
-            for (int t = 0; t < T; ++t) {
-              const float* row = qkv.data() + t * 3 * hd;
-              double qq = 0, kk = 0;
-              for (int i = 0; i < d; ++i) {
-                qq += double(row[h * d + i]) * row[h * d + i];
-                kk += double(row[hd + h * d + i]) * row[hd + h * d + i];
-              }
-              for (int i = 0; i < d; ++i) {
-                q[t * d + i] = row[h * d + i] / std::sqrt(qq + 1e-6) / std::sqrt(double(d));
-                k[t * d + i] = row[hd + h * d + i] / std::sqrt(kk + 1e-6);
-                v[t * d + i] = row[2 * hd + h * d + i];
-                const double x = double(f[t * hd + h * d + i]) + dt[h * d + i];
-                g[t * d + i] = bound != 0 ? bound * oo::sigmoid(rate * x) : -rate * oo::softplus(x);
-              }
-              be[t] = oo::sigmoid(b[t * H + h]);
-            }
-            oo::kda_delta_rule_recurrent(q.data(), k.data(), v.data(), g.data(), be.data(), T, d, d, S.data(),
-                                         out.data());
+            const KdaHeadInputs in = kda_head_inputs(qkv, f, b, dt, al[h], bound, T, H, d, h);
+            std::vector<double> out(T * d), S(S0.begin() + h * d * d, S0.begin() + (h + 1) * d * d);
+            oo::kda_delta_rule_recurrent(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, d, d,
+                                         S.data(), out.data());
             for (int t = 0; t < T; ++t)
               for (int j = 0; j < d; ++j) ro[t * hd + h * d + j] = static_cast<float>(out[t * d + j]);
             for (int i = 0; i < d * d; ++i) rS[h * d * d + i] = static_cast<float>(S[i]);
@@ -1172,6 +1225,58 @@ TEST_F(Kernels, GdnChunkedRefusesShortWorkspaceAndOddShapes) {
   gp.dk = 30;
   EXPECT_THAT([&] { cuda::gdn_chunked_run(gp, work.data(), wf, s()); },
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("unsupported")));
+}
+
+// KDA's chunked (WY, 64) prefill (gdn.cuh kda_chunked_run) against the oracle's f64
+// kda_delta_rule_chunked on the same conv output and gate inputs, and against the GPU's own
+// recurrence (kda_recurrent_run: the step form decode runs) on the same inputs: outputs and final
+// state. The safe gate (bound -5: over a chunk the decays reach e^-320, where a factored
+// e^(-gamma) would overflow) and the softplus form; T = 1, 63, 65, 130 (a chunk's edges, two
+// chunks and a tail) at heads of 16, 150 at GLM-5.3-Flash's 128, and 1100 across a segment.
+TEST_F(Kernels, KdaChunkedMatchesTheOracleAndTheStep) {
+  seeded([&] {
+    struct Shape {
+      int T, d;
+    };
+    for (auto [T, d] : {Shape{1, 16}, Shape{63, 16}, Shape{65, 16}, Shape{130, 16}, Shape{150, 128}, Shape{1100, 16}})
+      for (float bound : {-5.0f, 0.0f}) {
+        SCOPED_TRACE(::testing::Message() << "T=" << T << " d=" << d << " bound=" << bound);
+        const int H = 3, hd = H * d;
+        auto qkv = rnd(T * 3 * hd), f = rnd(T * hd, -2, 2), b = rnd(T * H, -2, 2), dt = rnd(hd, -1, 1),
+             al = rnd(H, -1, 1), S0 = rnd(H * d * d, -0.1f, 0.1f);
+        auto dq = up(qkv), df = up(f), db = up(b), ddt = up(dt), dal = up(al), dS = up(S0), dSr = up(S0);
+        DeviceBuffer<float> o(e(), T * hd), orec(e(), T * hd);
+        o.fill_bytes(0xFF);
+        const int64_t wf = cuda::gdn_chunked_workspace_floats(T, H, d, d);
+        DeviceBuffer<float> work(e(), static_cast<size_t>(wf));
+        work.fill_bytes(0xFF);  // NaN: a slot entry read before it is written shows
+        cuda::KdaParams kp =
+            kda_params(dq.data(), df.data(), db.data(), ddt.data(), dal.data(), bound, dS.data(), o.data(), T, H, d);
+        cuda::kda_chunked_run(kp, work.data(), wf, s());
+        kp.state = dSr.data();
+        kp.o = orec.data();
+        cuda::kda_recurrent_run(kp, s());
+        e().synchronize();
+        const auto go = o.download(), gS = dS.download(), gor = orec.download(), gSr = dSr.download();
+        std::vector<float> ro(T * hd), rS(H * d * d);
+        for (int h = 0; h < H; ++h) {
+          const KdaHeadInputs in = kda_head_inputs(qkv, f, b, dt, al[h], bound, T, H, d, h);
+          std::vector<double> out(T * d), S(S0.begin() + h * d * d, S0.begin() + (h + 1) * d * d);
+          oo::kda_delta_rule_chunked(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), T, d, d, 64,
+                                     S.data(), out.data());
+          for (int t = 0; t < T; ++t)
+            for (int j = 0; j < d; ++j) ro[t * hd + h * d + j] = static_cast<float>(out[t * d + j]);
+          for (int i = 0; i < d * d; ++i) rS[h * d * d + i] = static_cast<float>(S[i]);
+        }
+        std::printf("[kda-chunked] T=%d d=%d bound=%g nmse vs oracle %.3e / %.3e, vs the step %.3e / %.3e\n", T, d,
+                    bound, nmse(go, ro), nmse(gS, rS), nmse(go, gor), nmse(gS, gSr));
+        const Tolerance tol = nmse_bound(NmseOp::kda_chunked);
+        EXPECT_TRUE(compare_to_contract(go, ro, tol)) << "outputs vs the oracle's chunked form";
+        EXPECT_TRUE(compare_to_contract(gS, rS, tol)) << "state vs the oracle's chunked form";
+        EXPECT_TRUE(compare_to_contract(go, gor, tol)) << "outputs vs the recurrent step";
+        EXPECT_TRUE(compare_to_contract(gS, gSr, tol)) << "state vs the recurrent step";
+      }
+  });
 }
 
 // Routing: ids exactly the oracle's top-k (distinct logits), weights renormalised; combine adds
@@ -1470,20 +1575,7 @@ TEST_F(Kernels, SparseAttentionMatchesF64SoftmaxOverTheSelection) {
                                         << topk << ", context " << ctx);
       auto q = rnd(static_cast<size_t>(T * H * dk)), kc = rnd(static_cast<size_t>(ctx * KVH * dk)),
            vc = rnd(static_cast<size_t>(ctx * KVH * dv));
-      // each query: a random subset of the context, ascending; row 0 selects fewer than topk
-      std::vector<int32_t> sel(static_cast<size_t>(T * topk), -1), nsel(static_cast<size_t>(T));
-      std::vector<char> used(static_cast<size_t>(ctx), 0);
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<int32_t> all(static_cast<size_t>(ctx));
-        std::iota(all.begin(), all.end(), 0);
-        std::shuffle(all.begin(), all.end(), rng);
-        const int n = static_cast<int>(std::min<int64_t>(t == 0 ? topk / 2 + 1 : topk, ctx));
-        all.resize(static_cast<size_t>(n));
-        std::sort(all.begin(), all.end());
-        std::copy(all.begin(), all.end(), sel.begin() + t * topk);
-        nsel[t] = n;
-        for (int32_t x : all) used[x] = 1;
-      }
+      auto [rows, sel, nsel, used] = random_selections(T, topk, ctx);
       for (int64_t x = 0; x < ctx; ++x)
         if (!used[x]) {
           std::fill(kc.begin() + x * KVH * dk, kc.begin() + (x + 1) * KVH * dk, NAN);
@@ -1541,6 +1633,132 @@ TEST_F(Kernels, SparseAttentionMatchesF64SoftmaxOverTheSelection) {
       EXPECT_TRUE(std::isnan(bad[0]) && std::isnan(bad[static_cast<size_t>(H * dv) - 1]));
       EXPECT_TRUE(std::isfinite(bad[static_cast<size_t>(T * H * dv) - 1]));
     }
+  });
+}
+
+// MLA's absorbed latent form (mla_decode = latent): mla_absorb_q_run, the sparse attention over
+// the latent rows (one kv head, values the rows' first kv_rank values, row stride kv_rank +
+// n_rot) and mla_absorb_o_run against the oracle's contract (ops::mla_attend_latent), with wkv_b
+// in every storage type the model uploads (planar Q8_0, NVFP4 with a tensor scale). Shapes: the
+// tiny fixture's (4 heads of [16 nope | 8 rope], 16-wide values, latent 32) and GLM-5's (heads
+// of [192 | 64], values 256, latent 512) at 16 heads, top 2048 over 3000 positions. On the small
+// shape the contract is itself checked against the expanded form in f64 (k_nope_h = W_UK_h c, v_h = W_UV_h
+// c, attention over [k_nope_h | kr]): the absorption is the same math, the difference the
+// contract's two f32 roundings (qa, ol).
+TEST_F(Kernels, MlaLatentMatchesTheOracleAndTheExpandedForm) {
+  struct Shape {
+    int H, dn, dr, dv, kvr, topk;
+    int64_t ctx, T;
+  };
+  seeded([&] {
+    for (auto [H, dn, dr, dv, kvr, topk, ctx, T] :
+         {Shape{4, 16, 8, 16, 32, 16, 40, 3}, Shape{16, 192, 64, 256, 512, 2048, 3000, 2}})
+      for (DType type : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) {
+        SCOPED_TRACE(::testing::Message() << H << " heads of [" << dn << " | " << dr << "], dv " << dv << ", latent "
+                                          << kvr << ", " << dtype_name(type));
+        const int64_t R = int64_t{H} * (dn + dv), lw = kvr + dr, hd = dn + dr;
+        // wkv_b through the storage type; the oracle reads the values it decodes to (times the
+        // NVFP4 tensor scale), the device the stored blocks
+        std::vector<float> wf = rnd(static_cast<size_t>(R * kvr), -0.1f, 0.1f);
+        const int64_t rb = row_bytes(type, kvr);
+        std::vector<uint8_t> wb(static_cast<size_t>(R * rb + 16));
+        float tscale = 1.0f;
+        if (type == DType::NVFP4)
+          tscale = quantize_nvfp4_tensor(wf.data(), wb.data(), R, kvr);
+        else
+          for (int64_t r = 0; r < R; ++r) quantize_row(type, wf.data() + r * kvr, wb.data() + r * rb, kvr);
+        Matrix w(R, kvr);
+        for (int64_t r = 0; r < R; ++r) {
+          dequantize_row(type, wb.data() + r * rb, w.row(r), kvr);
+          for (int64_t j = 0; j < kvr; ++j) w.at(r, j) *= tscale;
+        }
+        auto dwb = up(wb);
+        const int64_t stride = cuda::planar_row_stride(type, kvr);
+        DeviceBuffer<uint8_t> dplanar(e(), static_cast<size_t>(stride * R + 16));
+        cuda::to_planar(type, dwb.data(), dplanar.data(), R, kvr, stride, s());
+        auto dscale = up(std::vector<float>{tscale});
+        // queries, latent rows, selections (row 0 fewer than topk); unselected rows NaN
+        auto q = rnd(static_cast<size_t>(T * H * hd)), lat = rnd(static_cast<size_t>(ctx * lw));
+        const auto [selection, sel, nsel, used] = random_selections(T, topk, ctx);
+        for (int64_t x = 0; x < ctx; ++x)
+          if (!used[x]) std::fill(lat.begin() + x * lw, lat.begin() + (x + 1) * lw, NAN);
+        auto dq = up(q), dlat = up(lat);
+        auto dsel = up(sel), dn_ = up(nsel);
+        auto ql = poisoned<float>(static_cast<size_t>(T * H * lw)),
+             ol = poisoned<float>(static_cast<size_t>(T * H * kvr)),
+             o = poisoned<float>(static_cast<size_t>(T * H * dv));
+        cuda::MlaAbsorbParams ab{.wkv_b = {.type = type,
+                                           .rows = R,
+                                           .cols = kvr,
+                                           .row_bytes = stride,
+                                           .slab_rows = R,
+                                           .data = dplanar.data(),
+                                           .slab_scale = dscale.data()},
+                                 .q = dq.data(),
+                                 .ql = ql.data(),
+                                 .ol = ol.data(),
+                                 .o = o.data(),
+                                 .T = T,
+                                 .H = H,
+                                 .dn = dn,
+                                 .n_rot = dr,
+                                 .dv = dv,
+                                 .kv_rank = kvr};
+        cuda::mla_absorb_q_run(ab, s());
+        cuda::SparseAttnParams ap;
+        ap.q = ql.data();
+        ap.k_cache = ap.v_cache = dlat.data();
+        ap.sel = dsel.data();
+        ap.n_sel = dn_.data();
+        ap.out = ol.data();
+        ap.T = T;
+        ap.topk = topk;
+        ap.H = H;
+        ap.KVH = 1;
+        ap.dk = static_cast<int>(lw);
+        ap.dv = kvr;
+        ap.ld_k = ap.ld_v = lw;
+        ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+        cuda::sparse_attention_run(ap, s());
+        cuda::mla_absorb_o_run(ab, s());
+        e().synchronize();
+        const auto got = o.download();
+        std::vector<float> want(got.size());
+        oo::mla_attend_latent(w, H, dn, dr, dv, q.data(), T, lat.data(), selection, want.data(), 1);
+        for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "an unselected (NaN) latent row was read";
+        EXPECT_TRUE(compare_to_contract(got, want, nmse_bound(NmseOp::mla_latent)));
+        // the contract vs the expanded form in f64: the same math up to its two f32 roundings
+        // (on the small shape: the expanded sums cost heads x positions x (dn + dv) x kv_rank)
+        std::vector<float> expanded(got.size());
+        for (int64_t t = 0; t < T && ctx <= 64; ++t)
+          for (int h = 0; h < H; ++h) {
+            const std::vector<int32_t>& st = selection[static_cast<size_t>(t)];
+            const float* qh = q.data() + (t * H + h) * hd;
+            std::vector<double> p(st.size()), acc(static_cast<size_t>(dv), 0.0);
+            double mx = -INFINITY, sum = 0;
+            for (size_t j = 0; j < st.size(); ++j) {
+              const float* c = lat.data() + st[j] * lw;
+              double sc = oo::dot(qh + dn, c + kvr, dr);
+              for (int i = 0; i < dn; ++i) sc += static_cast<double>(qh[i]) * oo::dot(w.row(h * (dn + dv) + i), c, kvr);
+              p[j] = sc / std::sqrt(static_cast<double>(hd));
+              mx = std::max(mx, p[j]);
+            }
+            for (double& v : p) sum += (v = std::exp(v - mx));
+            for (size_t j = 0; j < st.size(); ++j)
+              for (int d = 0; d < dv; ++d)
+                acc[d] += p[j] / sum * oo::dot(w.row(h * (dn + dv) + dn + d), lat.data() + st[j] * lw, kvr);
+            for (int d = 0; d < dv; ++d) expanded[(t * H + h) * dv + d] = static_cast<float>(acc[d]);
+          }
+        if (ctx <= 64) { EXPECT_TRUE(compare_to_contract(want, expanded, nmse_bound(NmseOp::mla_latent))); }
+        // the canary's defect (the next head's W_UK) moves the result far outside the bound
+        ab.head_shift = 1;
+        cuda::mla_absorb_q_run(ab, s());
+        cuda::sparse_attention_run(ap, s());
+        cuda::mla_absorb_o_run(ab, s());
+        e().synchronize();
+        EXPECT_FALSE(compare_to_contract(o.download(), want, nmse_bound(NmseOp::mla_latent)))
+            << "a wrong-head absorption passed the contract";
+      }
   });
 }
 

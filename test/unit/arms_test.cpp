@@ -45,16 +45,19 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_TRUE(a.launch_overlap);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
+  EXPECT_EQ(a.mla_decode, memra::MlaDecode::expanded);
   EXPECT_EQ(from_map({}), a);
 }
 
 TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
-            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
+            "mla_decode=expanded");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
-            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq");
+            "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
+            "mla_decode=expanded");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -67,6 +70,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_LAUNCH_OVERLAP", "off"},
                                   {"MEMRA_GDN_PREFILL", "chunked"},
                                   {"MEMRA_PREFILL_MATMUL", "mma"},
+                                  {"MEMRA_MLA_DECODE", "latent"},
                                   {"MEMRA_UNRELATED", "whatever"}});
   EXPECT_EQ(a.prefill_act, memra::PrefillAct::w4a4);
   EXPECT_EQ(a.decode_matvec, memra::DecodeMatvec::dp4a);
@@ -77,6 +81,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_FALSE(a.launch_overlap);
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
+  EXPECT_EQ(a.mla_decode, memra::MlaDecode::latent);
 }
 
 TEST(Arms, EmptyVariableKeepsTheDefault) {
@@ -113,6 +118,7 @@ TEST(Arms, FieldsRoundTripThroughSet) {
   a.b1_fast = false;
   a.gdn_prefill = memra::GdnPrefill::chunked;
   a.prefill_matmul = memra::PrefillMatmul::mma;
+  a.mla_decode = memra::MlaDecode::latent;
   memra::Arms b;
   for (const auto& [k, v] : a.fields()) b.set(k, v);
   EXPECT_EQ(a, b);
@@ -122,6 +128,7 @@ TEST(Arms, FieldsRoundTripThroughSet) {
 // One default per arm: the oracle's GDN prefill form is the Arms default, not a second one.
 TEST(Arms, OracleStartsFromTheArmsDefault) {
   EXPECT_EQ(memra::oracle::Options{}.gdn_prefill, memra::Arms{}.gdn_prefill);
+  EXPECT_EQ(memra::oracle::Options{}.mla_decode, memra::Arms{}.mla_decode);
   EXPECT_EQ(memra::Arms{}.gdn_prefill, memra::GdnPrefill::recurrent) << "the documented default is the form "
                                                                         "bit-identical to decode";
 }

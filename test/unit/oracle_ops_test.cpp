@@ -121,7 +121,7 @@ TEST(OracleAttention, TwoTokensByHandPlainAndGated) {
   w.wq = w.wk = w.wv = w.wo = mat(2, 2, {1, 0, 0, 1});
   w.q_norm = w.k_norm = {1, 1};
   const float x[4] = {1, 0, 0, 1};  // token 0 = e0, token 1 = e1
-  AttnCacheLayer cache{std::vector<float>(4), std::vector<float>(4), {}, {}, {}, {}};
+  AttnCacheLayer cache{std::vector<float>(4), std::vector<float>(4), {}, {}, {}, {}, {}};
   float out[4];
   ops::attention(c, w, x, 2, 0, cache, out, 1);
   // q/k after RMSNorm: n e_i with n = 1/sqrt(1/2 + eps). Position 1 rotates by 1 rad:
@@ -141,7 +141,7 @@ TEST(OracleAttention, TwoTokensByHandPlainAndGated) {
   ModelConfig cg = c;
   cg.family = Family::Qwen3Next;
   w.wgate = mat(2, 2, {1, 0, 0, 1});
-  AttnCacheLayer cache2{std::vector<float>(4), std::vector<float>(4), {}, {}, {}, {}};
+  AttnCacheLayer cache2{std::vector<float>(4), std::vector<float>(4), {}, {}, {}, {}, {}};
   ops::attention(cg, w, x, 2, 0, cache2, out, 1);
   EXPECT_NEAR(out[2], p0 * 0.5, 1e-7);
   EXPECT_NEAR(out[3], p1 / (1 + std::exp(-1.0)), 1e-7);
@@ -162,7 +162,7 @@ TEST(OracleAttention, GqaPartialRopeMatchesLiteralReference) {
   w.k_norm = rand_vec(g, 8, 0.5f, 1.5f);
   const int T = 5;
   std::vector<float> x = rand_vec(g, T * 8, -1, 1), out(T * 8);
-  AttnCacheLayer cache{std::vector<float>(T * 16), std::vector<float>(T * 16), {}, {}, {}, {}};
+  AttnCacheLayer cache{std::vector<float>(T * 16), std::vector<float>(T * 16), {}, {}, {}, {}, {}};
   ops::attention(c, w, x.data(), T, 0, cache, out.data(), 1);
 
   auto lin = [&](const Matrix& m, const float* v) {
