@@ -2,8 +2,8 @@
 // decode_step_batch and decode_step_batch_sampled).
 //
 // The mat-muls, norms, FFN / MoE and lm_head run over B rows (each weight streamed once per
-// step), each attention and Gated DeltaNet layer over all sequences' caches in one launch (MLA a
-// launch per sequence): the layer walk with B sequences of one row. Every kernel computes a row's
+// step), each attention, Gated DeltaNet and KDA layer over all sequences' caches in one launch
+// (MLA a launch per sequence): the layer walk with B sequences of one row. Every kernel computes a row's
 // values by the same operations whatever B and whatever the other rows hold (mat-vec tiles keep
 // per-vector accumulators in the dot contract's order, row ops reduce per row, an attention or
 // GDN block serves one sequence as its own launch would), so a sequence's

@@ -219,6 +219,8 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
     bp.N = static_cast<int>(N);
     cuda::hc_expand_run(bp, s);
   }
+  const SeqTables tables = upload_seq_tables(seqs, rows);  // a batched step's KDA layers take one launch each
+  const int B = static_cast<int>(seqs.size());
   for (int64_t li = l0; li < l1; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     hc_enter(*L.hc_attn, L.attn_norm, T);
@@ -231,7 +233,10 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
       dsv4_output(L, T);
     } else if (L.kind == LayerKind::Kda) {
       kda_project(L, T);
-      each_seq([&](Cache::Impl& ci, int64_t, int64_t r0) { kda_core(L, ci, li, rows, r0); });
+      if (tables.gdn)
+        kda_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B);
+      else
+        each_seq([&](Cache::Impl& ci, int64_t, int64_t r0) { kda_core(L, &ci, li, rows, r0); });
       kda_output(L, T, ws.yb.data(), false);
     } else {
       mla_project(L, T);

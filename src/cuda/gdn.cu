@@ -74,7 +74,14 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
   if (ch >= p.cd) return;  // reads and writes nothing
   const int K = KT > 0 ? KT : p.K;
   constexpr int kCap = KT > 0 ? KT : kMaxK;
-  const int64_t ta = static_cast<int64_t>(blockIdx.y) * kConvTokens;
+  // a batched step (p.seqs, T == 1): grid.y is the sequence, its row of x and y, its own ring
+  // and position (the table was uploaded before the step's first launch); else grid.y is the
+  // token range
+  const int64_t sq = p.seqs ? blockIdx.y : 0;
+  const float* const x = p.x + sq * p.cd;
+  float* const y = p.y + sq * p.cd;
+  float* const state = p.seqs ? p.seqs[sq].ring : p.state;
+  const int64_t ta = p.seqs ? 0 : static_cast<int64_t>(blockIdx.y) * kConvTokens;
   const int64_t tb = ta + kConvTokens < p.T ? ta + kConvTokens : p.T;
   const bool first = ta == 0;
   float win[kCap];   // win[0..K-2]: previous inputs, oldest first
@@ -84,21 +91,21 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
   // written only by this layer's conv one token earlier (or its prefill), the position by the
   // previous call's last kernel, never by the kernel just before this one (the projections'
   // mat-vec), so both are complete once this grid is scheduled (launch.cuh).
-  const int64_t pos0 = *p.pos0;
+  const int64_t pos0 = *(p.seqs ? p.seqs[sq].pos0 : p.pos0);
 #pragma unroll
   for (int j = 0; j < kCap; ++j)
     if (j < K) tap[j] = p.taps[ch * K + j];
 #pragma unroll
   for (int j = 0; j < kCap - 1; ++j)
-    ring[j] = first && j < K - 1 ? p.state[ring_slot(pos0 - (K - 1) + j, K) * p.cd + ch] : 0.0f;
+    ring[j] = first && j < K - 1 ? state[ring_slot(pos0 - (K - 1) + j, K) * p.cd + ch] : 0.0f;
   pdl_wait();
   pdl_release();
 #pragma unroll
   for (int j = 0; j < kCap - 1; ++j)
-    if (j < K - 1) win[j] = first ? ring[j] : p.x[(ta - (K - 1) + j) * p.cd + ch];
+    if (j < K - 1) win[j] = first ? ring[j] : x[(ta - (K - 1) + j) * p.cd + ch];
   for (int64_t t = ta; t < tb; ++t) {
-    const float xt = p.x[t * p.cd + ch];
-    p.y[t * p.cd + ch] = conv_out<kCap>(tap, win, K, xt);
+    const float xt = x[t * p.cd + ch];
+    y[t * p.cd + ch] = conv_out<kCap>(tap, win, K, xt);
 #pragma unroll
     for (int j = 0; j + 1 < kCap - 1; ++j)
       if (j + 1 < K - 1) win[j] = win[j + 1];
@@ -114,11 +121,11 @@ __global__ void gdn_conv_kernel(GdnConvParams p) {
     if (j >= K - 1) continue;
     const int64_t t = p.T - (K - 1) + j;
     float v = 0.0f;
-    if (t >= 0) v = p.x[t * p.cd + ch];
+    if (t >= 0) v = x[t * p.cd + ch];
 #pragma unroll
     for (int m = 0; m < kCap - 1; ++m)
       if (t < 0 && m == t + K - 1) v = ring[m];
-    p.state[ring_slot(pos0 + t, K) * p.cd + ch] = v;
+    state[ring_slot(pos0 + t, K) * p.cd + ch] = v;
   }
 }
 
@@ -254,10 +261,12 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kernel(KdaParams p) {
   __shared__ float qs[kThreads], ks[kThreads], red[kThreads / 32], dec[kThreads];
   const int h = blockIdx.x, tid = threadIdx.x, d = p.d, H = p.H, hd = H * d;
   const float rate = expf(p.a_log[h]);
-  float* Sg = p.state + static_cast<int64_t>(h) * d * d;
+  // a batched step (p.seqs, T == 1): grid.y is the sequence, its state and its row of every operand
+  const int64_t sq = blockIdx.y;
+  float* Sg = (p.seqs ? p.seqs[sq].state : p.state) + static_cast<int64_t>(h) * d * d;
 #pragma unroll 8
   for (int i = tid; i < d * d; i += kThreads) S[i] = Sg[i];
-  for (int64_t t = 0; t < p.T; ++t) {
+  for (int64_t t = sq; t < sq + p.T; ++t) {
     const float* row = p.qkv + t * 3 * hd;
     qk_unit(tid < d ? row[h * d + tid] : 0.0f, tid < d ? row[hd + h * d + tid] : 0.0f, d, qs, ks, red);
     if (tid < d) dec[tid] = expf(kda_log_decay(p.f[t * hd + h * d + tid], p.dt_bias[h * d + tid], rate, p.bound));
@@ -859,9 +868,12 @@ __global__ void __launch_bounds__(kStateThreads) gdn_chunk_state_kernel(GdnParam
 
 void gdn_conv_run(const GdnConvParams& p, cudaStream_t s) {
   if (p.T == 0) return;
-  if (!p.pos0) fail("gdn conv: no device position for the ring (pos0)");
+  if (!p.pos0 && !p.seqs) fail("gdn conv: no device position for the ring (pos0)");
   if (p.K < 1 || p.K > kMaxK) fail("gdn conv: kernel size ", p.K, " unsupported (1..", kMaxK, ")");
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.cd, 128)), static_cast<unsigned>(ceil_div(p.T, kConvTokens)));
+  if (p.seqs && (p.T != 1 || p.n_seq < 1 || p.n_seq > 65535))
+    fail("gdn conv: a batched step takes one token (T = ", p.T, ") of 1..65535 sequences (", p.n_seq, ")");
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.cd, 128)),
+                  static_cast<unsigned>(p.seqs ? p.n_seq : ceil_div(p.T, kConvTokens)));
   if (p.K == 4) launch_kernel("gdn_conv_kernel", gdn_conv_kernel<4>, grid, 128, 0, s, p);
   else launch_kernel("gdn_conv_kernel", gdn_conv_kernel<0>, grid, 128, 0, s, p);
 }
@@ -931,8 +943,11 @@ bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, 
 void kda_recurrent_run(const KdaParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.d < 1 || p.d > kThreads) fail("kda: head width ", p.d, " unsupported (1..", kThreads, ")");
+  if (p.seqs && (p.T != 1 || p.n_seq < 1 || p.n_seq > 65535))
+    fail("kda: a batched step takes one token (T = ", p.T, ") of 1..65535 sequences (", p.n_seq, ")");
   const size_t smem = static_cast<size_t>(p.d) * p.d * sizeof(float);
-  launch_kernel("kda_recurrent_kernel", kda_recurrent_kernel, static_cast<unsigned>(p.H), kThreads, smem, s, p);
+  const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.seqs ? p.n_seq : 1));
+  launch_kernel("kda_recurrent_kernel", kda_recurrent_kernel, grid, kThreads, smem, s, p);
 }
 
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {

@@ -13,7 +13,7 @@
 // chunked WY form over 64-token chunks (chunked), which leaves the same final state up to
 // f32 rounding (gdn_chunked_run). Decode steps are always recurrent.
 //
-// provides: GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
+// provides: GdnSeq, GdnConvParams, gdn_conv_run, GdnParams, gdn_recurrent_run, gdn_chunked_run, GdnOutNorm,
 //           gdn_step_norm_run, gdn_chunked_workspace_floats, KdaParams, kda_recurrent_run, kda_chunked_run
 #pragma once
 
@@ -31,6 +31,15 @@ namespace memra::cuda {
 inline constexpr int kGdnMaxConvKernel = 8;
 inline constexpr int kGdnMaxHeadDim = 128;
 
+// One sequence of a batched decode step (gdn_step_norm_run with GdnParams::seqs, gdn_conv_run and
+// kda_recurrent_run with their seqs): its state, conv ring and position; its rows are row
+// `sequence` of every [T, ...] operand.
+struct GdnSeq {
+  float* state = nullptr;         // [nv, dk, dv]
+  float* ring = nullptr;          // [K, cd]
+  const int64_t* pos0 = nullptr;  // device
+};
+
 struct GdnConvParams {
   const float* x = nullptr;       // [T, cd] projections (wqkv x)
   const float* taps = nullptr;    // [cd, K]
@@ -39,16 +48,13 @@ struct GdnConvParams {
   float* y = nullptr;             // [T, cd] silu(conv)
   int64_t T = 0, cd = 0;
   int K = 0;
+  // n_seq sequences of one decode token each (T == 1) in one launch: sequence i reads seqs[i]
+  // (device) for its ring and position (state and pos0 unused) and row i of x and y, each
+  // exactly as its own launch would compute it.
+  const GdnSeq* seqs = nullptr;
+  int n_seq = 1;
 };
 void gdn_conv_run(const GdnConvParams& p, cudaStream_t s);
-
-// One sequence of a batched decode step (gdn_step_norm_run with GdnParams::seqs): its state,
-// conv ring and position; its rows are row `sequence` of every [T, ...] operand.
-struct GdnSeq {
-  float* state = nullptr;         // [nv, dk, dv]
-  float* ring = nullptr;          // [K, cd]
-  const int64_t* pos0 = nullptr;  // device
-};
 
 struct GdnParams {
   const float* qkv = nullptr;   // [T, 2*nk*dk + nv*dv] conv output
@@ -104,6 +110,11 @@ struct KdaParams {
   float* o = nullptr;              // [T, H*d]
   int64_t T = 0;
   int H = 0, d = 0;
+  // kda_recurrent_run only: n_seq sequences of one decode token each (T == 1) in one launch,
+  // sequence i reading seqs[i].state (device; state unused) and row i of qkv, f, b and o, a block
+  // per (head, sequence) computing what its own launch would (the batch-invariance law).
+  const GdnSeq* seqs = nullptr;
+  int n_seq = 1;
 };
 void kda_recurrent_run(const KdaParams& p, cudaStream_t s);
 

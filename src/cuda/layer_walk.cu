@@ -460,9 +460,10 @@ bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, 
   return true;
 }
 
-// A batched decode step's sequence tables, [layer][sequence] (GDN layers: state, ring, position;
-// attention layers: K / V cache, position), uploaded once per step before its first launch, so
-// each GDN and attention layer takes all sequences in one launch (gdn_core, attention_core).
+// A batched decode step's sequence tables, [layer][sequence] (GDN and KDA layers: state, ring,
+// position; attention layers: K / V cache, position), uploaded once per step before its first
+// launch, so each GDN, KDA and attention layer takes all sequences in one launch (gdn_core,
+// kda_core, attention_core).
 // Null tables when a sequence feeds more than one row or there is one sequence.
 Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs, int64_t rows) {
   if (rows != 1 || seqs.size() < 2) return {};
@@ -477,7 +478,7 @@ Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs,
     const LayerKind kind = weights.layers[li].kind;
     for (size_t q = 0; q < B; ++q) {
       Cache::Impl& ci = *seqs[q].ci;
-      if (kind == LayerKind::Linear)
+      if (kind == LayerKind::Linear || kind == LayerKind::Kda)
         seq_tables.gdn_host[li * B + q] = {ci.state[li].data(), ci.conv[li].data(), pos_of(ci)};
       if (kind == LayerKind::Attention)
         seq_tables.attn_host[li * B + q] = {ci.k[li].data(), ci.v[li].data(), pos_of(ci)};
@@ -737,19 +738,26 @@ void Model::Impl::kda_project(DevLayer& L, int64_t T) {
 }
 
 // Rows [r0, r0 + T): T tokens of the sequence of cache ci.
-void Model::Impl::kda_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0) {
+// Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci. Or, with `batch`
+// (ci null, T = 1, r0 = 0): the decode tokens of n_seq sequences, rows 0..n_seq-1, their caches
+// in batch[0..n_seq), the conv and the recurrence one launch each (every sequence's bits those of
+// its own launches).
+void Model::Impl::kda_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0, const cuda::GdnSeq* batch,
+                           int n_seq) {
   const auto& K = *L.kda;
   const int64_t cd = c.ssm_conv_dim(), hd = c.ssm_value_dim(), H = c.ssm_n_v_heads;
   const size_t l = static_cast<size_t>(li);
   cuda::GdnConvParams cp;
   cp.x = ws.qkv.data() + r0 * cd;
   cp.taps = K.conv.data();
-  cp.state = ci.conv[l].data();
-  cp.pos0 = pos_of(ci);
+  cp.state = ci ? ci->conv[l].data() : nullptr;
+  cp.pos0 = ci ? pos_of(*ci) : nullptr;
   cp.y = ws.qkvc.data() + r0 * cd;
   cp.T = T;
   cp.cd = cd;
   cp.K = static_cast<int>(c.ssm_conv_kernel);
+  cp.seqs = batch;
+  cp.n_seq = n_seq;
   cuda::gdn_conv_run(cp, s);
   cuda::KdaParams kp;
   kp.qkv = cp.y;
@@ -758,11 +766,13 @@ void Model::Impl::kda_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   kp.dt_bias = K.dt_bias.data();
   kp.a_log = K.a_log.data();
   kp.bound = static_cast<float>(c.kda_gate_bound);
-  kp.state = ci.state[l].data();
+  kp.state = ci ? ci->state[l].data() : nullptr;
   kp.o = ws.o.data() + r0 * hd;
   kp.T = T;
   kp.H = static_cast<int>(H);
   kp.d = static_cast<int>(c.ssm_d_v);
+  kp.seqs = batch;
+  kp.n_seq = n_seq;
   if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {  // the delta rule's prefill arm, KDA's form
     cuda::kda_chunked_run(kp, ws.work.data(), ws.cap_work, s);
     ++counters.gdn_chunked_launches;

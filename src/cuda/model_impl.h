@@ -316,7 +316,8 @@ struct Model::Impl {
   void mla_output(cuda::DevLayer& L, int64_t T, float* y, bool add);
   // Kimi delta attention (GLM-5's hybrid) in the same three parts (layer_walk.cu).
   void kda_project(cuda::DevLayer& L, int64_t T);
-  void kda_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t r0);
+  void kda_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0,
+                const cuda::GdnSeq* batch = nullptr, int n_seq = 1);
   void kda_output(cuda::DevLayer& L, int64_t T, float* y, bool add);
   // DeepSeek-V4 (dsv4_walk.cu): the tables of rotation frequencies (sliding, compressed), the
   // hyper-connections around a block, the attention in three parts, the whole walk.

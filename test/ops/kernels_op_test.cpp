@@ -1040,6 +1040,93 @@ TEST_F(Kernels, KdaRecurrentMatchesTheOracle) {
   });
 }
 
+// A batched decode step's KDA layer (gdn_conv_run and kda_recurrent_run with their seqs tables):
+// three sequences, each with its own state, conv ring and position (two of them wrapping the ring),
+// their rows 0..2 of every operand, the conv and the recurrence one launch each, against the same
+// two launches per sequence: states, rings, conv outputs and outputs bitwise. Heads of 16 and 128,
+// both gate forms.
+TEST_F(Kernels, KdaStepBatchedEqualsOneLaunchPerSequence) {
+  seeded([&] {
+    constexpr int K = 4, B = 3, H = 2;
+    for (int d : {16, 128})
+      for (float bound : {-5.0f, 0.0f}) {
+        SCOPED_TRACE(::testing::Message() << "d=" << d << " bound=" << bound);
+        const int hd = H * d, cd = 3 * hd;
+        const size_t ns = static_cast<size_t>(H) * d * d;
+        auto x = rnd(B * cd), f = rnd(B * hd, -2, 2), b = rnd(B * H, -2, 2), dt = rnd(hd, -1, 1), al = rnd(H, -1, 1);
+        auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f);
+        auto S0 = rnd(B * ns, -0.1f, 0.1f), ring0 = rnd(static_cast<size_t>(B) * K * cd);
+        auto dx = up(x), df = up(f), db = up(b), ddt = up(dt), dal = up(al), dtaps = up(taps);
+        auto dpos = up(std::vector<int64_t>{5, 0, 9});
+        struct Out {
+          std::vector<float> S, o, ring, xc;
+        };
+        auto run = [&](bool batched) {
+          auto dS = up(S0), dring = up(ring0);
+          DeviceBuffer<float> o(e(), B * hd), xc(e(), B * cd);
+          o.fill_bytes(0xFF);
+          xc.fill_bytes(0xFF);
+          std::vector<cuda::GdnSeq> table;
+          for (int i = 0; i < B; ++i) table.push_back({dS.data() + i * ns, dring.data() + i * K * cd, dpos.data() + i});
+          auto dtable = up(table);
+          for (int i = 0; i < (batched ? 1 : B); ++i) {
+            const int r = batched ? 0 : i;  // the launch's first row
+            cuda::GdnConvParams cp;
+            cp.x = dx.data() + r * cd;
+            cp.taps = dtaps.data();
+            cp.state = batched ? nullptr : dring.data() + i * K * cd;
+            cp.pos0 = batched ? nullptr : dpos.data() + i;
+            cp.y = xc.data() + r * cd;
+            cp.T = 1;
+            cp.cd = cd;
+            cp.K = K;
+            cp.seqs = batched ? dtable.data() : nullptr;
+            cp.n_seq = batched ? B : 1;
+            cuda::gdn_conv_run(cp, s());
+            cuda::KdaParams kp = kda_params(cp.y, df.data() + r * hd, db.data() + r * H, ddt.data(), dal.data(), bound,
+                                            batched ? nullptr : dS.data() + i * ns, o.data() + r * hd, 1, H, d);
+            kp.seqs = cp.seqs;
+            kp.n_seq = cp.n_seq;
+            cuda::kda_recurrent_run(kp, s());
+          }
+          e().synchronize();
+          return Out{dS.download(), o.download(), dring.download(), xc.download()};
+        };
+        const Out ref = run(false), got = run(true);
+        EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "states";
+        EXPECT_THAT(got.o, testing::BitIdentical(ref.o)) << "outputs";
+        EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv rings";
+        EXPECT_THAT(got.xc, testing::BitIdentical(ref.xc)) << "conv outputs";
+        EXPECT_NE(got.S, S0) << "no state moved";
+        EXPECT_NE(got.ring, ring0) << "no ring slot written";
+      }
+  });
+}
+
+// A batched step refuses what it cannot take, by name and before any launch: more than one token
+// per sequence.
+TEST_F(Kernels, KdaStepBatchedRefusesMultiTokenCalls) {
+  using ::testing::HasSubstr;
+  using ::testing::ThrowsMessage;
+  cuda::GdnSeq one{};
+  auto dtable = up(std::vector<cuda::GdnSeq>{one});
+  cuda::KdaParams kp;
+  kp.T = 2;
+  kp.H = 1;
+  kp.d = 16;
+  kp.seqs = dtable.data();
+  kp.n_seq = 1;
+  EXPECT_THAT([&] { cuda::kda_recurrent_run(kp, s()); },
+              ThrowsMessage<Error>(HasSubstr("kda: a batched step takes one token (T = 2)")));
+  cuda::GdnConvParams cp;
+  cp.T = 2;
+  cp.cd = 8;
+  cp.K = 4;
+  cp.seqs = dtable.data();
+  EXPECT_THAT([&] { cuda::gdn_conv_run(cp, s()); },
+              ThrowsMessage<Error>(HasSubstr("gdn conv: a batched step takes one token (T = 2)")));
+}
+
 // GLM-5's hybrid's pooled indexer keys (mla.cuh mla_kpool_run) against the oracle's pool_window:
 // the pools a call's tokens close (tokens at positions 5..41 with pools of 4: pools 1..9; of 16:
 // pools 0..1 — the call's first pool partly from earlier positions), each channel's gate softmax
