@@ -776,6 +776,33 @@ TEST_F(Kernels, GdnStepNormBitwiseEqualsStepThenNorm) {
   });
 }
 
+// The conv of a batched-step test's launch i: sequence i's own launch (row i, its ring and position)
+// or, batched, the one launch over rows 0..n_seq-1 through `table` (their rings, positions).
+cuda::GdnConvParams step_conv(bool batched, int i, const float* x, const float* taps, float* rings, const int64_t* pos,
+                              float* y, int cd, int K, const cuda::GdnSeq* table, int n_seq) {
+  const int r = batched ? 0 : i;  // the launch's first row
+  cuda::GdnConvParams cp;
+  cp.x = x + r * cd;
+  cp.taps = taps;
+  cp.state = batched ? nullptr : rings + static_cast<int64_t>(i) * K * cd;
+  cp.pos0 = batched ? nullptr : pos + i;
+  cp.y = y + r * cd;
+  cp.T = 1;
+  cp.cd = cd;
+  cp.K = K;
+  cp.seqs = batched ? table : nullptr;
+  cp.n_seq = batched ? n_seq : 1;
+  return cp;
+}
+
+// The batched-step tests' [sequence] table: sequence i's state, ring and position.
+std::vector<cuda::GdnSeq> seq_table(float* states, size_t state_floats, float* rings, int64_t ring_floats,
+                                    const int64_t* pos, int n_seq) {
+  std::vector<cuda::GdnSeq> table;
+  for (int i = 0; i < n_seq; ++i) table.push_back({states + i * state_floats, rings + i * ring_floats, pos + i});
+  return table;
+}
+
 // A batched decode step's GDN layer (gdn_step_norm_run with GdnParams::seqs): three sequences,
 // each with its own state, conv ring and position (two of them wrapping the ring), their rows
 // 0..2 of every operand, in one launch, against one fused launch per sequence: states, rings,
@@ -808,20 +835,11 @@ TEST_F(Kernels, GdnStepNormBatchedEqualsOneLaunchPerSequence) {
           o.fill_bytes(0xFF);
           DeviceBuffer<BlockQ8_1> q(e(), with_q ? B * vd / 32 : 1);
           q.fill_bytes(0xFF);
-          std::vector<cuda::GdnSeq> table;
-          for (int i = 0; i < B; ++i) table.push_back({dS.data() + i * ns, dring.data() + i * K * cd, dpos.data() + i});
-          auto dtable = up(table);
+          auto dtable = up(seq_table(dS.data(), ns, dring.data(), K * cd, dpos.data(), B));
           for (int i = 0; i < (batched ? 1 : B); ++i) {
             const int r = batched ? 0 : i;  // the launch's first row
-            cuda::GdnConvParams cp;
-            cp.x = dx.data() + r * cd;
-            cp.taps = dtaps.data();
-            cp.state = batched ? nullptr : dring.data() + i * K * cd;
-            cp.pos0 = batched ? nullptr : dpos.data() + i;
-            cp.y = xc.data() + r * cd;
-            cp.T = 1;
-            cp.cd = cd;
-            cp.K = K;
+            const cuda::GdnConvParams cp =
+                step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(), xc.data(), cd, K, dtable.data(), B);
             cuda::GdnParams gp;
             gp.qkv = cp.y;
             gp.b = db.data() + r * sh.nv;
@@ -1066,22 +1084,11 @@ TEST_F(Kernels, KdaStepBatchedEqualsOneLaunchPerSequence) {
           DeviceBuffer<float> o(e(), B * hd), xc(e(), B * cd);
           o.fill_bytes(0xFF);
           xc.fill_bytes(0xFF);
-          std::vector<cuda::GdnSeq> table;
-          for (int i = 0; i < B; ++i) table.push_back({dS.data() + i * ns, dring.data() + i * K * cd, dpos.data() + i});
-          auto dtable = up(table);
+          auto dtable = up(seq_table(dS.data(), ns, dring.data(), K * cd, dpos.data(), B));
           for (int i = 0; i < (batched ? 1 : B); ++i) {
             const int r = batched ? 0 : i;  // the launch's first row
-            cuda::GdnConvParams cp;
-            cp.x = dx.data() + r * cd;
-            cp.taps = dtaps.data();
-            cp.state = batched ? nullptr : dring.data() + i * K * cd;
-            cp.pos0 = batched ? nullptr : dpos.data() + i;
-            cp.y = xc.data() + r * cd;
-            cp.T = 1;
-            cp.cd = cd;
-            cp.K = K;
-            cp.seqs = batched ? dtable.data() : nullptr;
-            cp.n_seq = batched ? B : 1;
+            const cuda::GdnConvParams cp =
+                step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(), xc.data(), cd, K, dtable.data(), B);
             cuda::gdn_conv_run(cp, s());
             cuda::KdaParams kp = kda_params(cp.y, df.data() + r * hd, db.data() + r * H, ddt.data(), dal.data(), bound,
                                             batched ? nullptr : dS.data() + i * ns, o.data() + r * hd, 1, H, d);
