@@ -6,7 +6,10 @@
 //                         indexed by position (gdn.cuh).
 //   gdn_recurrent_kernel  the recurrence over a call's tokens in order, a block per value head,
 //                         a thread per state column (the default prefill: decode's own order).
-//   gdn_step_kernel       one token (decode), a block per (value head, 32 state columns).
+//   kda_recurrent_kernel  Kimi delta attention's recurrence over a call's tokens, a block per head
+//                         (the decay per key channel).
+//   gdn_step_kernel       one token (decode), a block per (value head, 32 state columns); KDA's
+//                         decode step too (kKda: the decay per key channel).
 //   gdn_step_norm_kernel  one token with the gated output norm and its q8_1 blocks (kConv: and
 //                         the token's conv), a block per value head, state columns in registers.
 //   gdn_chunk_prep_kernel + gdn_chunk_state_kernel: the chunked (WY) prefill arm, GDN's and
@@ -159,6 +162,30 @@ __device__ __forceinline__ void qk_unit(float qv, float kv, int dk, float* qs, f
   }
 }
 
+// KDA's forget-gate inputs (KdaParams' f, dt_bias, a_log, bound), for the kernels that take KDA's
+// heads as GDN's (the decode step, the chunked prep).
+struct KdaGate {
+  const float* f = nullptr;
+  const float* dt_bias = nullptr;
+  const float* a_log = nullptr;
+  float bound = 0;
+};
+
+// KDA's heads as GDN's: H key and value heads of d, untiled; b its beta logits (its gates: KdaGate).
+GdnParams as_gdn(const KdaParams& p) {
+  GdnParams gp;
+  gp.qkv = p.qkv;
+  gp.b = p.b;
+  gp.state = p.state;
+  gp.o = p.o;
+  gp.T = p.T;
+  gp.nk = gp.nv = p.H;
+  gp.dk = gp.dv = p.d;
+  gp.seqs = p.seqs;
+  gp.n_seq = p.n_seq;
+  return gp;
+}
+
 struct Gates {
   float beta, decay;
 };
@@ -286,36 +313,44 @@ __global__ void __launch_bounds__(kThreads) kda_recurrent_kernel(KdaParams p) {
 // one block with a serial load loop took twice as long), then lane j of warp 0 walks column j.
 // Per column the operations and their order are gdn_recurrent_kernel's, and the q/k norms are
 // its block_sum over kThreads threads, so the bits are its (op test: one-token calls == one
-// multi-token call; gate: prime + decode == forward_last).
+// multi-token call; gate: prime + decode == forward_last). kKda: KDA's heads as GDN's (nk = nv =
+// H, dk = dv = d, untiled), the decay per key channel from kg as kda_recurrent_kernel computes
+// it, so the bits are that kernel's. With p.seqs (grid.z the sequence): its state and its row of
+// every operand, as its own launch.
 //
 // PDL (launch.cuh): the state is read before pdl_wait(). It is written only by this layer's GDN
 // kernel one token earlier, and this layer's conv kernel always runs in between, so the writer
 // is never the immediately preceding kernel: by the time this grid is scheduled the conv grid
 // has passed its own wait, which needed the kernel before it complete, and so on back.
-template <int DK>
-__global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
-  __shared__ float qs[DK], ks[DK], red[kThreads / 32];
+template <int DK, bool kKda>
+__global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p, KdaGate kg) {
+  __shared__ float qs[DK], ks[DK], red[kThreads / 32], dec[kKda ? DK : 1];
   __shared__ float Sc[DK][32];
   const int h = blockIdx.x, tid = threadIdx.x;
   const int dv = p.dv, nv = p.nv, kd = p.nk * DK;
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int j0 = static_cast<int>(blockIdx.y) * 32;
-  float* Sg = p.state + static_cast<int64_t>(h) * DK * dv;
+  const int64_t sq = blockIdx.z;  // the sequence of a batched step (else 0)
+  float* Sg = (p.seqs ? p.seqs[sq].state : p.state) + static_cast<int64_t>(h) * DK * dv;
   float sv[DK * 32 / kThreads];
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
     const int idx = tid + k * kThreads, i = idx >> 5, jj = idx & 31;
     sv[k] = j0 + jj < dv ? Sg[i * dv + j0 + jj] : 0.0f;
   }
-  const float ssm_a = p.ssm_a[h], dt_bias = p.dt_bias[h];  // weights
+  // weights: GDN's per-head decay operands, or KDA's rate and the key channel's bias
+  const float ssm_a = kKda ? 0.0f : p.ssm_a[h], dt_bias = kKda ? 0.0f : p.dt_bias[h];
+  const float rate = kKda ? expf(kg.a_log[h]) : 0.0f;
+  const float dtc = kKda && tid < DK ? kg.dt_bias[h * DK + tid] : 0.0f;
   pdl_wait();
   pdl_release();
   // Every operand the previous kernels wrote is loaded here, together: b / a after the q/k
   // norms' barriers and v after the gates would be three dependent L2 round trips.
-  const float* row = p.qkv;  // the one token
+  const float* row = p.qkv + sq * (2 * kd + static_cast<int64_t>(nv) * dv);  // the one token
   const int j = j0 + tid;
   const float qv = tid < DK ? row[key * DK + tid] : 0.0f, kv = tid < DK ? row[kd + key * DK + tid] : 0.0f;
-  const float bv = p.b[h], av = p.a[h];
+  const float bv = p.b[sq * nv + h], av = kKda ? 0.0f : p.a[sq * nv + h];
+  const float fv = kKda && tid < DK ? kg.f[sq * kd + h * DK + tid] : 0.0f;
   const float vv = tid < 32 && j < dv ? row[2 * kd + h * dv + j] : 0.0f;
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
@@ -323,10 +358,18 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
     Sc[idx >> 5][idx & 31] = sv[k];
   }
   qk_unit(qv, kv, p.dk, qs, ks, red);
-  const Gates g = gates(bv, av, ssm_a, dt_bias);
-  __syncthreads();
-  if (tid < 32 && j < dv)
-    p.o[h * dv + j] = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
+  float* const o = p.o + sq * static_cast<int64_t>(nv) * dv + h * dv + j;
+  if constexpr (kKda) {
+    if (tid < DK) dec[tid] = expf(kda_log_decay(fv, dtc, rate, kg.bound));
+    const float beta = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-bv)));
+    __syncthreads();
+    if (tid < 32 && j < dv) *o = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, beta, RowDecay{dec}, vv);
+  } else {
+    const Gates g = gates(bv, av, ssm_a, dt_bias);
+    __syncthreads();
+    if (tid < 32 && j < dv)
+      *o = column_step<DK>(StridedCol{&Sc[0][tid], 32}, DK, ks, qs, g.beta, HeadDecay{g.decay}, vv);
+  }
   __syncthreads();
 #pragma unroll
   for (int k = 0; k < DK * 32 / kThreads; ++k) {
@@ -335,11 +378,12 @@ __global__ void __launch_bounds__(kThreads) gdn_step_kernel(GdnParams p) {
   }
 }
 
-template <int DK>
-bool try_step(const GdnParams& p, cudaStream_t s) {
+template <int DK, bool kKda = false>
+bool try_step(const GdnParams& p, cudaStream_t s, const KdaGate& kg = {}) {
   if (p.dk != DK) return false;
-  const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(ceil_div(p.dv, 32)));
-  launch_kernel("gdn_step_kernel", gdn_step_kernel<DK>, grid, kThreads, 0, s, p);
+  const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(ceil_div(p.dv, 32)),
+                  static_cast<unsigned>(p.seqs ? p.n_seq : 1));
+  launch_kernel("gdn_step_kernel", gdn_step_kernel<DK, kKda>, grid, kThreads, 0, s, p, kg);
   return true;
 }
 
@@ -554,14 +598,6 @@ __device__ __forceinline__ void solve_column(float (&x)[kChunk], const float* L)
       if (j + 3 < i) x[i] = fmaf(-l.w, x[j + 3], x[i]);
     }
 }
-
-// KDA's forget-gate inputs (KdaParams' f, dt_bias, a_log, bound), for the chunked prep.
-struct KdaGate {
-  const float* f = nullptr;
-  const float* dt_bias = nullptr;
-  const float* a_log = nullptr;
-  float bound = 0;
-};
 
 // Everything of chunk blockIdx.x (of the segment at token t0) and value head blockIdx.y that does
 // not depend on S, into its slot. kKda: the decay per key channel (kg's gates; p's heads are KDA's,
@@ -919,15 +955,7 @@ void gdn_chunked_run(const GdnParams& p, float* work, int64_t work_floats, cudaS
 }
 
 void kda_chunked_run(const KdaParams& p, float* work, int64_t work_floats, cudaStream_t s) {
-  GdnParams gp;  // KDA's heads as GDN's: H key and value heads of d, untiled; b its beta logits
-  gp.qkv = p.qkv;
-  gp.b = p.b;
-  gp.state = p.state;
-  gp.o = p.o;
-  gp.T = p.T;
-  gp.nk = gp.nv = p.H;
-  gp.dk = gp.dv = p.d;
-  chunked_run<true>("kda chunked", gp, KdaGate{p.f, p.dt_bias, p.a_log, p.bound}, work, work_floats, s);
+  chunked_run<true>("kda chunked", as_gdn(p), KdaGate{p.f, p.dt_bias, p.a_log, p.bound}, work, work_floats, s);
 }
 
 bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, const GdnConvParams* conv) {
@@ -945,6 +973,13 @@ void kda_recurrent_run(const KdaParams& p, cudaStream_t s) {
   if (p.d < 1 || p.d > kThreads) fail("kda: head width ", p.d, " unsupported (1..", kThreads, ")");
   if (p.seqs && (p.T != 1 || p.n_seq < 1 || p.n_seq > 65535))
     fail("kda: a batched step takes one token (T = ", p.T, ") of 1..65535 sequences (", p.n_seq, ")");
+  if (p.T == 1) {  // decode: GDN's step kernel with KDA's decays, where the head width has one
+    const GdnParams gp = as_gdn(p);
+    const KdaGate kg{p.f, p.dt_bias, p.a_log, p.bound};
+    if (try_step<128, true>(gp, s, kg) || try_step<64, true>(gp, s, kg) || try_step<32, true>(gp, s, kg) ||
+        try_step<16, true>(gp, s, kg) || try_step<8, true>(gp, s, kg))
+      return;
+  }
   const size_t smem = static_cast<size_t>(p.d) * p.d * sizeof(float);
   const dim3 grid(static_cast<unsigned>(p.H), static_cast<unsigned>(p.seqs ? p.n_seq : 1));
   launch_kernel("kda_recurrent_kernel", kda_recurrent_kernel, grid, kThreads, smem, s, p);

@@ -98,7 +98,9 @@ bool gdn_step_norm_run(const GdnParams& p, const GdnOutNorm& n, cudaStream_t s, 
 // decay per key channel g = bound * sigmoid(exp(a_log) (f + dt_bias)) (bound 0: -exp(a_log)
 // softplus(f + dt_bias)), beta = sigmoid(b); GDN's recurrence otherwise (q, k unit-normed, q by
 // 1/sqrt(d)), state row i decaying by exp(g[i]). The output norm gated by sigmoid is a row op
-// (RowOp::RmsNormGatedSigmoid). d <= kGdnMaxHeadDim (a block walks a head; its state in shared memory).
+// (RowOp::RmsNormGatedSigmoid). d <= kGdnMaxHeadDim (a block walks a head; its state in shared
+// memory). A one-token call of d in {8, 16, 32, 64, 128} runs GDN's decode step kernel (a block per
+// head and 32 state columns) with the same bits.
 struct KdaParams {
   const float* qkv = nullptr;      // [T, 3*H*d] conv output
   const float* f = nullptr;        // [T, H*d]   forget-gate input f_b f_a x

@@ -838,8 +838,8 @@ TEST_F(Kernels, GdnStepNormBatchedEqualsOneLaunchPerSequence) {
           auto dtable = up(seq_table(dS.data(), ns, dring.data(), K * cd, dpos.data(), B));
           for (int i = 0; i < (batched ? 1 : B); ++i) {
             const int r = batched ? 0 : i;  // the launch's first row
-            const cuda::GdnConvParams cp =
-                step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(), xc.data(), cd, K, dtable.data(), B);
+            const cuda::GdnConvParams cp = step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(),
+                                                     xc.data(), cd, K, dtable.data(), B);
             cuda::GdnParams gp;
             gp.qkv = cp.y;
             gp.b = db.data() + r * sh.nv;
@@ -1058,15 +1058,47 @@ TEST_F(Kernels, KdaRecurrentMatchesTheOracle) {
   });
 }
 
+// KDA's decode path (T == 1: GDN's step kernel with the decay per key channel) against the
+// multi-token recurrent kernel, bitwise: three one-token calls vs one three-token call from the
+// same state. Heads of 8, 16, 128 (step kernels) and 24 (no step kernel: the recurrent kernel),
+// both gate forms.
+TEST_F(Kernels, KdaDecodeStepsEqualRecurrentBitwise) {
+  seeded([&] {
+    for (int d : {8, 16, 24, 128})
+      for (float bound : {-5.0f, 0.0f}) {
+        SCOPED_TRACE(::testing::Message() << "d=" << d << " bound=" << bound);
+        const int T = 3, H = 3, hd = H * d;
+        auto qkv = rnd(T * 3 * hd), f = rnd(T * hd, -2, 2), b = rnd(T * H, -2, 2), dt = rnd(hd, -1, 1),
+             al = rnd(H, -1, 1), S0 = rnd(H * d * d, -0.1f, 0.1f);
+        auto dq = up(qkv), df = up(f), db = up(b), ddt = up(dt), dal = up(al), dS1 = up(S0), dS2 = up(S0);
+        DeviceBuffer<float> o1(e(), T * hd), o2(e(), T * hd);
+        o1.fill_bytes(0xFF);
+        o2.fill_bytes(0xFF);
+        cuda::kda_recurrent_run(
+            kda_params(dq.data(), df.data(), db.data(), ddt.data(), dal.data(), bound, dS1.data(), o1.data(), T, H, d),
+            s());
+        for (int t = 0; t < T; ++t)
+          cuda::kda_recurrent_run(kda_params(dq.data() + t * 3 * hd, df.data() + t * hd, db.data() + t * H, ddt.data(),
+                                             dal.data(), bound, dS2.data(), o2.data() + t * hd, 1, H, d),
+                                  s());
+        e().synchronize();
+        EXPECT_THAT(o2.download(), testing::BitIdentical(o1.download())) << "outputs";
+        const auto S1 = dS1.download();
+        EXPECT_THAT(dS2.download(), testing::BitIdentical(S1)) << "states";
+        EXPECT_NE(S1, S0) << "no state moved";
+      }
+  });
+}
+
 // A batched decode step's KDA layer (gdn_conv_run and kda_recurrent_run with their seqs tables):
 // three sequences, each with its own state, conv ring and position (two of them wrapping the ring),
 // their rows 0..2 of every operand, the conv and the recurrence one launch each, against the same
-// two launches per sequence: states, rings, conv outputs and outputs bitwise. Heads of 16 and 128,
-// both gate forms.
+// two launches per sequence: states, rings, conv outputs and outputs bitwise. Heads of 16 and 128
+// (the step kernel) and 24 (the recurrent kernel), both gate forms.
 TEST_F(Kernels, KdaStepBatchedEqualsOneLaunchPerSequence) {
   seeded([&] {
     constexpr int K = 4, B = 3, H = 2;
-    for (int d : {16, 128})
+    for (int d : {16, 24, 128})  // 16, 128: GDN's step kernel; 24: the recurrent kernel
       for (float bound : {-5.0f, 0.0f}) {
         SCOPED_TRACE(::testing::Message() << "d=" << d << " bound=" << bound);
         const int hd = H * d, cd = 3 * hd;
@@ -1087,8 +1119,8 @@ TEST_F(Kernels, KdaStepBatchedEqualsOneLaunchPerSequence) {
           auto dtable = up(seq_table(dS.data(), ns, dring.data(), K * cd, dpos.data(), B));
           for (int i = 0; i < (batched ? 1 : B); ++i) {
             const int r = batched ? 0 : i;  // the launch's first row
-            const cuda::GdnConvParams cp =
-                step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(), xc.data(), cd, K, dtable.data(), B);
+            const cuda::GdnConvParams cp = step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(),
+                                                     xc.data(), cd, K, dtable.data(), B);
             cuda::gdn_conv_run(cp, s());
             cuda::KdaParams kp = kda_params(cp.y, df.data() + r * hd, db.data() + r * H, ddt.data(), dal.data(), bound,
                                             batched ? nullptr : dS.data() + i * ns, o.data() + r * hd, 1, H, d);
