@@ -233,10 +233,12 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
       dsv4_output(L, T);
     } else if (L.kind == LayerKind::Kda) {
       kda_project(L, T);
-      if (tables.gdn)
+      if (tables.gdn) {
         kda_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B);
-      else
+        ++counters.batched_cores;
+      } else {
         each_seq([&](Cache::Impl& ci, int64_t, int64_t r0) { kda_core(L, &ci, li, rows, r0); });
+      }
       kda_output(L, T, ws.yb.data(), false);
     } else {
       mla_project(L, T);

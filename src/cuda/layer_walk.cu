@@ -957,11 +957,13 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
     norm_quant(ws.x.data(), L.attn_norm.data(), ws.h.data(), ws.hq.data(), T, D);
     if (L.kind == LayerKind::Attention) {
       attention_project(L, T);
-      if (tables.attn)
+      if (tables.attn) {
         attention_core(L, nullptr, li, B, ctx_max, 0, tables.attn + li * B);
-      else
+        ++counters.batched_cores;
+      } else {
         for (size_t q = 0; q < seqs.size(); ++q)
           attention_core(L, seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      }
       attention_output(L, T);
     } else if (L.kind == LayerKind::Mla) {
       mla_project(L, T);
@@ -970,7 +972,9 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
       mla_output(L, T, ws.x.data(), true);
     } else {
       gdn_project(L, T);
-      if (!tables.gdn || !gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B))
+      if (tables.gdn && gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B))
+        ++counters.batched_cores;
+      else
         for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
       gdn_output(L, T);
     }

@@ -148,6 +148,7 @@ Counters Model::counters() const {
     n.mla_latent_launches += c.mla_latent_launches;
     n.batch_steps += c.batch_steps;
     n.handovers += c.handovers;
+    n.batched_cores += c.batched_cores;
   }
   return n;
 }
