@@ -104,8 +104,8 @@ struct Counters {
   int64_t mla_latent_launches = 0;  // MLA attentions taken in the absorbed latent form (mla_decode = latent)
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
   int64_t handovers = 0;      // stage-to-stage hand-overs of a split model (one per stage boundary per call)
-  // layers of batched steps (B >= 2) whose attention, GDN or KDA core took every sequence in one
-  // launch (the rest of a batched step's cores run a launch per sequence: MLA, DeepSeek-V4)
+  // layers of batched steps (B >= 2) whose attention, GDN, KDA or MLA core took every sequence in
+  // one launch per kernel (DeepSeek-V4's run a launch per sequence)
   int64_t batched_cores = 0;
 };
 // A split model sums its stages' counters: a decode step of n stages captures or replays n graphs.

@@ -2,13 +2,14 @@
 // decode_step_batch and decode_step_batch_sampled).
 //
 // The mat-muls, norms, FFN / MoE and lm_head run over B rows (each weight streamed once per
-// step), each attention, Gated DeltaNet and KDA layer over all sequences' caches in one launch
-// (MLA a launch per sequence): the layer walk with B sequences of one row. Every kernel computes a row's
-// values by the same operations whatever B and whatever the other rows hold (mat-vec tiles keep
-// per-vector accumulators in the dot contract's order, row ops reduce per row, an attention or
-// GDN block serves one sequence as its own launch would), so a sequence's
-// logits do not depend on its batch-mates, its row or B (law 2; gate DecodeBatch). Eager only
-// (no graph arm). Logits land in logits_batch; token selection (greedy or seeded sampling) runs
+// step), each attention, Gated DeltaNet, KDA and MLA layer over all sequences' caches in one launch
+// per kernel (DeepSeek-V4's a launch per sequence): the layer walk with B sequences of one row.
+// Every kernel computes a row's values by the same operations whatever B and whatever the other
+// rows hold (mat-vec tiles keep per-vector accumulators in the dot contract's order, row ops
+// reduce per row, an attention, GDN, KDA or MLA block serves one sequence as its own launch
+// would), so a sequence's logits do not depend on its batch-mates, its row or B (law 2; gate
+// DecodeBatch). Eager only (no graph arm). Logits land in logits_batch; token selection (greedy or
+// seeded sampling) runs
 // on the device, one select_rows launch for all rows. A split model walks each stage's layers over
 // the B rows in turn, a stage before the last advancing its copies of the positions and handing
 // the rows over; the lm_head and the selection run on the last stage.

@@ -28,11 +28,14 @@ __global__ void dsa_score_kernel(DsaScoreParams p) {
   float* dots = sh + nh * qld;
   for (int i = threadIdx.x; i < nh * hd; i += blockDim.x) qs[(i / hd) * qld + i % hd] = p.q[t * nh * hd + i];
   __syncthreads();
-  const int64_t keys = ((p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1) / p.ratio;
+  const MlaSeq* sq = p.seqs ? p.seqs + p.row0 + t : nullptr;  // a batched step's sequence
+  const int64_t pos = sq ? *sq->pos0 : (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t;
+  const int64_t keys = (pos + 1) / p.ratio;
+  const float* k = sq ? (p.pooled ? sq->pool_rows : sq->index_k) : p.k;
   const int local = threadIdx.x / nh, h = threadIdx.x % nh;
   const int64_t s = static_cast<int64_t>(blockIdx.x) * P + local;
   if (local < P && s < keys) {
-    const float* ks = p.k + s * hd;
+    const float* ks = k + s * hd;
     const float* qh = qs + h * qld;
     float d = 0.0f;
     for (int i = 0; i < hd; ++i) d = fmaf(qh[i], ks[i], d);
@@ -90,7 +93,9 @@ __global__ void __launch_bounds__(kSelectThreads) dsa_select_kernel(DsaSelectPar
   pdl_release();
   const int64_t t = blockIdx.x;
   const int tid = threadIdx.x;
-  const int64_t n = ((p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t + 1) / p.ratio;
+  const int64_t pos =
+      p.seqs ? *p.seqs[p.row0 + t].pos0 : (p.pos_dev ? *p.pos_dev + p.row0 : p.pos0) + t;  // seqs: a batched step
+  const int64_t n = (pos + 1) / p.ratio;
   const float* sc = p.scores + t * p.ld;
   int32_t* out = p.sel + t * p.topk;
   if (n <= p.topk) {  // every position: the selection keeps them all
@@ -153,6 +158,9 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   const int h = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int kvh = h / (p.H / p.KVH);
+  const MlaSeq* sq = p.seqs ? p.seqs + t : nullptr;  // a batched step's sequence: its caches
+  const float* const k_cache = sq ? (p.latent ? sq->lat : sq->k) : p.k_cache;
+  const float* const v_cache = sq ? (p.latent ? sq->lat : sq->v) : p.v_cache;
   float* qs = sh;
   float* ps = sh + p.dk;
   const float* qh = p.q + (t * p.H + h) * p.dk;
@@ -167,7 +175,7 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   const int64_t ld_k = p.ld_k ? p.ld_k : int64_t{p.KVH} * p.dk, ld_v = p.ld_v ? p.ld_v : int64_t{p.KVH} * p.dv;
   float mx = -INFINITY;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const float* kr = p.k_cache + static_cast<int64_t>(sel[j]) * ld_k + kvh * p.dk;
+    const float* kr = k_cache + static_cast<int64_t>(sel[j]) * ld_k + kvh * p.dk;
     float d = 0.0f;
     for (int i = 0; i < p.dk; ++i) d = fmaf(qs[i], kr[i], d);
     d = __fmul_rn(d, p.scale);
@@ -184,7 +192,7 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   const float l = block_sum_ordered(part, red);  // also orders the ps writes before the reads below
   for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < n; ++j) acc = fmaf(ps[j], p.v_cache[static_cast<int64_t>(sel[j]) * ld_v + kvh * p.dv + d], acc);
+    for (int j = 0; j < n; ++j) acc = fmaf(ps[j], v_cache[static_cast<int64_t>(sel[j]) * ld_v + kvh * p.dv + d], acc);
     p.out[(t * p.H + h) * p.dv + d] = __fdiv_rn(acc, l);
   }
 }
@@ -195,7 +203,7 @@ __global__ void dsa_expand_pools_kernel(DsaExpandParams p) {
   pdl_release();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= p.T) return;
-  const int64_t pos = *p.pos_dev + p.row0 + t;
+  const int64_t pos = p.seqs ? *p.seqs[p.row0 + t].pos0 : *p.pos_dev + p.row0 + t;  // seqs: a batched step
   const int32_t* ps = p.psel + t * p.pools;
   int32_t* out = p.sel + t * p.width;
   int n = 0;

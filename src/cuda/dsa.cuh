@@ -20,7 +20,7 @@
 //            expanded form (KVH = H, dk = nope + rope, dv = v_head_dim) and its absorbed latent
 //            form (KVH = 1, dk = kv_lora_rank + rope, dv = kv_lora_rank).
 //
-// provides: kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
+// provides: MlaSeq, kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
 //           dsa_select_run, DsaExpandParams, dsa_expand_pools_run, kSparseAttnMaxTopk, kSparseAttnMaxDim,
 //           SparseAttnParams,
 //           sparse_attention_run
@@ -31,6 +31,21 @@
 #include <cstdint>
 
 namespace memra::cuda {
+
+// One sequence of a batched decode step's MLA layer (B sequences, one token each: row i is
+// sequence i): its caches of the layer and its device position, uploaded once per step
+// (Model::Impl::upload_seq_tables). With a `seqs` table, every kernel below and mla.cuh's prep
+// and pool kernels take row i's caches and position from seqs[row0 + i] (their own pointer and
+// position fields unused), each row computing exactly what its own launch would.
+struct MlaSeq {
+  float* k = nullptr;             // [max_ctx, H * hd] expanded keys
+  float* v = nullptr;             // [max_ctx, H * dv] expanded values
+  float* lat = nullptr;           // [max_ctx, kv_rank + n_rot] latent rows
+  float* index_k = nullptr;       // [max_ctx, hi] indexer keys (null: a layer that reuses a selection)
+  float* index_gate = nullptr;    // [max_ctx, hi] pool-gate logits (pooled indexer)
+  float* pool_rows = nullptr;     // [max_ctx, hi] closed pools' keys (pooled indexer)
+  const int64_t* pos0 = nullptr;  // device: the sequence's position
+};
 
 // Shape bounds of the score kernel (a query's head weights and one key row stay in registers
 // and shared memory): GLM-5 has 32 heads of 128.
@@ -53,6 +68,10 @@ struct DsaScoreParams {
   float qk_scale = 1.0f;  // 1 / sqrt(head_dim)
   float w_scale = 1.0f;   // multiplies each head weight (1: w already scaled)
   int ratio = 1;          // positions per key
+  // a batched step (MlaSeq): query t is sequence row0 + t's token, its keys that sequence's
+  // pool_rows (pooled) or index_k; pos0 + T still bounds every query's position + 1 (the grid)
+  const MlaSeq* seqs = nullptr;
+  bool pooled = false;
 };
 void dsa_score_run(const DsaScoreParams& p, cudaStream_t s);
 
@@ -64,7 +83,8 @@ struct DsaSelectParams {
   const int64_t* pos_dev = nullptr;  // as DsaScoreParams::pos_dev / row0
   int64_t row0 = 0;
   int topk = 0;
-  int ratio = 1;  // positions per key (DsaScoreParams::ratio)
+  int ratio = 1;                 // positions per key (DsaScoreParams::ratio)
+  const MlaSeq* seqs = nullptr;  // a batched step: query t at sequence row0 + t's position
 };
 void dsa_select_run(const DsaSelectParams& p, cudaStream_t s);
 
@@ -81,6 +101,7 @@ struct DsaExpandParams {
   const int64_t* pos_dev = nullptr;  // device: query 0 sits at *pos_dev + row0
   int64_t row0 = 0;
   int64_t T = 0;
+  const MlaSeq* seqs = nullptr;  // a batched step: query t at sequence row0 + t's position
 };
 void dsa_expand_pools_run(const DsaExpandParams& p, cudaStream_t s);
 
@@ -101,6 +122,9 @@ struct SparseAttnParams {
   // row strides of the caches (0: KVH * dk, KVH * dv); MLA's latent form reads its keys and its
   // values (their first dv values) from the same [latent | rope key] rows
   int64_t ld_k = 0, ld_v = 0;
+  // a batched step: query t reads sequence t's caches, its k / v (or, latent, its lat for both)
+  const MlaSeq* seqs = nullptr;
+  bool latent = false;
 };
 void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s);
 

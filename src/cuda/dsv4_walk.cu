@@ -219,8 +219,11 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
     bp.N = static_cast<int>(N);
     cuda::hc_expand_run(bp, s);
   }
-  const SeqTables tables = upload_seq_tables(seqs, rows);  // a batched step's KDA layers take one launch each
+  // a batched step's KDA and MLA layers take all sequences in one launch per kernel
+  const SeqTables tables = upload_seq_tables(seqs, rows);
   const int B = static_cast<int>(seqs.size());
+  int64_t ctx_max = 0;
+  for (const Seq& q : seqs) ctx_max = std::max(ctx_max, q.ctx_bound);
   for (int64_t li = l0; li < l1; ++li) {
     DevLayer& L = weights.layers[static_cast<size_t>(li)];
     hc_enter(*L.hc_attn, L.attn_norm, T);
@@ -242,7 +245,12 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
       kda_output(L, T, ws.yb.data(), false);
     } else {
       mla_project(L, T);
-      each_seq([&](Cache::Impl& ci, int64_t ctx, int64_t r0) { mla_core(L, ci, li, rows, ctx, r0); });
+      if (tables.mla) {
+        mla_core(L, nullptr, li, B, ctx_max, 0, tables.mla + li * B);
+        ++counters.batched_cores;
+      } else {
+        each_seq([&](Cache::Impl& ci, int64_t ctx, int64_t r0) { mla_core(L, &ci, li, rows, ctx, r0); });
+      }
       mla_output(L, T, ws.yb.data(), false);
     }
     hc_leave(T);

@@ -461,9 +461,9 @@ bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, 
 }
 
 // A batched decode step's sequence tables, [layer][sequence] (GDN and KDA layers: state, ring,
-// position; attention layers: K / V cache, position), uploaded once per step before its first
-// launch, so each GDN, KDA and attention layer takes all sequences in one launch (gdn_core,
-// kda_core, attention_core).
+// position; attention layers: K / V cache, position; MLA layers: their caches, position),
+// uploaded once per step before its first launch, so each GDN, KDA, attention and MLA layer takes
+// all sequences in one launch per kernel (gdn_core, kda_core, attention_core, mla_core).
 // Null tables when a sequence feeds more than one row or there is one sequence.
 Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs, int64_t rows) {
   if (rows != 1 || seqs.size() < 2) return {};
@@ -471,9 +471,11 @@ Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs,
   if (seq_tables.gdn.size() < n) {
     seq_tables.gdn = DeviceBuffer<cuda::GdnSeq>(*e, n);
     seq_tables.attn = DeviceBuffer<cuda::AttnSeq>(*e, n);
+    seq_tables.mla = DeviceBuffer<cuda::MlaSeq>(*e, n);
   }
   seq_tables.gdn_host.assign(n, cuda::GdnSeq{});
   seq_tables.attn_host.assign(n, cuda::AttnSeq{});
+  seq_tables.mla_host.assign(n, cuda::MlaSeq{});
   for (size_t li = static_cast<size_t>(l0); li < static_cast<size_t>(l1); ++li) {  // this stage's layers
     const LayerKind kind = weights.layers[li].kind;
     for (size_t q = 0; q < B; ++q) {
@@ -482,17 +484,26 @@ Model::Impl::SeqTables Model::Impl::upload_seq_tables(std::span<const Seq> seqs,
         seq_tables.gdn_host[li * B + q] = {ci.state[li].data(), ci.conv[li].data(), pos_of(ci)};
       if (kind == LayerKind::Attention)
         seq_tables.attn_host[li * B + q] = {ci.k[li].data(), ci.v[li].data(), pos_of(ci)};
+      if (kind == LayerKind::Mla)
+        seq_tables.mla_host[li * B + q] = {.k = ci.k[li].data(),
+                                           .v = ci.v[li].data(),
+                                           .lat = ci.lat[li].data(),
+                                           .index_k = ci.index_k[li].data(),
+                                           .index_gate = ci.index_gate[li].data(),
+                                           .pool_rows = ci.pool_rows[li].data(),
+                                           .pos0 = pos_of(ci)};
     }
   }
   copy_to_device(seq_tables.gdn.data(), seq_tables.gdn_host.data(), sizeof(cuda::GdnSeq) * n, e->stream());
   copy_to_device(seq_tables.attn.data(), seq_tables.attn_host.data(), sizeof(cuda::AttnSeq) * n, e->stream());
+  copy_to_device(seq_tables.mla.data(), seq_tables.mla_host.data(), sizeof(cuda::MlaSeq) * n, e->stream());
   // the batched attention's [B, H] arrival counters (zero, and left zero by every launch)
   const size_t arrivals = B * static_cast<size_t>(std::max<int64_t>(c.n_head, 1));
   if (batch_arrivals.size() < arrivals) {
     batch_arrivals = DeviceBuffer<uint32_t>(*e, arrivals);
     batch_arrivals.fill_bytes(0);
   }
-  return {seq_tables.gdn.data(), seq_tables.attn.data()};
+  return {seq_tables.gdn.data(), seq_tables.attn.data(), seq_tables.mla.data()};
 }
 
 void Model::Impl::gdn_output(DevLayer& L, int64_t T) {
@@ -520,7 +531,9 @@ void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int
     sp.k = x.keys;
     sp.scores = ws.work.data();
     sp.T = n;
-    sp.pos0 = ctx_bound - T + c0;  // a bound: the kernels read the cache's device position
+    // a bound: the kernels read the cache's device position (a batched step's rows each sit
+    // anywhere below ctx_bound)
+    sp.pos0 = x.seqs ? ctx_bound - n : ctx_bound - T + c0;
     sp.pos_dev = pos_dev;
     sp.row0 = c0;
     sp.ld = keys_bound;
@@ -529,6 +542,8 @@ void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int
     sp.qk_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(x.head_dim)));
     sp.w_scale = x.w_scale;
     sp.ratio = x.ratio;
+    sp.seqs = x.seqs;
+    sp.pooled = x.pooled;
     cuda::dsa_score_run(sp, s);
     cuda::DsaSelectParams xp;
     xp.scores = sp.scores;
@@ -541,6 +556,7 @@ void Model::Impl::indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int
     xp.ld = sp.ld;
     xp.topk = topk;
     xp.ratio = x.ratio;
+    xp.seqs = x.seqs;
     cuda::dsa_select_run(xp, s);
   }
 }
@@ -578,24 +594,31 @@ void Model::Impl::mla_project(DevLayer& L, int64_t T) {
   mv(A.wkv_b.m, ws.lat.data(), kvr, ws.latq.data(), ws.kvb.data(), A.wkv_b.m.rows, T, false);
 }
 
-// Rows [r0, r0 + T): T tokens of the sequence of cache ci. A layer without an indexer attends
-// over the selection its rows got in the layer before (sel / n_sel are per step row). GLM-5's
-// hybrid pools the indexer keys: the pools this call closes, the best pools of each query, then
-// their tokens and the query's open tail as its selection.
-void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0) {
+// Rows [r0, r0 + T): T tokens of the sequence of cache ci. Or, with `batch` (ci null, r0 = 0,
+// ctx_bound the largest of the sequences'): the decode tokens of T sequences, row t sequence t's
+// at its own position into its own caches (batch[t]), every kernel one launch for all rows, each
+// row's bits those of its own launches. A layer without an indexer attends over the selection its
+// rows got in the layer before (sel / n_sel are per step row). GLM-5's hybrid pools the indexer
+// keys: the pools this call closes, the best pools of each query, then their tokens and the
+// query's open tail as its selection.
+void Model::Impl::mla_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0,
+                           const cuda::MlaSeq* batch) {
   const int H = static_cast<int>(c.n_head), hd = static_cast<int>(c.head_dim), dv = static_cast<int>(c.mla_d_v);
   const int ni = static_cast<int>(c.dsa_n_head), hi = static_cast<int>(c.dsa_head_dim);
   const int topk = static_cast<int>(c.dsa_sel_width()), P = static_cast<int>(c.dsa_kpool);
   const size_t l = static_cast<size_t>(li);
+  // one sequence's buffers, or (batch) none: the kernels read batch[t]'s
+  auto cache = [&](std::vector<DeviceBuffer<float>> Cache::Impl::*buf) { return ci ? (ci->*buf)[l].data() : nullptr; };
+  const int64_t* const pos = ci ? pos_of(*ci) : nullptr;
   cuda::MlaPrepParams pp;
   pp.q = ws.q.data() + r0 * H * hd;
   pp.kva = ws.kva.data() + r0 * (c.mla_kv_rank + c.n_rot);
   pp.kvb = ws.kvb.data() + r0 * H * (c.mla_d_nope + dv);
-  pp.k_cache = ci.k[l].data();
-  pp.v_cache = ci.v[l].data();
+  pp.k_cache = cache(&Cache::Impl::k);
+  pp.v_cache = cache(&Cache::Impl::v);
   pp.lat = ws.lat.data() + r0 * c.mla_kv_rank;
-  pp.lat_cache = ci.lat[l].data();
-  pp.pos0 = pos_of(ci);
+  pp.lat_cache = cache(&Cache::Impl::lat);
+  pp.pos0 = pos;
   pp.T = T;
   pp.H = H;
   pp.dn = static_cast<int>(c.mla_d_nope);
@@ -603,13 +626,14 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   pp.dv = dv;
   pp.kv_rank = static_cast<int>(c.mla_kv_rank);
   pp.theta = c.rope_theta;
+  pp.seqs = batch;
   if (L.dsa) {
     pp.iq = ws.iq.data() + r0 * ni * hi;
     pp.iw = ws.iw.data() + r0 * ni;
     pp.ik = ws.ik.data() + r0 * hi;
     pp.k_norm = L.dsa->k_norm.data();
     pp.k_bias = L.dsa->k_norm_bias.data();
-    pp.index_k = ci.index_k[l].data();
+    pp.index_k = cache(&Cache::Impl::index_k);
     pp.ni = ni;
     pp.hi = hi;
     pp.w_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ni)));
@@ -617,7 +641,7 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
     if (P > 0) {
       pp.ig = ws.pig.data() + r0 * hi;
       pp.ape = L.dsa->kpool_ape.data();
-      pp.index_gate = ci.index_gate[l].data();
+      pp.index_gate = cache(&Cache::Impl::index_gate);
       pp.kpool = P;
     }
   }
@@ -627,25 +651,28 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   if (L.dsa && P > 0) {
     cuda::mla_kpool_run({.index_k = pp.index_k,
                          .index_gate = pp.index_gate,
-                         .rows = ci.pool_rows[l].data(),
-                         .pos0 = pos_of(ci),
+                         .rows = cache(&Cache::Impl::pool_rows),
+                         .pos0 = pos,
                          .T = T,
                          .hi = hi,
-                         .kpool = P},
+                         .kpool = P,
+                         .seqs = batch},
                         s);
     const int pools = static_cast<int>(c.dsa_topk) / P;
     int32_t* psel = ws.psel.data() + r0 * pools;
     int32_t* n_psel = ws.n_psel.data() + r0;
     indexer_topk({.q = pp.iq,
                   .w = pp.iw,
-                  .keys = ci.pool_rows[l].data(),
+                  .keys = cache(&Cache::Impl::pool_rows),
                   .n_head = ni,
                   .head_dim = hi,
                   .ratio = P,
                   .sel = psel,
                   .n_sel = n_psel,
-                  .topk = pools},
-                 pos_of(ci), T, ctx_bound);
+                  .topk = pools,
+                  .seqs = batch,
+                  .pooled = true},
+                 pos, T, ctx_bound);
     cuda::dsa_expand_pools_run({.psel = psel,
                                 .n_psel = n_psel,
                                 .pools = pools,
@@ -653,12 +680,20 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
                                 .sel = sel,
                                 .n_sel = n_sel,
                                 .width = topk,
-                                .pos_dev = pos_of(ci),
-                                .T = T},
+                                .pos_dev = pos,
+                                .T = T,
+                                .seqs = batch},
                                s);
   } else if (L.dsa) {
-    indexer_topk({.q = pp.iq, .w = pp.iw, .keys = pp.index_k, .n_head = ni, .head_dim = hi, .sel = sel, .n_sel = n_sel},
-                 pos_of(ci), T, ctx_bound);
+    indexer_topk({.q = pp.iq,
+                  .w = pp.iw,
+                  .keys = pp.index_k,
+                  .n_head = ni,
+                  .head_dim = hi,
+                  .sel = sel,
+                  .n_sel = n_sel,
+                  .seqs = batch},
+                 pos, T, ctx_bound);
   }
   cuda::SparseAttnParams ap;
   ap.q = pp.q;
@@ -674,14 +709,17 @@ void Model::Impl::mla_core(DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, 
   ap.dk = hd;
   ap.dv = dv;
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  if (T == 1 && arms.mla_decode == MlaDecode::latent) return mla_latent_attention(L, ci, li, ap);
+  ap.seqs = batch;
+  // one token per sequence: a decode call, or a batched step's
+  if ((T == 1 || batch) && arms.mla_decode == MlaDecode::latent) return mla_latent_attention(L, ci, li, ap);
   cuda::sparse_attention_run(ap, s);
 }
 
-// The absorbed form of one token's attention (mla_decode = latent): the heads' latent queries,
-// the attention over the latent rows as one kv head (values: the rows' first kv_rank values),
-// the heads' outputs out through W_UV into ap.out. ap: the expanded form's parameters.
-void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl& ci, int64_t li, cuda::SparseAttnParams ap) {
+// The absorbed form of one token per sequence's attention (mla_decode = latent): the heads'
+// latent queries, the attention over the latent rows as one kv head (values: the rows' first
+// kv_rank values), the heads' outputs out through W_UV into ap.out. ap: the expanded form's
+// parameters (with a batched step's table: each row its own sequence's latent rows).
+void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl* ci, int64_t li, cuda::SparseAttnParams ap) {
   const int kvr = static_cast<int>(c.mla_kv_rank), lw = kvr + static_cast<int>(c.n_rot);
   float* ql = ws.work.data();         // [T, H, kv_rank + n_rot] (Workspace::ensure's mla_latent)
   float* ol = ql + ap.T * ap.H * lw;  // [T, H, kv_rank]
@@ -699,7 +737,8 @@ void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl& ci, int64_t li,
                                  .head_shift = brk.mla_latent_wrong_head ? 1 : 0};
   cuda::mla_absorb_q_run(ab, s);
   ap.q = ql;
-  ap.k_cache = ap.v_cache = ci.lat[static_cast<size_t>(li)].data();
+  ap.k_cache = ap.v_cache = ci ? ci->lat[static_cast<size_t>(li)].data() : nullptr;
+  ap.latent = true;
   ap.out = ol;
   ap.KVH = 1;
   ap.dk = lw;
@@ -967,8 +1006,13 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
       attention_output(L, T);
     } else if (L.kind == LayerKind::Mla) {
       mla_project(L, T);
-      for (size_t q = 0; q < seqs.size(); ++q)
-        mla_core(L, *seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      if (tables.mla) {
+        mla_core(L, nullptr, li, B, ctx_max, 0, tables.mla + li * B);
+        ++counters.batched_cores;
+      } else {
+        for (size_t q = 0; q < seqs.size(); ++q)
+          mla_core(L, seqs[q].ci, li, rows, seqs[q].ctx_bound, static_cast<int64_t>(q) * rows);
+      }
       mla_output(L, T, ws.x.data(), true);
     } else {
       gdn_project(L, T);

@@ -33,7 +33,9 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
   pdl_wait();
   pdl_release();
   if (indexer_block && !p.iq) return;
-  const int64_t pos = *p.pos0 + t;
+  // a batched step (p.seqs): token t is sequence t's, at its position, into its caches
+  const MlaSeq* sq = p.seqs ? p.seqs + t : nullptr;
+  const int64_t pos = sq ? *sq->pos0 : *p.pos0 + t;
   for (int i = tid; i < half; i += kThreads) {
     const double inv_freq = pow(p.theta, -2.0 * i / static_cast<double>(p.n_rot));
     sincos(static_cast<double>(pos) * inv_freq, &sn[i], &cs[i]);
@@ -51,12 +53,13 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
     for (int i = tid; i < half; i += kThreads) rotate_pair(kr + 2 * i, cs[i], sn[i]);
     __syncthreads();
     const float* kvb = p.kvb + (t * p.H + h) * kvw;
-    float* kc = p.k_cache + (pos * p.H + h) * hd;
+    float* kc = (sq ? sq->k : p.k_cache) + (pos * p.H + h) * hd;
     for (int d = tid; d < hd; d += kThreads) kc[d] = d < p.dn ? kvb[d] : kr[d - p.dn];
-    float* vc = p.v_cache + (pos * p.H + h) * p.dv;
+    float* vc = (sq ? sq->v : p.v_cache) + (pos * p.H + h) * p.dv;
     for (int d = tid; d < p.dv; d += kThreads) vc[d] = kvb[p.dn + d];
-    if (h == 0 && p.lat_cache) {  // the latent row, once per token
-      float* lc = p.lat_cache + pos * (p.kv_rank + p.n_rot);
+    float* const lat_cache = sq ? sq->lat : p.lat_cache;
+    if (h == 0 && lat_cache) {  // the latent row, once per token
+      float* lc = lat_cache + pos * (p.kv_rank + p.n_rot);
       for (int d = tid; d < p.kv_rank + p.n_rot; d += kThreads)
         lc[d] = d < p.kv_rank ? p.lat[t * p.kv_rank + d] : kr[d - p.kv_rank];
     }
@@ -93,11 +96,13 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
   __syncthreads();
   for (int i = tid; i < half; i += kThreads) rotate_pair(ky + 2 * i, cs[i], sn[i]);
   __syncthreads();
-  for (int i = tid; i < p.hi; i += kThreads) p.index_k[pos * p.hi + i] = ky[i];
+  float* const index_k = sq ? sq->index_k : p.index_k;
+  for (int i = tid; i < p.hi; i += kThreads) index_k[pos * p.hi + i] = ky[i];
   if (p.kpool > 0) {
     const float* ig = p.ig + t * p.hi;
     const float* ape = p.ape + (pos % p.kpool) * p.hi;
-    for (int i = tid; i < p.hi; i += kThreads) p.index_gate[pos * p.hi + i] = __fadd_rn(ig[i], ape[i]);
+    float* const index_gate = sq ? sq->index_gate : p.index_gate;
+    for (int i = tid; i < p.hi; i += kThreads) index_gate[pos * p.hi + i] = __fadd_rn(ig[i], ape[i]);
   }
 }
 
@@ -105,19 +110,24 @@ __global__ void __launch_bounds__(kThreads) mla_prep_kernel(MlaPrepParams p) {
 __global__ void __launch_bounds__(kThreads) mla_kpool_kernel(MlaKpoolParams p) {
   pdl_wait();
   pdl_release();
-  const int64_t pos = *p.pos0 + blockIdx.x;
+  // a batched step (p.seqs): token blockIdx.x is that sequence's, at its position, its caches
+  const MlaSeq* sq = p.seqs ? p.seqs + blockIdx.x : nullptr;
+  const int64_t pos = sq ? *sq->pos0 : *p.pos0 + blockIdx.x;
+  const float* const index_k = sq ? sq->index_k : p.index_k;
+  const float* const index_gate = sq ? sq->index_gate : p.index_gate;
+  float* const rows = sq ? sq->pool_rows : p.rows;
   const int c = threadIdx.x;
   if ((pos + 1) % p.kpool != 0 || c >= p.hi) return;
   const int64_t j = (pos + 1) / p.kpool - 1, first = j * p.kpool;
   double mx = -INFINITY;
-  for (int s = 0; s < p.kpool; ++s) mx = fmax(mx, static_cast<double>(p.index_gate[(first + s) * p.hi + c]));
+  for (int s = 0; s < p.kpool; ++s) mx = fmax(mx, static_cast<double>(index_gate[(first + s) * p.hi + c]));
   double den = 0, num = 0;
   for (int s = 0; s < p.kpool; ++s) {
-    const double e = exp(__dsub_rn(static_cast<double>(p.index_gate[(first + s) * p.hi + c]), mx));
+    const double e = exp(__dsub_rn(static_cast<double>(index_gate[(first + s) * p.hi + c]), mx));
     den = __dadd_rn(den, e);
-    num = __dadd_rn(num, __dmul_rn(e, static_cast<double>(p.index_k[(first + s) * p.hi + c])));
+    num = __dadd_rn(num, __dmul_rn(e, static_cast<double>(index_k[(first + s) * p.hi + c])));
   }
-  p.rows[j * p.hi + c] = static_cast<float>(__ddiv_rn(num, den));
+  rows[j * p.hi + c] = static_cast<float>(__ddiv_rn(num, den));
 }
 
 // Grid (H, T): the head's nope query in shared memory, thread j the latent column j.

@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "cuda/dmat.h"
+#include "cuda/dsa.cuh"
 
 namespace memra::cuda {
 
@@ -68,6 +69,9 @@ struct MlaPrepParams {
   const float* ape = nullptr;   // [kpool, hi]
   float* index_gate = nullptr;  // [max_ctx, hi]
   int kpool = 0;
+  // a batched step: token t is sequence t's, at its position, into its caches (k_cache, v_cache,
+  // lat_cache, index_k, index_gate and pos0 unused)
+  const MlaSeq* seqs = nullptr;
 };
 void mla_prep_run(const MlaPrepParams& p, cudaStream_t s);
 
@@ -83,6 +87,7 @@ struct MlaKpoolParams {
   const int64_t* pos0 = nullptr;      // device: position of token 0
   int64_t T = 0;
   int hi = 0, kpool = 0;
+  const MlaSeq* seqs = nullptr;  // a batched step: token t is sequence t's (index_k .. pos0 unused)
 };
 void mla_kpool_run(const MlaKpoolParams& p, cudaStream_t s);
 

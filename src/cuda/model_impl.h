@@ -239,13 +239,16 @@ struct Model::Impl {
   struct {
     DeviceBuffer<cuda::GdnSeq> gdn;
     DeviceBuffer<cuda::AttnSeq> attn;
+    DeviceBuffer<cuda::MlaSeq> mla;
     std::vector<cuda::GdnSeq> gdn_host;
     std::vector<cuda::AttnSeq> attn_host;
+    std::vector<cuda::MlaSeq> mla_host;
   } seq_tables;
   DeviceBuffer<uint32_t> batch_arrivals;
   struct SeqTables {
     const cuda::GdnSeq* gdn = nullptr;
     const cuda::AttnSeq* attn = nullptr;
+    const cuda::MlaSeq* mla = nullptr;
   };
   // decode batch: per-row token selections and their results
   DeviceBuffer<float> logits_batch;        // [B, V]
@@ -306,11 +309,16 @@ struct Model::Impl {
     int32_t* sel;    // [T, topk] out
     int32_t* n_sel;  // [T] out
     int topk = 0;    // keys kept per query (0: dsa_topk)
+    // a batched step's MLA layer: row t is sequence t's token, its keys that sequence's pool_rows
+    // (pooled) or index_k (keys unused)
+    const cuda::MlaSeq* seqs = nullptr;
+    bool pooled = false;
   };
   void indexer_topk(const IndexerRows& x, const int64_t* pos_dev, int64_t T, int64_t ctx_bound);
   void mla_project(cuda::DevLayer& L, int64_t T);
-  void mla_core(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0);
-  void mla_latent_attention(cuda::DevLayer& L, Cache::Impl& ci, int64_t li, cuda::SparseAttnParams ap);
+  void mla_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t ctx_bound, int64_t r0,
+                const cuda::MlaSeq* batch = nullptr);
+  void mla_latent_attention(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, cuda::SparseAttnParams ap);
   // The output projection added into y (ws.x), or written into a hyper-connected block's output
   // (ws.yb, add = false).
   void mla_output(cuda::DevLayer& L, int64_t T, float* y, bool add);

@@ -16,8 +16,8 @@
 //                 every sequence's logits BitIdentical at every step (law 2: batch-mates, row
 //                 and B change no bit).
 // Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
-// whose batched body never ran fails), and gate2's batched_cores every attention, GDN and KDA
-// layer of every call (each took all its sequences in one launch). Cases are GateCases named by fixture model id
+// whose batched body never ran fails), and gate2's batched_cores every attention, GDN, KDA and
+// MLA layer of every call (each took all its sequences in one launch per kernel). Cases are GateCases named by fixture model id
 // (Tiny/DecodeBatch.Gate2BatchMatesChangeNoBit/qwen35_nvfp4_gguf), one load per suite, and every
 // case writes its JSON report (memra/testing/gate.h).
 //   gate3a        the device's greedy token == the host argmax of the same returned row.
@@ -231,11 +231,11 @@ int gate2_batch(Loaded& m, const std::vector<Stream>& ref, int B, int swap_at, n
   return bad;
 }
 
-// The model's layers whose core a batched step takes for every sequence in one launch
-// (Counters::batched_cores): attention, GDN and KDA layers.
+// The model's layers whose core a batched step takes for every sequence in one launch per kernel
+// (Counters::batched_cores): all but DeepSeek-V4's.
 int64_t one_launch_core_layers(const ModelConfig& c) {
   int64_t n = 0;
-  for (LayerKind k : c.layer_kind) n += k == LayerKind::Attention || k == LayerKind::Linear || k == LayerKind::Kda;
+  for (LayerKind k : c.layer_kind) n += k != LayerKind::Dsv4;
   return n;
 }
 
@@ -264,8 +264,8 @@ void gate2(Loaded& m, bool swap_tokens, testing::Report& rep) {
   std::printf("[gate2] %s: %d batched calls over B in {2..8, 15, 16, 17}, %d rows differ\n", m.fx.id.c_str(),
               static_cast<int>(ran), bad);
   EXPECT_EQ(ran, calls) << m.fx.id << ": the batched body did not serve every call";
-  // every call at B >= 2: each attention / GDN / KDA layer in one launch for all sequences (else
-  // the gate compared the per-sequence path with itself there)
+  // every call at B >= 2: each attention / GDN / KDA / MLA layer in one launch per kernel for all
+  // sequences (else the gate compared the per-sequence path with itself there)
   EXPECT_EQ(cores, one_launch_core_layers(m.gpu->config()) * calls)
       << m.fx.id << ": a batched step took a layer's sequences one launch at a time";
   EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's logits";

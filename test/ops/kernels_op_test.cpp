@@ -263,6 +263,202 @@ TEST_F(Kernels, MlaPrepMatchesTheOracle) {
   });
 }
 
+// A batched decode step's MLA layer (mla.cuh and dsa.cuh with an MlaSeq table): three sequences at
+// positions 7, 2 and 11 (with pools of 4: the first and the last close a pool, the middle one
+// does not), each with its own caches holding a random history, the chain of mla_core — prep,
+// pool keys, indexer scores and top-k, pool expansion, the sparse attention over the expanded rows
+// and over the latent rows — one launch per kernel for all three, against the same launches per
+// sequence: every cache, the in-place queries and weights, the selections and both attentions'
+// outputs bitwise. The pooled indexer (kpool 4, 2 pools kept) and the plain one (ratio 1, 4 of up
+// to 12 keys kept, so selections drop tokens).
+TEST_F(Kernels, MlaCoreBatchedEqualsOneLaunchPerSequence) {
+  constexpr int B = 3, H = 4, dn = 16, dr = 8, dv = 16, kvr = 32, ni = 8, hi = 16, hd = dn + dr, kvw = dn + dv;
+  constexpr int lw = kvr + dr;
+  constexpr int64_t ctx = 16;
+  const std::vector<int64_t> positions = {7, 2, 11};
+  seeded([&] {
+    for (int P : {4, 0}) {
+      SCOPED_TRACE(::testing::Message() << "kpool " << P);
+      const int pools = 2, topk = P > 0 ? pools * P + P - 1 : 4;  // the selection's width
+      // the caches of each sequence, in MlaSeq's order: k, v, lat, index_k, index_gate, pool_rows
+      const int64_t widths[6] = {H * hd, H * dv, lw, hi, hi, hi};
+      std::vector<std::vector<float>> hist;  // [B * 6] random history
+      for (int i = 0; i < B * 6; ++i) hist.push_back(rnd(static_cast<size_t>(ctx * widths[i % 6])));
+      auto q = rnd(B * H * hd), kva = rnd(B * lw), kvb = rnd(B * H * kvw), lat = rnd(B * kvr), iq = rnd(B * ni * hi),
+           iw = rnd(B * ni), ik = rnd(B * hi, -3, 3), ig = rnd(B * hi, -2, 2), ape = rnd(4 * hi),
+           kn = rnd(hi, 0.5f, 1.5f), kb = rnd(hi), ql = rnd(B * H * lw);
+      auto dkva = up(kva), dkvb = up(kvb), dlat = up(lat), dik = up(ik), dig = up(ig), dape = up(ape), dkn = up(kn),
+           dkb = up(kb), dql = up(ql);
+      auto dpos = up(positions);
+      struct Out {
+        std::vector<std::vector<float>> caches;
+        std::vector<float> q, iq, iw, o, ol;
+        std::vector<int32_t> sel, n_sel;
+      };
+      auto run = [&](bool batched) {
+        std::vector<DeviceBuffer<float>> caches;
+        for (const auto& h : hist) caches.push_back(up(h));
+        auto cache = [&](int i, int which) { return caches[static_cast<size_t>(i * 6 + which)].data(); };
+        std::vector<cuda::MlaSeq> table;
+        for (int i = 0; i < B; ++i)
+          table.push_back({cache(i, 0), cache(i, 1), cache(i, 2), cache(i, 3), P > 0 ? cache(i, 4) : nullptr,
+                           P > 0 ? cache(i, 5) : nullptr, dpos.data() + i});
+        auto dtable = up(table);
+        auto dq = up(q), diq = up(iq), diw = up(iw);
+        DeviceBuffer<float> scores(e(), B * ctx), o(e(), B * H * dv), ol(e(), B * H * kvr);
+        DeviceBuffer<int32_t> sel(e(), B * topk), n_sel(e(), B), psel(e(), B * pools), n_psel(e(), B);
+        o.fill_bytes(0xFF);
+        ol.fill_bytes(0xFF);
+        for (int i = 0; i < (batched ? 1 : B); ++i) {
+          const int r = batched ? 0 : i, T = batched ? B : 1;  // the launch's first row, its rows
+          const cuda::MlaSeq* seqs = batched ? dtable.data() : nullptr;
+          const int64_t* pos = batched ? nullptr : dpos.data() + i;
+          auto own = [&](int which) { return batched ? nullptr : cache(i, which); };
+          cuda::MlaPrepParams pp;
+          pp.q = dq.data() + r * H * hd;
+          pp.kva = dkva.data() + r * lw;
+          pp.kvb = dkvb.data() + r * H * kvw;
+          pp.k_cache = own(0);
+          pp.v_cache = own(1);
+          pp.lat = dlat.data() + r * kvr;
+          pp.lat_cache = own(2);
+          pp.pos0 = pos;
+          pp.T = T;
+          pp.H = H;
+          pp.dn = dn;
+          pp.n_rot = dr;
+          pp.dv = dv;
+          pp.kv_rank = kvr;
+          pp.theta = 1e4;
+          pp.iq = diq.data() + r * ni * hi;
+          pp.iw = diw.data() + r * ni;
+          pp.ik = dik.data() + r * hi;
+          pp.k_norm = dkn.data();
+          pp.k_bias = dkb.data();
+          pp.index_k = own(3);
+          pp.ni = ni;
+          pp.hi = hi;
+          pp.w_scale = 0.25f;
+          if (P > 0) {
+            pp.ig = dig.data() + r * hi;
+            pp.ape = dape.data();
+            pp.index_gate = own(4);
+            pp.kpool = P;
+          }
+          pp.seqs = seqs;
+          cuda::mla_prep_run(pp, s());
+          cuda::DsaScoreParams sp;
+          sp.q = pp.iq;
+          sp.w = pp.iw;
+          sp.scores = scores.data();
+          sp.T = T;
+          sp.pos0 = ctx - T;  // a bound on every row's position + 1
+          sp.pos_dev = pos;
+          sp.ld = ctx;
+          sp.n_head = ni;
+          sp.head_dim = hi;
+          sp.qk_scale = 0.25f;
+          sp.seqs = seqs;
+          cuda::DsaSelectParams xp;
+          xp.scores = scores.data();
+          xp.T = T;
+          xp.pos0 = sp.pos0;
+          xp.pos_dev = pos;
+          xp.ld = ctx;
+          xp.seqs = seqs;
+          if (P > 0) {
+            cuda::mla_kpool_run({.index_k = own(3),
+                                 .index_gate = own(4),
+                                 .rows = own(5),
+                                 .pos0 = pos,
+                                 .T = T,
+                                 .hi = hi,
+                                 .kpool = P,
+                                 .seqs = seqs},
+                                s());
+            sp.k = own(5);
+            sp.ratio = xp.ratio = P;
+            sp.pooled = true;
+            xp.sel = psel.data() + r * pools;
+            xp.n_sel = n_psel.data() + r;
+            xp.topk = pools;
+            cuda::dsa_score_run(sp, s());
+            cuda::dsa_select_run(xp, s());
+            cuda::dsa_expand_pools_run({.psel = xp.sel,
+                                        .n_psel = xp.n_sel,
+                                        .pools = pools,
+                                        .kpool = P,
+                                        .sel = sel.data() + r * topk,
+                                        .n_sel = n_sel.data() + r,
+                                        .width = topk,
+                                        .pos_dev = pos,
+                                        .T = T,
+                                        .seqs = seqs},
+                                       s());
+          } else {
+            sp.k = own(3);
+            xp.sel = sel.data() + r * topk;
+            xp.n_sel = n_sel.data() + r;
+            xp.topk = topk;
+            cuda::dsa_score_run(sp, s());
+            cuda::dsa_select_run(xp, s());
+          }
+          cuda::SparseAttnParams ap;  // the expanded form
+          ap.q = pp.q;
+          ap.k_cache = own(0);
+          ap.v_cache = own(1);
+          ap.sel = sel.data() + r * topk;
+          ap.n_sel = n_sel.data() + r;
+          ap.out = o.data() + r * H * dv;
+          ap.T = T;
+          ap.topk = topk;
+          ap.H = ap.KVH = H;
+          ap.dk = hd;
+          ap.dv = dv;
+          ap.scale = 0.2f;
+          ap.seqs = seqs;
+          cuda::sparse_attention_run(ap, s());
+          ap.q = dql.data() + r * H * lw;  // the latent form: one kv head, the rows' first kvr values
+          ap.k_cache = ap.v_cache = own(2);
+          ap.latent = true;
+          ap.out = ol.data() + r * H * kvr;
+          ap.KVH = 1;
+          ap.dk = lw;
+          ap.dv = kvr;
+          ap.ld_k = ap.ld_v = lw;
+          cuda::sparse_attention_run(ap, s());
+        }
+        e().synchronize();
+        Out out;
+        for (auto& c : caches) out.caches.push_back(c.download());
+        out.q = dq.download();
+        out.iq = diq.download();
+        out.iw = diw.download();
+        out.o = o.download();
+        out.ol = ol.download();
+        out.sel = sel.download();
+        out.n_sel = n_sel.download();
+        return out;
+      };
+      const Out ref = run(false), got = run(true);
+      for (size_t c = 0; c < ref.caches.size(); ++c)
+        EXPECT_THAT(got.caches[c], testing::BitIdentical(ref.caches[c])) << "sequence " << c / 6 << " cache " << c % 6;
+      EXPECT_THAT(got.q, testing::BitIdentical(ref.q)) << "rotated queries";
+      EXPECT_THAT(got.iq, testing::BitIdentical(ref.iq)) << "rotated indexer queries";
+      EXPECT_THAT(got.iw, testing::BitIdentical(ref.iw)) << "scaled indexer weights";
+      EXPECT_EQ(got.sel, ref.sel) << "selections";
+      EXPECT_EQ(got.n_sel, ref.n_sel) << "selection counts";
+      EXPECT_THAT(got.o, testing::BitIdentical(ref.o)) << "expanded attention";
+      EXPECT_THAT(got.ol, testing::BitIdentical(ref.ol)) << "latent attention";
+      // non-vacuity: the rows were written at each sequence's own position, and the plain indexer
+      // dropped keys of the sequence at 11 (12 keys, 4 kept)
+      EXPECT_NE(ref.caches[0], hist[0]) << "no key row written";
+      if (P == 0) { EXPECT_EQ(ref.n_sel[2], topk); }
+      for (float x : ref.o) ASSERT_TRUE(std::isfinite(x)) << "an attention output is not finite";
+    }
+  });
+}
+
 // q/k: per-head RMSNorm then NEOX RoPE on n_rot dims at pos0 + t; K into the cache; V copied.
 // Positions up to 128k (131070), partial and full rotation: the contract takes the angles'
 // cos/sin in f64 on both sides (rope.cuh rope_angles, oracle rope_neox), so the angle's error is
