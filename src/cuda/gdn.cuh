@@ -113,8 +113,8 @@ struct KdaParams {
   int64_t T = 0;
   int H = 0, d = 0;
   // kda_recurrent_run only: n_seq sequences of one decode token each (T == 1) in one launch,
-  // sequence i reading seqs[i].state (device; state unused) and row i of qkv, f, b and o, a block
-  // per (head, sequence) computing what its own launch would (the batch-invariance law).
+  // sequence i reading seqs[i].state (device; state unused) and row i of qkv, f, b and o, its
+  // blocks computing what its own launch would (the batch-invariance law).
   const GdnSeq* seqs = nullptr;
   int n_seq = 1;
 };
