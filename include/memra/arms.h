@@ -53,7 +53,8 @@ enum class MlaDecode { expanded, latent };
     "quantised mat-vec reduction: warp per row (mmvq) or block of 128 per row (dp4a)")                                 \
   X(fuse_norm_quant, bool, true, false, "RMSNorm and the q8_1 quantisation of its output in one kernel")               \
   X(b1_fast, bool, true, true, "decode_step_batch at B=1 routes to the single-sequence trunk")                         \
-  X(decode_graph, bool, false, false, "decode steps replay a CUDA graph captured per cache")                           \
+  X(decode_graph, bool, false, false,                                                                                  \
+    "decode steps replay a CUDA graph captured per cache (batched steps of B >= 2: one per batch size)")               \
   X(graph_recapture, bool, true, true, "a stale decode graph is re-captured (on) or the cache latches to eager")       \
   X(launch_overlap, bool, true, true, "programmatic dependent launch: a kernel starts while the previous drains")      \
   X(gdn_prefill, GdnPrefill, GdnPrefill::recurrent, GdnPrefill::recurrent,                                             \

@@ -107,6 +107,7 @@ struct Counters {
   // layers of batched steps (B >= 2) whose attention, GDN, KDA or MLA core took every sequence in
   // one launch per kernel (DeepSeek-V4's run a launch per sequence)
   int64_t batched_cores = 0;
+  int64_t batch_replays = 0;  // of the batch_steps, those served by a batch size's graph (decode_graph arm)
 };
 // A split model sums its stages' counters: a decode step of n stages captures or replays n graphs.
 

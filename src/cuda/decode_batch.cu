@@ -28,13 +28,15 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
                                std::span<const std::optional<SampleSpec>> specs) {
   const cuda::ScopedLaunchOverlap overlap(arms.launch_overlap);
   check_arms();
-  const int64_t B = static_cast<int64_t>(toks.size()), D = c.n_embd;
+  const int64_t B = static_cast<int64_t>(toks.size());
+  // The graph arm serves B >= 2 sequences of a one-stage model (no ledger to record on the host;
+  // DeepSeek-V4's layers take their sequences one by one): its grids are sized for the caches'
+  // max_ctx, as a single sequence's decode graph is, so one capture serves every later step.
+  const bool graphed = arms.decode_graph && B >= 2 && !next && !ledger && c.family != Family::DeepseekV4;
   int64_t ctx_bound = 1;
+  for (Cache::Impl* ci : cis) ctx_bound = std::max(ctx_bound, graphed ? ci->max_ctx : ci->pos + 1);
   std::vector<Seq> seqs;
-  for (Cache::Impl* ci : cis) {
-    ctx_bound = std::max(ctx_bound, ci->pos + 1);
-    seqs.push_back({ci, ci->pos + 1});
-  }
+  for (Cache::Impl* ci : cis) seqs.push_back({ci, graphed ? ctx_bound : ci->pos + 1});
   if (B > ws.cap_T) tok_dev = -1;  // the token buffer moves
   each_stage([&](Impl& st) {
     st.ws.ensure(*st.e, c, B, ctx_bound, arms.gdn_prefill == GdnPrefill::chunked, arms.mla_decode == MlaDecode::latent);
@@ -54,19 +56,20 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
   } flag{*this};
   each_stage([](Impl& st) { st.batch_step = true; });
   join();
-  for (Impl* st = this; st; st = st->next) {
-    const StageDevice on(st->e->device());
-    st->walk(seqs, 1);
-    if (!st->next) break;
-    st->advance_pos_batch(cis);
-    st->hand_over(B);
+  if (!graphed || !batch_graph(seqs, cis, specs)) {
+    for (Impl* st = this; st; st = st->next) {
+      const StageDevice on(st->e->device());
+      if (!st->next) break;
+      st->walk(seqs, 1);
+      st->advance_pos_batch(cis);
+      st->hand_over(B);
+    }
+    const StageDevice on(t.e->device());
+    std::vector<int64_t*> pos;
+    for (Cache::Impl* ci : cis) pos.push_back(t.pos_of(*ci));
+    t.upload_row_jobs(specs, pos);
+    t.batch_body(seqs, nullptr);
   }
-  const StageDevice on(t.e->device());
-  t.norm_quant(t.ws.x.data(), t.weights.output_norm.data(), t.ws.h.data(), t.ws.hq.data(), B, D);
-  t.mv(t.weights.lm_head(), t.ws.h.data(), D, t.ws.hq.data(), t.logits_batch.data(), c.n_vocab, B, false);
-  std::vector<int64_t*> pos;
-  for (Cache::Impl* ci : cis) pos.push_back(t.pos_of(*ci));
-  t.select_rows(t.logits_batch.data(), specs, pos);
   for (Cache::Impl* ci : cis) {
     ci->pos += 1;
     ci->has_last_logits = false;
@@ -74,10 +77,84 @@ void Model::Impl::decode_batch(std::span<const int32_t> toks, std::span<Cache::I
   ++counters.batch_steps;
 }
 
+// The last stage's part of a batched step: its layers, the output norm, the lm_head over B rows
+// and one select_rows launch (the jobs uploaded: upload_row_jobs).
+void Model::Impl::batch_body(std::span<const Seq> seqs, const SeqTables* pre) {
+  const int64_t B = static_cast<int64_t>(seqs.size()), D = c.n_embd;
+  walk(seqs, 1, pre);
+  norm_quant(ws.x.data(), weights.output_norm.data(), ws.h.data(), ws.hq.data(), B, D);
+  mv(weights.lm_head(), ws.h.data(), D, ws.hq.data(), logits_batch.data(), c.n_vocab, B, false);
+  cuda::select_rows_run(logits_batch.data(), c.n_vocab, row_jobs.data(), static_cast<int>(B), row_tokens.data(), s);
+}
+
+// The step from batch_graphs[B] (a one-stage model). Per step, outside the graph: the sequences'
+// tables and selection jobs, uploaded into the buffers the graph reads. A capture whose layers did
+// not all take their sequences in one launch per kernel (a GDN head shape without the batched
+// kernel: pointers of this step's caches baked in) is dropped, and B stays eager.
+bool Model::Impl::batch_graph(std::span<const Seq> seqs, std::span<Cache::Impl* const> cis,
+                              std::span<const std::optional<SampleSpec>> specs) {
+  const size_t B = seqs.size();
+  if (batch_graphs.size() <= B) batch_graphs.resize(B + 1);
+  BatchGraph& g = batch_graphs[B];
+  if (g.never) return false;
+  const SeqTables tables = upload_seq_tables(seqs, 1);
+  std::vector<int64_t*> pos;
+  for (Cache::Impl* ci : cis) pos.push_back(pos_of(*ci));
+  upload_row_jobs(specs, pos);
+  const std::array<const void*, 7> bufs = {
+      tables.gdn,      tables.attn,       tables.mla,         batch_arrivals.data(),
+      row_jobs.data(), row_tokens.data(), logits_batch.data()};
+  const int64_t bound = seqs[0].ctx_bound;
+  if (!g.exec || g.gen != ws.gen || g.bound != bound || g.bufs != bufs || decode_arms(g.arms) != decode_arms(arms)) {
+    const bool recapture = g.exec != nullptr;
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
+    const int64_t cores0 = counters.batched_cores;
+    cudaGraph_t graph = nullptr;
+    MEMRA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    try {
+      batch_body(seqs, &tables);
+    } catch (...) {
+      cudaStreamEndCapture(s, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      counters.batched_cores = cores0;
+      throw;
+    }
+    MEMRA_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    const int64_t cores = counters.batched_cores - cores0;
+    counters.batched_cores = cores0;  // counted per replay
+    if (cores != l1 - l0) {
+      cudaGraphDestroy(graph);
+      g.never = true;
+      return false;
+    }
+    const cudaError_t ie = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    MEMRA_CUDA_CHECK(ie);
+    g.gen = ws.gen;
+    g.bound = bound;
+    g.arms = arms;
+    g.bufs = bufs;
+    g.cores = cores;
+    ++counters.captures;
+    if (recapture) ++counters.recaptures;
+  }
+  MEMRA_CUDA_CHECK(cudaGraphLaunch(g.exec, s));
+  ++counters.batch_replays;
+  counters.batched_cores += g.cores;
+  return true;
+}
+
 // One select_rows launch over B rows of x: each row's token (specs) into row_tokens, each
 // pos[r] (when set) advanced by one.
 void Model::Impl::select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs,
                               std::span<int64_t* const> pos) {
+  upload_row_jobs(specs, pos);
+  cuda::select_rows_run(x, c.n_vocab, row_jobs.data(), static_cast<int>(specs.size()), row_tokens.data(), s);
+}
+
+// The B rows' selection jobs into row_jobs (row_tokens sized for their results).
+void Model::Impl::upload_row_jobs(std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos) {
   const size_t B = specs.size();
   if (row_jobs.size() < B) {
     row_jobs = DeviceBuffer<cuda::RowSelect>(*e, B);
@@ -95,7 +172,6 @@ void Model::Impl::select_rows(const float* x, std::span<const std::optional<Samp
     }
   }
   copy_to_device(row_jobs.data(), jobs_host.data(), sizeof(cuda::RowSelect) * B, e->stream());
-  cuda::select_rows_run(x, c.n_vocab, row_jobs.data(), static_cast<int>(B), row_tokens.data(), s);
 }
 
 namespace {

@@ -12,8 +12,6 @@
 // latched. A split model (pipeline.cu) captures one graph per stage, its part of the step; the
 // hand-overs run between the launches (enqueued by the host, no wait on the host), and only a
 // stage whose own graph is stale re-captures (a re-seat of a layer re-captures its stage's graph).
-#include <tuple>
-
 #include "cuda/launch.cuh"
 #include "cuda/model_impl.h"
 #include "memra/cuda_check.h"
@@ -21,14 +19,7 @@
 namespace memra {
 
 // A stage's captured graph for this cache is stale (its workspace moved, the break changed, its
-// layers' buffers were re-seated, the cache grew, or the step's form changed).
-namespace {
-// The arms a one-token step's launches depend on (the prefill arms never reach it).
-auto decode_arms(const Arms& a) {
-  return std::tuple{a.decode_matvec, a.fuse_norm_quant, a.launch_overlap, a.mla_decode};
-}
-}  // namespace
-
+// layers' buffers were re-seated, the cache grew, or the step's form changed: decode_arms).
 bool Model::Impl::graph_stale(const Cache::Impl& ci, bool greedy) const {
   const Cache::Impl::Graph& g = ci.graphs[static_cast<size_t>(stage)];
   // Break::graph_ignore_reseat (a canary's defect): the signature is not looked at.

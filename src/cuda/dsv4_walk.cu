@@ -207,7 +207,7 @@ void Model::Impl::dsv4_output(DevLayer& L, int64_t T) {
   mv(wo_b, ws.og.data(), GR, ws.ogq.data(), ws.yb.data(), c.n_embd, T, false);
 }
 
-void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
+void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows, const SeqTables* pre) {
   const int64_t D = c.n_embd, N = c.hc_mult, T = static_cast<int64_t>(seqs.size()) * rows;
   if (l0 == 0) {  // the first stage; a later stage's streams came by hand-over
     embed(T);
@@ -220,7 +220,7 @@ void Model::Impl::hyper_walk(std::span<const Seq> seqs, int64_t rows) {
     cuda::hc_expand_run(bp, s);
   }
   // a batched step's KDA and MLA layers take all sequences in one launch per kernel
-  const SeqTables tables = upload_seq_tables(seqs, rows);
+  const SeqTables tables = pre ? *pre : upload_seq_tables(seqs, rows);
   const int B = static_cast<int>(seqs.size());
   int64_t ctx_max = 0;
   for (const Seq& q : seqs) ctx_max = std::max(ctx_max, q.ctx_bound);

@@ -983,11 +983,11 @@ void Model::Impl::embed(int64_t T) {
   cuda::embed_run(ep, s);
 }
 
-void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows) {
-  if (c.is_hyper()) return hyper_walk(seqs, rows);  // residual streams of their own (dsv4_walk.cu)
+void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows, const SeqTables* pre) {
+  if (c.is_hyper()) return hyper_walk(seqs, rows, pre);  // residual streams of their own (dsv4_walk.cu)
   const int64_t D = c.n_embd, T = static_cast<int64_t>(seqs.size()) * rows;
   if (l0 == 0) embed(T);  // the first stage; a later stage's x came by hand-over
-  const SeqTables tables = upload_seq_tables(seqs, rows);
+  const SeqTables tables = pre ? *pre : upload_seq_tables(seqs, rows);
   const int B = static_cast<int>(seqs.size());
   int64_t ctx_max = 0;
   for (const Seq& q : seqs) ctx_max = std::max(ctx_max, q.ctx_bound);

@@ -149,6 +149,7 @@ Counters Model::counters() const {
     n.batch_steps += c.batch_steps;
     n.handovers += c.handovers;
     n.batched_cores += c.batched_cores;
+    n.batch_replays += c.batch_replays;
   }
   return n;
 }

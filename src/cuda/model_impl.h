@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "cuda/argmax.cuh"
@@ -61,6 +62,12 @@
 namespace memra {
 
 // --- one sequence's state ------------------------------------------------------------------------
+
+// The arms a one-token step's launches depend on (the prefill arms never reach it): a decode
+// graph captured under other values of these is stale (decode_graph.cu, decode_batch.cu).
+inline auto decode_arms(const Arms& a) {
+  return std::tuple{a.decode_matvec, a.fuse_norm_quant, a.launch_overlap, a.mla_decode};
+}
 
 struct Cache::Impl {
   const Model::Impl* owner = nullptr;  // the model's first stage
@@ -255,6 +262,20 @@ struct Model::Impl {
   DeviceBuffer<cuda::RowSelect> row_jobs;  // [B]
   DeviceBuffer<int32_t> row_tokens;        // [B]
   std::vector<cuda::RowSelect> jobs_host;  // the jobs' host copy (alive until the upload ran)
+  // A batched step's graph for B sequences (decode_graph arm, decode_batch.cu), [B]: whatever
+  // sequences a step serves, their tables and selection jobs are uploaded before the replay. Stale
+  // when the workspace moved (gen), the grid bound or a decode-shaping arm changed, or a buffer
+  // the launches read moved (bufs).
+  struct BatchGraph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t gen = 0;
+    int64_t bound = 0;                // the context bound its grids were sized for
+    Arms arms;                        // captured under
+    std::array<const void*, 7> bufs;  // the tables, arrival counters, jobs, tokens and logits it reads
+    int64_t cores = 0;                // batched_cores per replay
+    bool never = false;               // a layer took its sequences one by one (pointers baked in): B stays eager
+  };
+  std::vector<BatchGraph> batch_graphs;
 
   int64_t k_used() const { return std::max<int64_t>(c.n_expert_used, 1); }
   void check_arms() const;
@@ -339,7 +360,7 @@ struct Model::Impl {
   void dsv4_output(cuda::DevLayer& L, int64_t T);
   // The hyper-connected walk: DeepSeek-V4's layers, or GLM-5's hybrid's (KDA / MLA mixers, dense
   // or MoE FFN, the mean collapse at the end).
-  void hyper_walk(std::span<const Seq> seqs, int64_t rows);
+  void hyper_walk(std::span<const Seq> seqs, int64_t rows, const SeqTables* pre = nullptr);
   void glu(int64_t rows, int64_t n);
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
               const int32_t* slab, float* y, bool add);
@@ -355,7 +376,8 @@ struct Model::Impl {
   // The embedding of ws.tok and every layer, leaving the residual stream in ws.x: seqs.size()
   // sequences of `rows` rows each (row r of the step belongs to sequence r / rows). The one loop
   // of single-sequence steps (one sequence of T rows) and batched steps (B sequences of one).
-  void walk(std::span<const Seq> seqs, int64_t rows);
+  // pre: a batched step's tables uploaded by the caller (a graph replays them), else walk uploads them.
+  void walk(std::span<const Seq> seqs, int64_t rows, const SeqTables* pre = nullptr);
   void embed(int64_t T);  // ws.x = the embedding rows of ws.tok[0, T)
   // Break::scale_layer's defect: x[i] *= brk.scale_factor over n values (a canary's; layer_walk.cu).
   void break_scale(float* x, int64_t n);
@@ -390,7 +412,13 @@ struct Model::Impl {
   // --- B sequences, one token each (decode_batch.cu)
   void decode_batch(std::span<const int32_t> toks, std::span<Cache::Impl* const> cis,
                     std::span<const std::optional<SampleSpec>> specs);
+  // The step's layers, output norm, lm_head and selection (after the tokens' upload).
+  void batch_body(std::span<const Seq> seqs, const SeqTables* pre);
+  // The step from batch_graphs[B], captured or re-captured first; false: B has no graph (eager).
+  bool batch_graph(std::span<const Seq> seqs, std::span<Cache::Impl* const> cis,
+                   std::span<const std::optional<SampleSpec>> specs);
   void select_rows(const float* x, std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos);
+  void upload_row_jobs(std::span<const std::optional<SampleSpec>> specs, std::span<int64_t* const> pos);
 
   // --- results (model.cu)
   [[noreturn]] void fail_nonfinite(const char* what, int64_t pos, int64_t sequence = -1);

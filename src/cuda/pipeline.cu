@@ -85,6 +85,8 @@ std::vector<StagePlan> plan_stages(const ModelConfig& c, const LoadOptions& opt,
 Model::Impl::~Impl() {
   for (cudaEvent_t ev : {handed, done, t_begin, t_end})
     if (ev) cudaEventDestroy(ev);
+  for (BatchGraph& g : batch_graphs)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
 }
 
 const Model::Impl& Model::Impl::stage_of(int64_t li) const {

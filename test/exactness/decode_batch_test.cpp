@@ -15,6 +15,8 @@
 //                 prompts of uneven lengths, vs isolated runs of the same batched body at B = 1:
 //                 every sequence's logits BitIdentical at every step (law 2: batch-mates, row
 //                 and B change no bit).
+//   gate2 graphed the same with the batched steps replayed from the graph captured per B
+//                 (decode_graph arm): every call a replay (batch_replays), the same bits.
 // Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
 // whose batched body never ran fails), and gate2's batched_cores every attention, GDN, KDA and
 // MLA layer of every call (each took all its sequences in one launch per kernel). Cases are GateCases named by fixture model id
@@ -239,10 +241,15 @@ int64_t one_launch_core_layers(const ModelConfig& c) {
   return n;
 }
 
-void gate2(Loaded& m, bool swap_tokens, testing::Report& rep) {
-  testing::ScopedArms<Model> arm(*m.gpu, with_b1_fast_off(m.gpu->arms()));
+// graph: the batched steps (B >= 2) replay the graph captured for B (decode_graph arm); the
+// isolated reference runs eager either way (B = 1 has no batch graph).
+void gate2(Loaded& m, bool swap_tokens, testing::Report& rep, bool graph = false) {
+  Arms arms = with_b1_fast_off(m.gpu->arms());
+  arms.decode_graph = graph;
+  testing::ScopedArms<Model> arm(*m.gpu, arms);
   const std::vector<Stream> ref = isolated_streams(m);
-  const int64_t before = m.gpu->counters().batch_steps, cores_before = m.gpu->counters().batched_cores;
+  const Counters c0 = m.gpu->counters();
+  const int64_t before = c0.batch_steps, cores_before = c0.batched_cores;
   rep["fixture"] = m.fx.id;
   nlohmann::json per_b = nlohmann::json::array();
   int bad = 0, calls = 0;
@@ -256,11 +263,14 @@ void gate2(Loaded& m, bool swap_tokens, testing::Report& rep) {
   }
   const int64_t ran = m.gpu->counters().batch_steps - before;
   const int64_t cores = m.gpu->counters().batched_cores - cores_before;
+  const int64_t replays = m.gpu->counters().batch_replays - c0.batch_replays;
   rep["batches"] = per_b;
   rep.set_arms("batched", m.gpu->arms());
   rep.figure("mismatching_rows", bad);
   rep.figure("batched_calls", ran);
   rep.figure("batched_cores", cores);
+  rep.figure("batch_replays", replays);
+  rep.figure("captures", m.gpu->counters().captures - c0.captures);
   std::printf("[gate2] %s: %d batched calls over B in {2..8, 15, 16, 17}, %d rows differ\n", m.fx.id.c_str(),
               static_cast<int>(ran), bad);
   EXPECT_EQ(ran, calls) << m.fx.id << ": the batched body did not serve every call";
@@ -268,6 +278,9 @@ void gate2(Loaded& m, bool swap_tokens, testing::Report& rep) {
   // sequences (else the gate compared the per-sequence path with itself there)
   EXPECT_EQ(cores, one_launch_core_layers(m.gpu->config()) * calls)
       << m.fx.id << ": a batched step took a layer's sequences one launch at a time";
+  // the graph arm serves every call of a model whose every layer batches (not DeepSeek-V4's)
+  const bool graphable = graph && one_launch_core_layers(m.gpu->config()) == m.gpu->config().n_layer;
+  EXPECT_EQ(replays, graphable ? calls : 0) << m.fx.id << ": batched steps served by a graph";
   EXPECT_EQ(bad, 0) << m.fx.id << ": batch-mates changed a sequence's logits";
 }
 
@@ -438,6 +451,7 @@ TEST_P(DecodeBatch, Gate1StrictEqualisedArms) { gate1_strict(model(), Arms::equa
 TEST_P(DecodeBatch, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms", report()); }
 TEST_P(DecodeBatch, Gate1Config) { gate1_config(model(), false, report()); }
 TEST_P(DecodeBatch, Gate2BatchMatesChangeNoBit) { gate2(model(), false, report()); }
+TEST_P(DecodeBatch, Gate2GraphedStepsChangeNoBit) { gate2(model(), false, report(), true); }
 TEST_P(DecodeBatch, Gate3aDeviceGreedyIsHostArgmax) { gate3a(model(), report()); }
 TEST_P(DecodeBatch, Gate3bSampledDrawsIgnoreBatchMates) { gate3b(model(), false, report()); }
 TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model(), report()); }
