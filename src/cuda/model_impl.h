@@ -269,11 +269,11 @@ struct Model::Impl {
   struct BatchGraph {
     cudaGraphExec_t exec = nullptr;
     uint64_t gen = 0;
-    int64_t bound = 0;                // the context bound its grids were sized for
-    Arms arms;                        // captured under
-    std::array<const void*, 7> bufs;  // the tables, arrival counters, jobs, tokens and logits it reads
-    int64_t cores = 0;                // batched_cores per replay
-    bool never = false;               // a layer took its sequences one by one (pointers baked in): B stays eager
+    int64_t bound = 0;                  // the context bound its grids were sized for
+    Arms arms;                          // captured under
+    std::array<const void*, 7> bufs{};  // the tables, arrival counters, jobs, tokens and logits it reads
+    int64_t cores = 0;                  // batched_cores per replay
+    bool never = false;                 // a layer took its sequences one by one (pointers baked in): B stays eager
   };
   std::vector<BatchGraph> batch_graphs;
 
