@@ -1,5 +1,6 @@
 // Timing arms of the GPU model: decode at batch 1, at a 4096-token context in both MLA forms
-// (DecodeLong/<shape>/<form>, GLM-5 shapes), batched decode (DecodeBatch/<shape>/B<n>),
+// (DecodeLong/<shape>/<form>, GLM-5 shapes), batched decode (DecodeBatch/<shape>/B<n>, eager, and
+// DecodeBatch/<shape>/graph/B<n>),
 // prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192), pipeline stages
 // (PipelineDecode/<shape>/<arm>: per-stage time and hand-over cost) and the TeacherForced gate's
 // step, on realistic-shape synthetic models (fixture presets' configs, weights filled on the
@@ -240,12 +241,13 @@ void BM_DecodeLong(benchmark::State& st, Shape s, const char* form) {
 }
 
 // B sequences decoded together: decode_step_batch_sampled with greedy specs, lean (the tokens
-// come back, the logits stay on the device), eager, b1_fast on (B = 1 is decode_step). Each
-// sequence primed with its own 16-token prompt. items_per_second = tokens/s over all sequences;
-// us_per_step = the time of one batched step.
-void BM_DecodeBatch(benchmark::State& st, Shape s, int B) {
+// come back, the logits stay on the device), eager or (arm "graph", B >= 2) replayed from the
+// batch size's graph, b1_fast on (B = 1 is decode_step). Each sequence primed with its own
+// 16-token prompt; the untimed first step captures the graph. items_per_second = tokens/s over
+// all sequences; us_per_step = the time of one batched step.
+void BM_DecodeBatch(benchmark::State& st, Shape s, const char* arm, int B) {
   Model& m = model_for(s);
-  set_arm(m, "mmvq");
+  set_arm(m, arm);
   label(st, s, m);
   const int64_t steps = st.max_iterations;
   std::vector<Cache> caches;
@@ -396,13 +398,18 @@ void register_all() {
           ->Repetitions(9)
           ->DisplayAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
-    for (int B : {1, 4, 8, 16, 32, 64})
-      benchmark::RegisterBenchmark(("DecodeBatch/" + shape + "/B" + std::to_string(B)).c_str(), BM_DecodeBatch, s, B)
-          ->UseManualTime()
-          ->Iterations(16)
-          ->Repetitions(9)
-          ->DisplayAggregatesOnly(true)
-          ->Unit(benchmark::kMicrosecond);
+    for (const char* arm : {"mmvq", "graph"})
+      for (int B : {1, 4, 8, 16, 32, 64}) {
+        const bool graph = std::string(arm) == "graph";
+        if (graph && B == 1) continue;  // B = 1 is decode_step: Decode/<shape>/graph
+        const std::string name = "DecodeBatch/" + shape + (graph ? "/graph" : "") + "/B" + std::to_string(B);
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeBatch, s, arm, B)
+            ->UseManualTime()
+            ->Iterations(16)
+            ->Repetitions(9)
+            ->DisplayAggregatesOnly(true)
+            ->Unit(benchmark::kMicrosecond);
+      }
     // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048, the fast
     // arm alone at 8192 (the prefill length curve; the default arm is flat in T).
     std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
