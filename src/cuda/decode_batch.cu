@@ -8,9 +8,9 @@
 // rows hold (mat-vec tiles keep per-vector accumulators in the dot contract's order, row ops
 // reduce per row, an attention, GDN, KDA or MLA block serves one sequence as its own launch
 // would), so a sequence's logits do not depend on its batch-mates, its row or B (law 2; gate
-// DecodeBatch). Eager only (no graph arm). Logits land in logits_batch; token selection (greedy or
-// seeded sampling) runs
-// on the device, one select_rows launch for all rows. A split model walks each stage's layers over
+// DecodeBatch). Under decode_graph a one-stage model's step of B >= 2 replays the graph captured
+// for B (batch_graph). Logits land in logits_batch; token selection (greedy or seeded sampling)
+// runs on the device, one select_rows launch for all rows. A split model walks each stage's layers over
 // the B rows in turn, a stage before the last advancing its copies of the positions and handing
 // the rows over; the lm_head and the selection run on the last stage.
 #include <cmath>
