@@ -250,10 +250,12 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(GdnParams p) {
   const int dk = p.dk, dv = p.dv, nv = p.nv, kd = p.nk * dk;
   const int key = p.tiled ? h % p.nk : h / (nv / p.nk);
   const int64_t cd = 2 * kd + static_cast<int64_t>(nv) * dv;
-  float* Sg = p.state + static_cast<int64_t>(h) * dk * dv;
+  // a batched step (p.seqs, T == 1): grid.y is the sequence, its state and its row of every operand
+  const int64_t sq = blockIdx.y;
+  float* Sg = (p.seqs ? p.seqs[sq].state : p.state) + static_cast<int64_t>(h) * dk * dv;
 #pragma unroll 8
   for (int i = tid; i < dk * dv; i += kThreads) S[i] = Sg[i];
-  for (int64_t t = 0; t < p.T; ++t) {
+  for (int64_t t = sq; t < sq + p.T; ++t) {
     const float* row = p.qkv + t * cd;
     qk_unit(tid < dk ? row[key * dk + tid] : 0.0f, tid < dk ? row[kd + key * dk + tid] : 0.0f, dk, qs, ks, red);
     const Gates g = gates(p.b[t * nv + h], p.a[t * nv + h], p.ssm_a[h], p.dt_bias[h]);
@@ -988,11 +990,14 @@ void kda_recurrent_run(const KdaParams& p, cudaStream_t s) {
 void gdn_recurrent_run(const GdnParams& p, cudaStream_t s) {
   if (p.T == 0) return;
   if (p.dk > kThreads || p.dv > kThreads) fail("gdn: d_k ", p.dk, " / d_v ", p.dv, " unsupported (<= ", kThreads, ")");
+  if (p.seqs && (p.T != 1 || p.n_seq < 1 || p.n_seq > 65535))
+    fail("gdn: a batched step takes one token (T = ", p.T, ") of 1..65535 sequences (", p.n_seq, ")");
   if (p.T == 1 && (try_step<128>(p, s) || try_step<64>(p, s) || try_step<32>(p, s) || try_step<16>(p, s) ||
                    try_step<8>(p, s)))
     return;
   const size_t smem = static_cast<size_t>(p.dk) * p.dv * sizeof(float);
-  launch_kernel("gdn_recurrent_kernel", gdn_recurrent_kernel, static_cast<unsigned>(p.nv), kThreads, smem, s, p);
+  const dim3 grid(static_cast<unsigned>(p.nv), static_cast<unsigned>(p.seqs ? p.n_seq : 1));
+  launch_kernel("gdn_recurrent_kernel", gdn_recurrent_kernel, grid, kThreads, smem, s, p);
 }
 
 }  // namespace memra::cuda

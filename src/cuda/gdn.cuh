@@ -31,9 +31,9 @@ namespace memra::cuda {
 inline constexpr int kGdnMaxConvKernel = 8;
 inline constexpr int kGdnMaxHeadDim = 128;
 
-// One sequence of a batched decode step (gdn_step_norm_run with GdnParams::seqs, gdn_conv_run and
-// kda_recurrent_run with their seqs): its state, conv ring and position; its rows are row
-// `sequence` of every [T, ...] operand.
+// One sequence of a batched decode step (gdn_step_norm_run and gdn_recurrent_run with
+// GdnParams::seqs, gdn_conv_run and kda_recurrent_run with their seqs): its state, conv ring and
+// position; its rows are row `sequence` of every [T, ...] operand.
 struct GdnSeq {
   float* state = nullptr;         // [nv, dk, dv]
   float* ring = nullptr;          // [K, cd]
@@ -67,9 +67,9 @@ struct GdnParams {
   int64_t T = 0;
   int nk = 0, nv = 0, dk = 0, dv = 0;
   bool tiled = false;
-  // gdn_step_norm_run only: n_seq sequences of one decode token each in one launch, sequence i
-  // reading seqs[i] (device) for its state, ring and position (state, conv.state and conv.pos0
-  // unused) and row i of qkv, b, a, z, y and q.
+  // n_seq sequences of one decode token each (T == 1) in one launch, sequence i reading seqs[i]
+  // (device) for its state (gdn_step_norm_run: and its ring and position; state, conv.state and
+  // conv.pos0 unused) and row i of qkv, b, a, o (z, y and q), each exactly as its own launch.
   const GdnSeq* seqs = nullptr;
   int n_seq = 1;
 };

@@ -411,9 +411,8 @@ void Model::Impl::gdn_project(DevLayer& L, int64_t T) {
 
 // Rows [r0, r0 + T) of the projections: T tokens of the sequence of cache ci. Or, with `batch`
 // (ci null, T = 1, r0 = 0): the decode tokens of n_seq sequences, rows 0..n_seq-1, their caches
-// in batch[0..n_seq), in one launch — false when the layer's shape has no such kernel (nothing
-// launched; the caller takes the sequences one by one).
-bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0, const cuda::GdnSeq* batch,
+// in batch[0..n_seq), in one launch per kernel, every head shape.
+void Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0, const cuda::GdnSeq* batch,
                            int n_seq) {
   const int64_t cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
   const auto& G = *L.gdn;
@@ -446,8 +445,12 @@ bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, 
   // a decode token: the conv, the recurrence and the gated norm in one launch where the head
   // shape has that kernel (bitwise the same as the three launches below)
   const cuda::GdnOutNorm gn{ws.z.data() + r0 * vd, G.norm.data(), static_cast<float>(c.rms_eps), gp.o, oq_rows};
-  if (batch) return c.ssm_conv_kernel == 4 && cuda::gdn_step_norm_run(gp, gn, s, &cp);
-  if (!cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
+  // a batched step: one launch per kernel for all n_seq sequences, each row exactly as its own
+  // call computes it (the fused kernel needs K = 4 there; else the three launches, batched)
+  cp.seqs = batch;
+  cp.n_seq = n_seq;
+  const bool fuse = !batch || c.ssm_conv_kernel == 4;
+  if (!fuse || !cuda::gdn_step_norm_run(gp, gn, s, &cp)) {
     cuda::gdn_conv_run(cp, s);
     if (T > 1 && arms.gdn_prefill == GdnPrefill::chunked) {
       cuda::gdn_chunked_run(gp, ws.work.data(), ws.cap_work, s);
@@ -455,9 +458,9 @@ bool Model::Impl::gdn_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, 
     } else {
       cuda::gdn_recurrent_run(gp, s);
     }
-    rowop(cuda::RowOp::RmsNormGated, gp.o, c.ssm_d_v, gn.z, c.ssm_d_v, G.norm.data(), gp.o, oq_rows, T * nv, c.ssm_d_v);
+    rowop(cuda::RowOp::RmsNormGated, gp.o, c.ssm_d_v, gn.z, c.ssm_d_v, G.norm.data(), gp.o, oq_rows,
+          (batch ? n_seq : T) * nv, c.ssm_d_v);
   }
-  return true;
 }
 
 // A batched decode step's sequence tables, [layer][sequence] (GDN and KDA layers: state, ring,
@@ -1016,10 +1019,12 @@ void Model::Impl::walk(std::span<const Seq> seqs, int64_t rows, const SeqTables*
       mla_output(L, T, ws.x.data(), true);
     } else {
       gdn_project(L, T);
-      if (tables.gdn && gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B))
+      if (tables.gdn) {
+        gdn_core(L, nullptr, li, 1, 0, tables.gdn + li * B, B);
         ++counters.batched_cores;
-      else
+      } else {
         for (size_t q = 0; q < seqs.size(); ++q) gdn_core(L, seqs[q].ci, li, rows, static_cast<int64_t>(q) * rows);
+      }
       gdn_output(L, T);
     }
     norm_quant(ws.x.data(), L.ffn_norm.data(), ws.h.data(), ws.hq.data(), T, D);

@@ -315,7 +315,7 @@ struct Model::Impl {
                       const cuda::AttnSeq* batch = nullptr);
   void attention_output(cuda::DevLayer& L, int64_t T);
   void gdn_project(cuda::DevLayer& L, int64_t T);
-  bool gdn_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0,
+  void gdn_core(cuda::DevLayer& L, Cache::Impl* ci, int64_t li, int64_t T, int64_t r0,
                 const cuda::GdnSeq* batch = nullptr, int n_seq = 1);
   SeqTables upload_seq_tables(std::span<const Seq> seqs, int64_t rows);
   void gdn_output(cuda::DevLayer& L, int64_t T);

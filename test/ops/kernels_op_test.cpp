@@ -1070,6 +1070,72 @@ TEST_F(Kernels, GdnStepNormBatchedEqualsOneLaunchPerSequence) {
   });
 }
 
+// A batched decode step's GDN layer where the fused kernel does not serve it (a head shape without
+// it, or a conv of K != 4): gdn_conv_run and gdn_recurrent_run with their seqs, three sequences at
+// their own positions, one launch each, against the same two launches per sequence: states, rings,
+// conv outputs and outputs bitwise. d_k 8 (the step kernel) and 24 (the recurrent kernel), d_v 12,
+// K 4 and 3, grouped and tiled head maps.
+TEST_F(Kernels, GdnStepBatchedEqualsOneLaunchPerSequence) {
+  seeded([&] {
+    constexpr int B = 3, nk = 2, nv = 4, dv = 12;
+    for (int dk : {8, 24})
+      for (int K : {4, 3})
+        for (bool tiled : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "dk=" << dk << " K=" << K << " tiled=" << tiled);
+          const int kd = nk * dk, cd = 2 * kd + nv * dv, vd = nv * dv;
+          const size_t ns = static_cast<size_t>(nv) * dk * dv;
+          auto x = rnd(B * cd), b = rnd(B * nv, -2, 2), a = rnd(B * nv, -2, 2), A = rnd(nv, -4, -0.5f),
+               dt = rnd(nv, 0, 1);
+          auto taps = rnd(static_cast<size_t>(cd) * K, -0.5f, 0.5f);
+          auto S0 = rnd(B * ns, -0.1f, 0.1f), ring0 = rnd(static_cast<size_t>(B) * K * cd);
+          auto dx = up(x), db = up(b), da = up(a), dA = up(A), ddt = up(dt), dtaps = up(taps);
+          auto dpos = up(std::vector<int64_t>{5, 0, 9});
+          struct Out {
+            std::vector<float> S, o, ring, xc;
+          };
+          auto run = [&](bool batched) {
+            auto dS = up(S0), dring = up(ring0);
+            DeviceBuffer<float> o(e(), B * vd), xc(e(), B * cd);
+            o.fill_bytes(0xFF);
+            xc.fill_bytes(0xFF);
+            auto dtable = up(seq_table(dS.data(), ns, dring.data(), K * cd, dpos.data(), B));
+            for (int i = 0; i < (batched ? 1 : B); ++i) {
+              const int r = batched ? 0 : i;  // the launch's first row
+              const cuda::GdnConvParams cp = step_conv(batched, i, dx.data(), dtaps.data(), dring.data(), dpos.data(),
+                                                       xc.data(), cd, K, dtable.data(), B);
+              cuda::gdn_conv_run(cp, s());
+              cuda::GdnParams gp;
+              gp.qkv = cp.y;
+              gp.b = db.data() + r * nv;
+              gp.a = da.data() + r * nv;
+              gp.ssm_a = dA.data();
+              gp.dt_bias = ddt.data();
+              gp.state = batched ? nullptr : dS.data() + i * ns;
+              gp.o = o.data() + r * vd;
+              gp.T = 1;
+              gp.nk = nk;
+              gp.nv = nv;
+              gp.dk = dk;
+              gp.dv = dv;
+              gp.tiled = tiled;
+              gp.seqs = cp.seqs;
+              gp.n_seq = cp.n_seq;
+              cuda::gdn_recurrent_run(gp, s());
+            }
+            e().synchronize();
+            return Out{dS.download(), o.download(), dring.download(), xc.download()};
+          };
+          const Out ref = run(false), got = run(true);
+          EXPECT_THAT(got.S, testing::BitIdentical(ref.S)) << "states";
+          EXPECT_THAT(got.o, testing::BitIdentical(ref.o)) << "outputs";
+          EXPECT_THAT(got.ring, testing::BitIdentical(ref.ring)) << "conv rings";
+          EXPECT_THAT(got.xc, testing::BitIdentical(ref.xc)) << "conv outputs";
+          EXPECT_NE(got.S, S0) << "no state moved";
+          EXPECT_NE(got.ring, ring0) << "no ring slot written";
+        }
+  });
+}
+
 // GDN conv (K=4, state carried in the position-indexed ring, from position 6 so the window wraps)
 // then the recurrence over T=70 tokens (crosses 64 and the conv's 16-token ranges) and T=2 (fewer
 // than K-1: the ring keeps an older input) with grouped and tiled head maps, against the oracle's
@@ -1339,7 +1405,7 @@ TEST_F(Kernels, KdaStepBatchedEqualsOneLaunchPerSequence) {
 }
 
 // A batched step refuses what it cannot take, by name and before any launch: more than one token
-// per sequence.
+// per sequence (KDA's recurrence, the conv, GDN's recurrence).
 TEST_F(Kernels, KdaStepBatchedRefusesMultiTokenCalls) {
   using ::testing::HasSubstr;
   using ::testing::ThrowsMessage;
@@ -1360,6 +1426,13 @@ TEST_F(Kernels, KdaStepBatchedRefusesMultiTokenCalls) {
   cp.seqs = dtable.data();
   EXPECT_THAT([&] { cuda::gdn_conv_run(cp, s()); },
               ThrowsMessage<Error>(HasSubstr("gdn conv: a batched step takes one token (T = 2)")));
+  cuda::GdnParams gp;
+  gp.T = 2;
+  gp.nk = gp.nv = 1;
+  gp.dk = gp.dv = 16;
+  gp.seqs = dtable.data();
+  EXPECT_THAT([&] { cuda::gdn_recurrent_run(gp, s()); },
+              ThrowsMessage<Error>(HasSubstr("gdn: a batched step takes one token (T = 2)")));
 }
 
 // GLM-5's hybrid's pooled indexer keys (mla.cuh mla_kpool_run) against the oracle's pool_window:
@@ -2049,6 +2122,8 @@ TEST_F(Kernels, MlaLatentMatchesTheOracleAndTheExpandedForm) {
         oo::mla_attend_latent(w, H, dn, dr, dv, q.data(), T, lat.data(), selection, want.data(), 1);
         for (float v : got) ASSERT_TRUE(std::isfinite(v)) << "an unselected (NaN) latent row was read";
         EXPECT_TRUE(compare_to_contract(got, want, nmse_bound(NmseOp::mla_latent)));
+        std::printf("[mla_latent] %d heads, latent %d, %s: nmse %.3g vs the contract\n", H, kvr,
+                    std::string(dtype_name(type)).c_str(), nmse(got, want));  // the measurement behind the bound
         // the contract vs the expanded form in f64: the same math up to its two f32 roundings
         // (on the small shape: the expanded sums cost heads x positions x (dn + dv) x kv_rank)
         std::vector<float> expanded(got.size());
