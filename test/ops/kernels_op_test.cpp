@@ -2035,11 +2035,11 @@ TEST_F(Kernels, SparseAttentionMatchesF64SoftmaxOverTheSelection) {
 // the latent rows (one kv head, values the rows' first kv_rank values, row stride kv_rank +
 // n_rot) and mla_absorb_o_run against the oracle's contract (ops::mla_attend_latent), with wkv_b
 // in every storage type the model uploads (planar Q8_0, NVFP4 with a tensor scale). Shapes: the
-// tiny fixture's (4 heads of [16 nope | 8 rope], 16-wide values, latent 32) and GLM-5's (heads
-// of [192 | 64], values 256, latent 512) at 16 heads, top 2048 over 3000 positions. On the small
-// shape the contract is itself checked against the expanded form in f64 (k_nope_h = W_UK_h c, v_h = W_UV_h
-// c, attention over [k_nope_h | kr]): the absorption is the same math, the difference the
-// contract's two f32 roundings (qa, ol).
+// tiny fixture's heads (4 heads of [16 nope | 8 rope], 16-wide values) over a latent of 64, one
+// NVFP4 block, and GLM-5's (heads of [192 | 64], values 256, latent 512) at 16 heads, top 2048
+// over 3000 positions. On the small shape the contract is itself checked against the expanded
+// form in f64 (k_nope_h = W_UK_h c, v_h = W_UV_h c, attention over [k_nope_h | kr]): the
+// absorption is the same math, the difference the contract's two f32 roundings (qa, ol).
 TEST_F(Kernels, MlaLatentMatchesTheOracleAndTheExpandedForm) {
   struct Shape {
     int H, dn, dr, dv, kvr, topk;
@@ -2047,7 +2047,7 @@ TEST_F(Kernels, MlaLatentMatchesTheOracleAndTheExpandedForm) {
   };
   seeded([&] {
     for (auto [H, dn, dr, dv, kvr, topk, ctx, T] :
-         {Shape{4, 16, 8, 16, 32, 16, 40, 3}, Shape{16, 192, 64, 256, 512, 2048, 3000, 2}})
+         {Shape{4, 16, 8, 16, 64, 16, 40, 3}, Shape{16, 192, 64, 256, 512, 2048, 3000, 2}})
       for (DType type : {DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}) {
         SCOPED_TRACE(::testing::Message() << H << " heads of [" << dn << " | " << dr << "], dv " << dv << ", latent "
                                           << kvr << ", " << dtype_name(type));
