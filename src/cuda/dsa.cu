@@ -197,6 +197,150 @@ __global__ void sparse_attention_kernel(SparseAttnParams p) {
   }
 }
 
+// --- the split form (dsa.cuh): a block per (group of G heads, query, chunk), then a combine
+
+constexpr int kSplitThreads = 256;
+
+__host__ __device__ inline int split_chunks(int topk) { return (topk + kSparseSplitRows - 1) / kSparseSplitRows; }
+
+// The work slot of (query t, head h, chunk c): [max, sum, dv value sums].
+__device__ inline float* split_slot(const SparseAttnParams& p, int64_t t, int h, int c) {
+  return p.split_work + ((t * p.H + h) * split_chunks(p.topk) + c) * (p.dv + 2);
+}
+
+// Heads h0 .. h0 + G - 1 (they share kv head kvh) of query blockIdx.y over chunk blockIdx.z of
+// its selection. Warp w scores the chunk's rows w, w + 8, ...: lane l multiplies the row's
+// elements l, l + 32, ... into G chains, warp_sum_xor adds the lanes. Each selected row is read
+// once here for all G heads (and once more for the values), where sparse_attention_kernel reads
+// it once per head: the latent form's 64 heads share one 576-float row.
+template <int G>
+__global__ void __launch_bounds__(kSplitThreads) sparse_attention_split_kernel(SparseAttnParams p) {
+  extern __shared__ float sh[];  // [G][dk] queries, then [kSparseSplitRows][G] scores / weights
+  __shared__ int32_t rows[kSparseSplitRows];
+  __shared__ float red[kSplitThreads / 32][G], row_max[G];
+  pdl_wait();
+  pdl_release();
+  constexpr int kWarps = kSplitThreads / 32;
+  const int h0 = static_cast<int>(blockIdx.x) * G, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t t = blockIdx.y;
+  const int c = static_cast<int>(blockIdx.z), r0 = c * kSparseSplitRows, n = p.n_sel[t];
+  if (n < 1 || n > p.topk || r0 >= n) return;  // a corrupt count (the combine writes NaN), or past the list
+  const int cnt = min(kSparseSplitRows, n - r0), dk = p.dk, dv = p.dv;
+  const int kvh = h0 / (p.H / p.KVH);
+  const MlaSeq* sq = p.seqs ? p.seqs + t : nullptr;  // a batched step's sequence: its caches
+  const float* const k_cache = sq ? (p.latent ? sq->lat : sq->k) : p.k_cache;
+  const float* const v_cache = sq ? (p.latent ? sq->lat : sq->v) : p.v_cache;
+  const int64_t ld_k = p.ld_k ? p.ld_k : int64_t{p.KVH} * dk, ld_v = p.ld_v ? p.ld_v : int64_t{p.KVH} * dv;
+  float* qs = sh;
+  float* ps = sh + G * dk;
+  const float* qg = p.q + (t * p.H + h0) * dk;  // the group's heads are consecutive rows
+  for (int i = tid; i < G * dk; i += kSplitThreads) qs[i] = qg[i];
+  for (int r = tid; r < cnt; r += kSplitThreads) rows[r] = p.sel[t * p.topk + r0 + r];
+  __syncthreads();
+  float mx[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) mx[g] = -INFINITY;
+  for (int r = warp; r < cnt; r += kWarps) {
+    const float* kr = k_cache + static_cast<int64_t>(rows[r]) * ld_k + static_cast<int64_t>(kvh) * dk;
+    float acc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+#pragma unroll 4
+    for (int i = lane; i < dk; i += 32) {
+      const float kv = kr[i];
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[g] = fmaf(qs[g * dk + i], kv, acc[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const float sc = __fmul_rn(warp_sum_xor(acc[g]), p.scale);  // every lane holds the same bits
+      mx[g] = fmaxf(mx[g], sc);
+      if (lane == 0) ps[r * G + g] = sc;
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) red[warp][g] = mx[g];
+  }
+  __syncthreads();
+  if (tid < G) {
+    float m = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red[w][tid]);
+    row_max[tid] = m;
+  }
+  __syncthreads();
+  // exp and the chunk's sum per head: entry i of ps is head i % G, and G divides the block, so
+  // thread tid only ever holds head tid % G; lanes of one head are added by a fixed butterfly,
+  // the warps in warp order
+  const float m_own = row_max[tid % G];
+  float part = 0.0f;
+  for (int i = tid; i < cnt * G; i += kSplitThreads) {
+    const float e = expf(ps[i] - m_own);
+    ps[i] = e;
+    part = __fadd_rn(part, e);
+  }
+#pragma unroll
+  for (int off = 16; off >= G; off >>= 1) part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, off));
+  if (lane < G) red[warp][lane] = part;  // red's maxima were read before the barrier above
+  __syncthreads();                       // also orders the ps writes before the reads below
+  if (tid < G) {
+    float l = 0.0f;
+    for (int w = 0; w < kWarps; ++w) l = __fadd_rn(l, red[w][tid]);
+    float* slot = split_slot(p, t, h0 + tid, c);
+    slot[0] = row_max[tid];
+    slot[1] = l;
+  }
+  for (int d = tid; d < dv; d += kSplitThreads) {
+    const float* vd = v_cache + static_cast<int64_t>(kvh) * dv + d;
+    float acc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
+#pragma unroll 4
+    for (int r = 0; r < cnt; ++r) {
+      const float v = vd[static_cast<int64_t>(rows[r]) * ld_v];
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[g] = fmaf(ps[r * G + g], v, acc[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) split_slot(p, t, h0 + g, c)[2 + d] = acc[g];
+  }
+}
+
+// One block per (head, query): the chunks' results rescaled to their common max and added in
+// chunk order, o[d] = Σ_c e_c acc_c[d] / Σ_c e_c l_c with e_c = exp(m_c - max_c m_c).
+__global__ void __launch_bounds__(kSplitThreads) sparse_attention_combine_kernel(SparseAttnParams p) {
+  __shared__ float weight[kSparseAttnMaxTopk / kSparseSplitRows], total;
+  pdl_wait();
+  pdl_release();
+  const int h = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int n = p.n_sel[t];
+  float* const out = p.out + (t * p.H + h) * p.dv;
+  if (n < 1 || n > p.topk) {  // a corrupt count: NaN out (the model's finite check names it)
+    for (int d = threadIdx.x; d < p.dv; d += blockDim.x) out[d] = NAN;
+    return;
+  }
+  const int used = split_chunks(n);
+  const float* const slot0 = split_slot(p, t, h, 0);
+  const int64_t stride = p.dv + 2;
+  if (threadIdx.x == 0) {
+    float m = -INFINITY;
+    for (int c = 0; c < used; ++c) m = fmaxf(m, slot0[c * stride]);
+    float l = 0.0f;
+    for (int c = 0; c < used; ++c) {
+      weight[c] = expf(slot0[c * stride] - m);
+      l = fmaf(weight[c], slot0[c * stride + 1], l);
+    }
+    total = l;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < p.dv; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int c = 0; c < used; ++c) acc = fmaf(weight[c], slot0[c * stride + 2 + d], acc);
+    out[d] = __fdiv_rn(acc, total);
+  }
+}
+
 // A thread per query row: its selected pools' tokens in pool order, then its open tail.
 __global__ void dsa_expand_pools_kernel(DsaExpandParams p) {
   pdl_wait();
@@ -226,9 +370,32 @@ void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s) {
   if ((p.ld_k && p.ld_k < int64_t{p.KVH} * p.dk) || (p.ld_v && p.ld_v < int64_t{p.KVH} * p.dv))
     fail("sparse attention: row strides ", p.ld_k, " / ", p.ld_v, " below the rows' ", p.KVH * p.dk, " / ",
          p.KVH * p.dv);
+  if (p.split_work) {
+    const int64_t need = sparse_attention_split_floats(p.T, p.H, p.topk, p.dv);
+    if (p.split_work_floats < need)
+      fail("sparse attention: split workspace of ", p.split_work_floats, " floats, ", need, " needed for ", p.T,
+           " queries x ", p.H, " heads (sparse_attention_split_floats)");
+    // G heads per block: the most of 8, 4, 2, 1 that divides the heads sharing a kv head
+    const int group = p.H / p.KVH, G = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+    const dim3 grid(static_cast<unsigned>(p.H / G), static_cast<unsigned>(p.T),
+                    static_cast<unsigned>(split_chunks(p.topk)));
+    const size_t smem = sizeof(float) * static_cast<size_t>(G) * (p.dk + kSparseSplitRows);
+    void (*const kernel)(SparseAttnParams) = G == 8   ? sparse_attention_split_kernel<8>
+                                             : G == 4 ? sparse_attention_split_kernel<4>
+                                             : G == 2 ? sparse_attention_split_kernel<2>
+                                                      : sparse_attention_split_kernel<1>;
+    launch_kernel("sparse_attention_split_kernel", kernel, grid, kSplitThreads, smem, s, p);
+    launch_kernel("sparse_attention_combine_kernel", sparse_attention_combine_kernel,
+                  dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kSplitThreads, 0, s, p);
+    return;
+  }
   const size_t smem = sizeof(float) * static_cast<size_t>(p.dk + p.topk);
   launch_kernel("sparse_attention_kernel", sparse_attention_kernel,
                 dim3(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T)), kAttnThreads, smem, s, p);
+}
+
+int64_t sparse_attention_split_floats(int64_t T, int H, int topk, int dv) {
+  return T * H * split_chunks(topk) * (int64_t{dv} + 2);
 }
 
 void dsa_score_run(const DsaScoreParams& p, cudaStream_t s) {

@@ -19,11 +19,18 @@
 //            h / (H / KVH), and the key and value widths differ, so one kernel serves MLA's
 //            expanded form (KVH = H, dk = nope + rope, dv = v_head_dim) and its absorbed latent
 //            form (KVH = 1, dk = kv_lora_rank + rope, dv = kv_lora_rank).
+//   split sparse attention (SparseAttnParams::split_work; the latent form's decode): the same
+//            softmax with the selection cut in chunks of kSparseSplitRows rows and the heads that
+//            share a kv head taken G at a time, so each selected row is read once per group and
+//            chunk, not once per head, and a query's chunks run in parallel. Per chunk: each
+//            score a fixed butterfly over 32 lanes' strided f32 chains, the chunk's max, sum and
+//            unnormalised value sums (rows in selection order); then the chunks combined in
+//            chunk order. Deterministic, no atomics; a query's bits depend on its own selection
+//            only (not on the batch, nor on the context bound of the launch).
 //
 // provides: MlaSeq, kDsaMaxHeads, kDsaMaxHeadDim, DsaScoreParams, dsa_score_run, DsaSelectParams,
 //           dsa_select_run, DsaExpandParams, dsa_expand_pools_run, kSparseAttnMaxTopk, kSparseAttnMaxDim,
-//           SparseAttnParams,
-//           sparse_attention_run
+//           kSparseSplitRows, SparseAttnParams, sparse_attention_split_floats, sparse_attention_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -108,6 +115,8 @@ void dsa_expand_pools_run(const DsaExpandParams& p, cudaStream_t s);
 // Bounds of the sparse attention kernel (a query head's scores and its query in shared memory).
 inline constexpr int kSparseAttnMaxTopk = 4096;
 inline constexpr int kSparseAttnMaxDim = 1024;
+// Selected rows per chunk of the split form (a block's rows; a query has ceil(topk / this) chunks).
+inline constexpr int kSparseSplitRows = 128;
 
 struct SparseAttnParams {
   const float* q = nullptr;        // [T, H, dk]
@@ -125,7 +134,13 @@ struct SparseAttnParams {
   // a batched step: query t reads sequence t's caches, its k / v (or, latent, its lat for both)
   const MlaSeq* seqs = nullptr;
   bool latent = false;
+  // the split form (null: a block per query head over all its rows): its chunks' partial
+  // results, sparse_attention_split_floats(T, H, topk, dv) floats at least
+  float* split_work = nullptr;
+  int64_t split_work_floats = 0;
 };
 void sparse_attention_run(const SparseAttnParams& p, cudaStream_t s);
+// The split form's workspace: per query, head and chunk its max, sum and dv value sums.
+int64_t sparse_attention_split_floats(int64_t T, int H, int topk, int dv);
 
 }  // namespace memra::cuda

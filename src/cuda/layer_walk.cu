@@ -156,8 +156,13 @@ void Workspace::ensure(Engine& e, const ModelConfig& c, int64_t T, int64_t ctx, 
                                                              static_cast<int>(c.ssm_d_k), static_cast<int>(c.ssm_d_v)));
   // the indexer's scores of a chunk of queries (DeepSeek-V4's over fewer keys: compressed rows)
   if (c.has_mla() || c.family == Family::DeepseekV4) need = std::max(need, mla_score_rows(T, ctx) * ctx);
-  // the latent form's queries and outputs, after the indexer is done with its scores
-  if (mla_latent && c.has_mla()) need = std::max(need, T * c.n_head * (2 * c.mla_kv_rank + c.n_rot));
+  // the latent form's queries and outputs, then its split attention's chunks, after the indexer
+  // is done with its scores
+  if (mla_latent && c.has_mla())
+    need = std::max(need, T * c.n_head * (2 * c.mla_kv_rank + c.n_rot) +
+                              cuda::sparse_attention_split_floats(T, static_cast<int>(c.n_head),
+                                                                  static_cast<int>(c.dsa_sel_width()),
+                                                                  static_cast<int>(c.mla_kv_rank)));
   if (need > cap_work) {
     work = DeviceBuffer<float>(e, static_cast<size_t>(need));
     cap_work = need;
@@ -726,6 +731,7 @@ void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl* ci, int64_t li,
   const int kvr = static_cast<int>(c.mla_kv_rank), lw = kvr + static_cast<int>(c.n_rot);
   float* ql = ws.work.data();         // [T, H, kv_rank + n_rot] (Workspace::ensure's mla_latent)
   float* ol = ql + ap.T * ap.H * lw;  // [T, H, kv_rank]
+  float* split = ol + ap.T * ap.H * kvr;
   const cuda::MlaAbsorbParams ab{.wkv_b = L.mla->wkv_b.m,
                                  .q = ap.q,
                                  .ql = ql,
@@ -747,6 +753,8 @@ void Model::Impl::mla_latent_attention(DevLayer& L, Cache::Impl* ci, int64_t li,
   ap.dk = lw;
   ap.dv = kvr;
   ap.ld_k = ap.ld_v = lw;
+  ap.split_work = split;  // every head reads the same rows: the split form reads them once per group
+  ap.split_work_floats = ws.cap_work - (split - ws.work.data());
   cuda::sparse_attention_run(ap, s);
   cuda::mla_absorb_o_run(ab, s);
   ++counters.mla_latent_launches;
