@@ -12,10 +12,11 @@
   (scipy.stats.mannwhitneyu(x, y, alternative="two-sided"), default and asymptotic methods);
 - compare: a "re-run" of a committed run (its aggregates expanded to 9 repetitions, then a small
   deterministic jitter) is not flagged; a 5 % slowdown with 9 repetitions is (exit 1, named);
-  runs without repetitions never are; the threshold, --filter, bad input (exit 2);
-- render: the plots built from the committed runs and from synthetic ones (batch and prefill
-  length curves, llama.cpp reference lines), the page self-contained, a clear failure without
-  Chart.js; import-llama-bench.
+  runs without repetitions never are; the threshold, --filter, bad input (exit 2); runs of
+  different cards refused (exit 2) or, with --cross-card, tabled without a verdict;
+- render: the plots built from the committed runs (an H200's and an H100's: a line, band, bar
+  group and curve per card) and from synthetic ones (batch and prefill length curves, llama.cpp
+  reference lines), the page self-contained, a clear failure without Chart.js; import-llama-bench.
 """
 import copy
 import io
@@ -437,6 +438,25 @@ class Compare(unittest.TestCase):
         self.assertRegex(line, r"\s1\.0000|\s0\.\d{4}\s")
         self.assertIn("3 vs 3 repetitions cannot reach p < 0.05", line)
 
+    def test_runs_of_different_cards_are_not_compared(self):
+        # the 5 % slower run, as if measured on another card: refused, or with --cross-card the
+        # table without a verdict (exit 0)
+        other = copy.deepcopy(load(self.slow))
+        other["context"]["gpu"] = "NVIDIA H100 80GB HBM3"
+        with tempfile.TemporaryDirectory() as d:
+            o = write(d, "other.json", other)
+            rc, out, err = run_tool("compare", self.base, o)
+            self.assertEqual(rc, 2, out + err)
+            self.assertIn("ran on NVIDIA H200", err)
+            self.assertIn("on NVIDIA H100 80GB HBM3", err)
+            self.assertIn("--cross-card", err)
+            rc, out, err = run_tool("compare", self.base, o, "--cross-card", "--json", os.path.join(d, "t.json"))
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("CARDS DIFFER: NVIDIA H200 vs NVIDIA H100 80GB HBM3", out)
+            self.assertIn("no verdict across cards", out)
+            self.assertNotIn("REGRESSION:", out)
+            self.assertEqual(load(os.path.join(d, "t.json"))["cards"], ["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
+
     def test_bad_input(self):
         rc, _, err = run_tool("compare", BATCH_RUN, os.path.join(RESULTS, "nope.json"))
         self.assertEqual(rc, 2)
@@ -467,14 +487,32 @@ class Render(unittest.TestCase):
         self.assertEqual([r["value"] for r in g["refs"]], [218], "llama.cpp tg128 for the 9B")
         self.assertIn("(q8_0)", hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"][0]["label"], "other dtype said")
         self.assertEqual([r["value"] for r in hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["refs"]], [42000])
-        self.assertEqual(hist["StreamRead/4GiB"]["band"]["label"], "min–max of repetitions")
+        self.assertIn("on H200", g["refs"][0]["label"], "the peer's card said: the page holds two")
         self.assertEqual(hist["StreamRead/4GiB"]["unit"], "GB/s")
+        # the committed runs come from an H200 and an H100: a line and a band per card, never one
+        # line through both (the H100's 3.1 TB/s is not a regression of the H200's 4.5)
+        sr = hist["StreamRead/4GiB"]
+        self.assertEqual([x["label"] for x in sr["series"]], ["median, H200", "median, H100 80GB HBM3"])
+        self.assertNotIn("band", sr)
+        self.assertEqual([b["label"] for b in sr["bands"]],
+                         ["min–max of repetitions, H200", "min–max of repetitions, H100 80GB HBM3"])
+        h100 = sr["labels"].index("3480dad")
+        self.assertIsNone(sr["series"][0]["data"][h100])
+        self.assertAlmostEqual(sr["series"][1]["data"][h100] / 1e3, 3.10, delta=0.02)
+        self.assertIsNone(sr["bands"][0]["lo"][h100])
+        self.assertIn("one line per GPU", sr["subtitle"])
+        self.assertEqual(len(g["series"]), 1, "graph_stream ran on the H200 only: one line, its band")
+        self.assertIn("band", g)
+        arms = {p["title"] for p in by["arms"]}
+        self.assertIn("Decode qwen35-9b q8_0: arms, latest run of each on H200", arms)
+        self.assertNotIn("Decode qwen35-9b q8_0: arms, latest run of each on H100 80GB HBM3", arms, "one arm there")
         for p in plots:
             pts = [v for s in p["series"] for v in s["data"] if v is not None]
             self.assertTrue(pts, p["title"])
         batch = {p["title"]: p for p in by["batch"]}
         b = batch["DecodeBatch qwen35-9b q8_0: tokens/s vs batch"]
-        d9 = next(s for s in b["series"] if s["label"] == "d9b5cec")
+        d9 = next(s for s in b["series"] if s["label"] == "d9b5cec (H200)")
+        self.assertIn("3480dad (H100 80GB HBM3)", [s["label"] for s in b["series"]])
         self.assertEqual([pt["x"] for pt in d9["data"]], [1, 4, 16, 32])
         self.assertAlmostEqual(d9["data"][3]["y"], 876.1394035934178)
         roof = {p["title"]: p for p in by["roofline"]}

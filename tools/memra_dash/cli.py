@@ -36,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--alpha", type=float, default=0.05, help="significance level of the U test (default 0.05)")
     c.add_argument("--filter", metavar="REGEX", help="only benchmarks whose key matches (re.search)")
     c.add_argument("--json", metavar="OUT.json", help="also write the table as JSON (for scripts)")
+    c.add_argument("--cross-card", action="store_true",
+                   help="compare runs of different cards (context gpu) anyway: the table, no verdict, exit 0")
     c.set_defaults(func=compare.main)
 
     i = sub.add_parser("import-llama-bench", help="llama-bench JSON (-o json / jsonl) -> a peer run",

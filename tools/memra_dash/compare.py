@@ -4,7 +4,9 @@ Google Benchmark's tools/compare.py tests). Exit 1 when a benchmark is slower by
 threshold with p < alpha; 0 otherwise; 2 on a usage or input error.
 
 Benchmarks are matched by key (the name without iterations:/repeats:/manual_time parts), so a
-re-run with another repetition count still pairs up. The compared value is real_time per
+re-run with another repetition count still pairs up. Both runs must come from the same card
+(context "gpu"): across cards the difference is the machine, so such a pair is refused (exit 2)
+unless --cross-card asks for the table anyway, which then never exits 1. The compared value is real_time per
 iteration (for memra's benchmarks the GPU time of one token, step or prefill): time up means
 throughput down, so "slower" is one test for both.
 """
@@ -80,8 +82,11 @@ def compare_runs(base: gbench.Run, cont: gbench.Run, threshold: float = 0.05, al
 
 
 def print_report(res: dict, base: gbench.Run, cont: gbench.Run, out=sys.stdout):
-    print(f"base:      {base.file} (commit {base.commit}, {base.date_str() or 'no date'})", file=out)
-    print(f"contender: {cont.file} (commit {cont.commit}, {cont.date_str() or 'no date'})", file=out)
+    print(f"base:      {base.file} (commit {base.commit}, {base.date_str() or 'no date'}, {base.card})", file=out)
+    print(f"contender: {cont.file} (commit {cont.commit}, {cont.date_str() or 'no date'}, {cont.card})", file=out)
+    if base.card != cont.card:
+        print(f"CARDS DIFFER: {base.card} vs {cont.card}: the changes below are the machines' as much as the "
+              f"code's; nothing is flagged", file=out)
     print(f"time per iteration (real_time), median over repetitions; change = contender/base - 1 "
           f"(+ = slower); p = two-sided Mann-Whitney U over the repetition times; flagged when "
           f"slower by > {res['threshold']:.1%} with p < {res['alpha']}", file=out)
@@ -107,7 +112,9 @@ def print_report(res: dict, base: gbench.Run, cont: gbench.Run, out=sys.stdout):
     if nop:
         print(f"{nop} benchmark(s) without a p-value (no per-repetition entries in one of the runs): "
               f"never flagged", file=out)
-    if res["regressions"]:
+    if base.card != cont.card:
+        print("no verdict across cards", file=out)
+    elif res["regressions"]:
         print(f"REGRESSION: {len(res['regressions'])} benchmark(s) slower by more than "
               f"{res['threshold']:.1%} with p < {res['alpha']}: "
               + ", ".join(f"{r['key']} ({r['change'] * 100:+.2f}%, p={r['p']:.4f})" for r in res["regressions"]),
@@ -124,10 +131,16 @@ def main(args) -> int:
     except (gbench.ParseError, re.error) as ex:
         print(f"memra-dash compare: {ex}", file=sys.stderr)
         return 2
+    cross = base.card != cont.card
+    if cross and not getattr(args, "cross_card", False):
+        print(f"memra-dash compare: {base.file} ran on {base.card}, {cont.file} on {cont.card}: a comparison "
+              f"across cards measures the machines, not the change (--cross-card shows the table anyway)",
+              file=sys.stderr)
+        return 2
     res["filtered"] = bool(args.filter)
     print_report(res, base, cont)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"base": base.file, "contender": cont.file, **res}, f, indent=1)
+            json.dump({"base": base.file, "contender": cont.file, "cards": [base.card, cont.card], **res}, f, indent=1)
             f.write("\n")
-    return 1 if res["regressions"] else 0
+    return 1 if res["regressions"] and not cross else 0

@@ -38,16 +38,17 @@
         pointRadius: 3, borderWidth: 2, spanGaps: true, tension: 0, order: 1
       });
     });
-    if (spec.band) {
-      var c0 = PALETTE[0];
+    // a band per series where the spec has several (bands[i].series: the line it spreads), else one
+    (spec.bands || (spec.band ? [spec.band] : [])).forEach(function (b) {
+      var c0 = PALETTE[(b.series || 0) % PALETTE.length];
       // max first, then min filled up to it ('-1': the previous dataset)
-      ds.push({label: spec.band.label + ' (max)', data: spec.band.hi, _band: true, type: 'line',
+      ds.push({label: b.label + ' (max)', data: b.hi, _band: true, type: 'line',
                borderColor: alpha(c0, 0.25), backgroundColor: alpha(c0, 0.15), borderWidth: 1, pointRadius: 0,
                fill: false, spanGaps: true, order: 2});
-      ds.push({label: spec.band.label, data: spec.band.lo, _band: true, _bandLegend: true, type: 'line',
+      ds.push({label: b.label, data: b.lo, _band: true, _bandLegend: true, type: 'line',
                borderColor: alpha(c0, 0.25), backgroundColor: alpha(c0, 0.15), borderWidth: 1, pointRadius: 0,
                fill: '-1', spanGaps: true, order: 2});
-    }
+    });
     (spec.refs || []).forEach(function (r, i) {
       var n = xy ? 0 : spec.labels.length;
       var data = [];

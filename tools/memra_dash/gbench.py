@@ -85,6 +85,11 @@ def shape_label(shape: str | None, dtype: str | None) -> str:
     return f"{shape} {dtype}" if dtype else shape
 
 
+def card_label(card: str) -> str:
+    """A card's short name in plot labels ("NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3")."""
+    return card[len("NVIDIA "):] if card.startswith("NVIDIA ") else card
+
+
 class Bench:
     """One benchmark of one run: its repetitions and its aggregates."""
 
@@ -221,6 +226,13 @@ class Run:
         else:
             self.commit = self.name_commit or ctx_commit or "unknown"
         self.label = self.commit  # made unique by load_runs
+        # the card that ran it (context "gpu", else the file name's <gpu>): runs on different cards
+        # are different machines, never points of one history
+        gpu = self.context.get("gpu")
+        if isinstance(gpu, str) and gpu.strip():
+            self.card = gpu.strip()
+        else:
+            self.card = m.group("gpu").upper() if m else "unknown card"
         self._stream_bw = None
 
     def _add(self, e: dict):

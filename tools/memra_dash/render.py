@@ -125,9 +125,9 @@ def _point_tip(run: gbench.Run, b: gbench.Bench, metric: str) -> str:
     return "\n".join(lines)
 
 
-def _peer_refs(peers, info, metric="throughput"):
+def _peer_refs(peers, info, metric="throughput", with_card=False):
     """Reference values of peer runs for a memra benchmark: same kind and shape (and prompt length
-    for prefill). The dtype may differ: the label says the peer's."""
+    for prefill). The dtype may differ: the label says the peer's; with_card: and its card."""
     refs = []
     if info["kind"] not in ("decode", "prefill"):
         return refs
@@ -146,6 +146,8 @@ def _peer_refs(peers, info, metric="throughput"):
             if what.startswith("llamacpp_"):
                 what = what[len("llamacpp_"):]
             label = f"{p.label}: {what} {_fmt(v, 'tok/s')}" + ("" if same else f" ({pi['dtype']})")
+            if with_card:
+                label += f" on {gbench.card_label(p.card)}"
             refs.append({"label": label, "value": v, "sameDtype": same})
     return refs
 
@@ -156,6 +158,16 @@ class Builder:
         self.peers = [r for r in runs if r.peer]
         self.plots: list[dict] = []
         self.notes: dict[str, list[str]] = {}
+        # runs on several cards: every plot keeps them apart (a line, bar group or curve per card)
+        self.multi_card = len({r.card for r in self.runs}) > 1
+
+    def _cards(self, runs) -> list[str]:
+        """The cards of these runs, in the order they first ran."""
+        out = []
+        for r in runs:
+            if r.card not in out:
+                out.append(r.card)
+        return out
 
     def add(self, section, spec):
         spec["id"] = f"p{len(self.plots)}"
@@ -194,45 +206,69 @@ class Builder:
             band_label = {frozenset(["range"]): "min–max of repetitions",
                           frozenset(["stddev"]): "± stddev (aggregates only)",
                           frozenset(["range", "stddev"]): "min–max (± stddev where aggregates only)"}.get(frozenset(how))
+            cards = self._cards(r for r, _ in pts)
+            if len(cards) == 1:
+                series = [{"label": "median", "data": med, "tips": tips}]
+            else:  # a line per card over the shared run axis (gaps where another card ran)
+                series = [{"label": f"median, {gbench.card_label(cd)}",
+                           "data": [v if r.card == cd else None for (r, _), v in zip(pts, med)],
+                           "tips": [t if r.card == cd else "" for (r, _), t in zip(pts, tips)]} for cd in cards]
             spec = {"type": "line", "title": key, "labels": [r.label for r, _ in pts],
                     "yTitle": ("tokens/s" if unit == "tok/s" else unit) if metric == "throughput" else "time/iteration (ns)",
-                    "unit": unit,
-                    "series": [{"label": "median", "data": med, "tips": tips}],
-                    "refs": _peer_refs(self.peers, info) if metric == "throughput" else []}
-            if band_label and any(v is not None for v in lo):
+                    "unit": unit, "series": series,
+                    "refs": _peer_refs(self.peers, info, with_card=self.multi_card) if metric == "throughput" else []}
+            if len(cards) > 1:
+                spec["subtitle"] = "one line per GPU: runs on different cards are different machines, not a change"
+                if band_label and any(v is not None for v in lo):
+                    spec["bands"] = [{"label": f"{band_label}, {gbench.card_label(cd)}", "series": i,
+                                      "lo": [v if r.card == cd else None for (r, _), v in zip(pts, lo)],
+                                      "hi": [v if r.card == cd else None for (r, _), v in zip(pts, hi)]}
+                                     for i, cd in enumerate(cards)]
+            elif band_label and any(v is not None for v in lo):
                 spec["band"] = {"label": band_label, "lo": lo, "hi": hi}
             self.add("history", spec)
 
-    def _latest(self, key):
+    def _latest(self, key, card=None):
+        """The latest run of a benchmark (on that card, when given)."""
         for r in reversed(self.runs):
-            if key in r.benches:
+            if key in r.benches and (card is None or r.card == card):
                 return r, r.benches[key]
         return None, None
 
-    # arms of one shape side by side
+    def _card_suffix(self, card) -> str:
+        return f" on {gbench.card_label(card)}" if self.multi_card else ""
+
+    # arms of one shape side by side (per card: bars of different cards are not compared)
     def arms(self):
         groups: dict[tuple, list[dict]] = {}
         for info in self.keys():
             if info["kind"] in ("decode", "prefill") and info["shape"]:
                 groups.setdefault((info["family"], info["shape"], info["dtype"]), []).append(info)
         for (fam, shape, dtype), infos in groups.items():
-            if len(infos) < 2:
+            for card in self._cards(r for r in self.runs if any(i["key"] in r.benches for i in infos)):
+                self._arms_of(fam, shape, dtype, infos, card)
+
+    def _arms_of(self, fam, shape, dtype, infos, card):
+        if len(infos) < 2:
+            return
+        labels, vals, tips = [], [], []
+        for info in infos:
+            r, b = self._latest(info["key"], card)
+            if b is None:
                 continue
-            labels, vals, tips = [], [], []
-            for info in infos:
-                r, b = self._latest(info["key"])
-                v = b.median("throughput")
-                if v is None:
-                    continue
-                labels.append(f"{info['arm']} @{r.label}")
-                vals.append(v)
-                tips.append(_point_tip(r, b, "throughput"))
-            if len(vals) < 2:
+            v = b.median("throughput")
+            if v is None:
                 continue
-            self.add("arms", {"type": "bar", "title": f"{fam} {gbench.shape_label(shape, dtype)}: arms, latest run of each",
-                              "labels": labels, "yTitle": "tokens/s", "unit": "tok/s",
-                              "series": [{"label": "median tok/s", "data": vals, "tips": tips}],
-                              "refs": _peer_refs(self.peers, infos[0])})
+            labels.append(f"{info['arm']} @{r.label}")
+            vals.append(v)
+            tips.append(_point_tip(r, b, "throughput"))
+        if len(vals) < 2:
+            return
+        self.add("arms", {"type": "bar",
+                          "title": f"{fam} {gbench.shape_label(shape, dtype)}: arms, latest run of each{self._card_suffix(card)}",
+                          "labels": labels, "yTitle": "tokens/s", "unit": "tok/s",
+                          "series": [{"label": "median tok/s", "data": vals, "tips": tips}],
+                          "refs": _peer_refs(self.peers, infos[0], with_card=self.multi_card)})
 
     # fraction of the measured read roofline
     def roofline(self):
@@ -254,15 +290,18 @@ class Builder:
             if not runs:
                 continue
             series = []
+            cards = self._cards(runs)
             for info in infos:
-                data, tips = [], []
-                for r in runs:
-                    b = r.benches.get(info["key"])
-                    v = b.median("fraction") if b else None
-                    data.append(v)
-                    tips.append(_point_tip(r, b, "fraction") if b and v is not None else "")
-                if any(v is not None for v in data):
-                    series.append({"label": info["arm"], "data": data, "tips": tips})
+                for card in cards:  # a line per arm, and per card where several ran it
+                    data, tips = [], []
+                    for r in runs:
+                        b = r.benches.get(info["key"]) if r.card == card else None
+                        v = b.median("fraction") if b else None
+                        data.append(v)
+                        tips.append(_point_tip(r, b, "fraction") if b and v is not None else "")
+                    if any(v is not None for v in data):
+                        label = info["arm"] + (f", {gbench.card_label(card)}" if len(cards) > 1 else "")
+                        series.append({"label": label, "data": data, "tips": tips})
             spec = {"type": "line", "title": f"Decode {gbench.shape_label(shape, dtype)}: fraction of the read roofline",
                     "labels": [r.label for r in runs], "yTitle": "fraction of StreamRead", "unit": "",
                     "yZero": True, "series": series, "refs": []}
@@ -277,7 +316,7 @@ class Builder:
             if info["kind"] == "batch" and info["batch"] is not None:
                 groups.setdefault((info["shape"], info["dtype"], info["arm"]), []).append(info)
         for (shape, dtype, arm), infos in groups.items():
-            series = []
+            series, cards = [], []
             for r in self.runs:
                 pts, tips = [], []
                 for info in sorted(infos, key=lambda i: i["batch"]):
@@ -288,6 +327,10 @@ class Builder:
                         tips.append(_point_tip(r, b, "throughput"))
                 if len(pts) >= 2:
                     series.append({"label": r.label, "data": pts, "tips": tips})
+                    cards.append(r.card)
+            if len(set(cards)) > 1:  # curves of several cards: each says its own
+                for sr, card in zip(series, cards):
+                    sr["label"] += f" ({gbench.card_label(card)})"
             if not series:
                 continue
             title = f"DecodeBatch {gbench.shape_label(shape, dtype)}" + (f" {arm}" if arm and arm != "eager" else "")
@@ -310,22 +353,26 @@ class Builder:
                 single.update(lengths)
                 continue
             series = []
+            cards = self._cards(r for r in self.runs if any(i["key"] in r.benches for i in infos))
             for arm in sorted({i["arm"] for i in infos}):
-                pts, tips = [], []
-                for n in lengths:
-                    k = next((i["key"] for i in infos if i["arm"] == arm and i["prompt_len"] == n), None)
-                    if not k:
-                        continue
-                    r, b = self._latest(k)
-                    v = b.median("throughput")
-                    if v is not None:
-                        pts.append({"x": n, "y": v})
-                        tips.append(_point_tip(r, b, "throughput"))
-                if pts:
-                    series.append({"label": arm, "data": pts, "tips": tips})
+                for card in cards:  # the latest point of each length on each card
+                    pts, tips = [], []
+                    for n in lengths:
+                        k = next((i["key"] for i in infos if i["arm"] == arm and i["prompt_len"] == n), None)
+                        if not k:
+                            continue
+                        r, b = self._latest(k, card)
+                        v = b.median("throughput") if b else None
+                        if v is not None:
+                            pts.append({"x": n, "y": v})
+                            tips.append(_point_tip(r, b, "throughput"))
+                    if pts:
+                        label = arm + (f", {gbench.card_label(card)}" if len(cards) > 1 else "")
+                        series.append({"label": label, "data": pts, "tips": tips})
             refs = []
             for n in lengths:
-                for ref in _peer_refs(self.peers, {"kind": "prefill", "shape": shape, "dtype": dtype, "prompt_len": n}):
+                for ref in _peer_refs(self.peers, {"kind": "prefill", "shape": shape, "dtype": dtype, "prompt_len": n},
+                                      with_card=self.multi_card):
                     refs.append({"label": ref["label"], "x": n, "value": ref["value"]})
             if series:
                 self.add("prefill", {"type": "xy", "title": f"Prefill {gbench.shape_label(shape, dtype)}: tokens/s vs prompt length",
