@@ -137,10 +137,14 @@ def main(args) -> int:
               f"across cards measures the machines, not the change (--cross-card shows the table anyway)",
               file=sys.stderr)
         return 2
+    if cross:  # the table only: a change across cards is no verdict on the code
+        for r in res["rows"]:
+            r["verdict"] = ""
+        res["regressions"] = []
     res["filtered"] = bool(args.filter)
     print_report(res, base, cont)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"base": base.file, "contender": cont.file, "cards": [base.card, cont.card], **res}, f, indent=1)
             f.write("\n")
-    return 1 if res["regressions"] and not cross else 0
+    return 1 if res["regressions"] else 0
