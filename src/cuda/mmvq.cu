@@ -396,7 +396,10 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // shared memory, and one thread per output scales and stores as matvec_kernel does.
 // p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
 // ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec. Two blocks per
-// SM (__launch_bounds__): 128 registers, the tile's occupancy limit (docs/PERF.md).
+// SM (__launch_bounds__): 128 registers, the tile's occupancy limit (docs/PERF.md). Weights go
+// from global memory to registers one step ahead; activations through a shared-memory ring
+// filled by cp.async kMmaStages - 1 steps ahead (each step's blocks are read by one warp, but
+// every row tile reads them again: from L2, which the ring hides).
 //
 // Why: the 8- / 16-vector dp4a tile reads a weight unit once per tile but spends a dp4a chain and
 // an activation load per vector, and holds one unit per lane in flight: at 16 sequences a
@@ -407,6 +410,14 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 constexpr int kTileWarps = 8;                  // warps per block
 constexpr int kTileClasses = 32 / kTileWarps;  // lane classes per warp
 constexpr int kTileRows = 16;                  // weight rows per block (the mma's M)
+constexpr int kMmaStages = 4;                  // activation ring slots: copies run 3 steps ahead
+
+// The ring's dynamic shared memory: kMmaStages slots of 8 NTILE vectors, each a step's q8_1
+// blocks plus 16 bytes of padding (matvec_mma_kernel). Q8_0 with 16 vectors: 74752 bytes.
+template <int W, int NTILE>
+__host__ __device__ constexpr size_t mma_ring_bytes() {
+  return static_cast<size_t>(kMmaStages) * 8 * NTILE * ((W == 3 ? 32 : 16) * sizeof(Q81) + 16);
+}
 
 template <int W, int NTILE>
 __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
@@ -429,25 +440,62 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   // is a lane base fixed here plus a per-step term plus an immediate per class: no index
   // arithmetic per unit. Weights: the unit's 4 bytes of rows g and g + 8 at k = 4q (and 4q + 16
   // for Q8_0) and the two rows' scales (4-byte loads: a planar row and a q8_1 block's values are
-  // 4-byte aligned only). Activations, in q8_1 blocks from p.xq (the launch checks that
-  // n_out * cols / 32 fits in an int): the B fragment reads vector g of each n-tile at the unit's
-  // block (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and 8c are even), the
-  // accumulators' scales vectors 2q and 2q + 1.
+  // 4-byte aligned only).
   constexpr int kUnitBytes = W == 3 ? 32 : 8, kUnitsPerBlock = W == 3 ? 1 : 2;
   const uint8_t* const qa = wa + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
   const uint8_t* const qb = wb + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
   const uint8_t* const sa = wa + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
   const uint8_t* const sb = wb + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
-  const int bq = (W == 3 ? 0 : (warp & 1) * 16) + 4 * q;  // the B fragment's byte in a block's values
-  int xb[NTILE], xd0[NTILE], xd1[NTILE];
-#pragma unroll
-  for (int n = 0; n < NTILE; ++n) {
-    const int64_t last = p.n_out - 1, vb = a0 + 8 * n + g, v0 = a0 + 8 * n + 2 * q;
-    const int wblk = warp / kUnitsPerBlock;
-    xb[n] = static_cast<int>((vb < last ? vb : last) * nqb) + wblk;
-    xd0[n] = static_cast<int>((v0 < last ? v0 : last) * nqb) + wblk;
-    xd1[n] = static_cast<int>((v0 + 1 < last ? v0 + 1 : last) * nqb) + wblk;
-  }
+
+  // Activations: a step's q8_1 blocks of the block's kVec vectors (contiguous in each vector's
+  // row, 1152 bytes for Q8_0, 576 for NVFP4's 16 blocks) are copied into a ring of kMmaStages
+  // slots by cp.async, kMmaStages - 1 steps ahead, so an mma's B fragment and scales come from
+  // shared memory instead of an L2 round trip issued in the step that needs them (the latency
+  // that left 67 % of cycles without an eligible warp, docs/PERF.md). A vector's slot row is
+  // padded by 16 bytes so that its stride is 4 mod 8 words: the 8 vectors g of a fragment load
+  // and the 4 words q fall in 32 different banks. Vectors past n_out are copied from the last
+  // one (computed, never stored). The copies are 16 bytes where every vector row and step starts
+  // 16-byte aligned (cols a multiple of 128 and xq 16-byte aligned: all model shapes), else 4.
+  constexpr int kStepBlocks = 32 / kUnitsPerBlock;
+  constexpr int kStepBytes = kStepBlocks * static_cast<int>(sizeof(Q81));
+  constexpr int kVecStride = kStepBytes + 16, kSlotBytes = kVec * kVecStride;
+  static_assert(static_cast<size_t>(kMmaStages) * kSlotBytes == mma_ring_bytes<W, NTILE>(), "the launch's ring size");
+  extern __shared__ uint4 mma_ring[];
+  uint8_t* const ring = reinterpret_cast<uint8_t*>(mma_ring);
+  const int steps = (nu + 31) / 32, nqb32 = static_cast<int>(nqb);
+  const int a0i = static_cast<int>(a0), last = static_cast<int>(p.n_out - 1);
+  const bool copy16 = nqb % 4 == 0 && reinterpret_cast<uintptr_t>(p.xq) % 16 == 0;
+  auto stage = [&](int st) {  // step st's blocks into slot st % kMmaStages; one commit group
+    if (st < steps) {
+      const int blk0 = st * kStepBlocks, nb = min(kStepBlocks, nqb32 - blk0);
+      uint8_t* const slot = ring + (st % kMmaStages) * kSlotBytes;
+      auto copy = [&](auto chunk_c, int per_vec) {
+        constexpr int kChunk = decltype(chunk_c)::value;
+        for (int i = threadIdx.x; i < kVec * per_vec; i += 32 * kTileWarps) {
+          const int v = i / per_vec, k = i - v * per_vec;
+          const int a = min(a0i + v, last);  // int offsets: the launch checks n_out * cols / 32 < 2^31
+          const uint8_t* src = reinterpret_cast<const uint8_t*>(p.xq + (a * nqb32 + blk0)) + kChunk * k;
+          if constexpr (kChunk == 16)
+            cp_async16(slot + v * kVecStride + 16 * k, src);
+          else
+            cp_async4(slot + v * kVecStride + 4 * k, src);
+        }
+      };
+      if (nb == kStepBlocks && copy16)
+        copy(std::integral_constant<int, 16>{}, kStepBytes / 16);  // a whole step: constant divisor
+      else if (copy16)
+        copy(std::integral_constant<int, 16>{}, nb * static_cast<int>(sizeof(Q81)) / 16);
+      else
+        copy(std::integral_constant<int, 4>{}, nb * static_cast<int>(sizeof(Q81)) / 4);
+    }
+    cp_async_commit();
+  };
+  // In a slot: the B fragment of n-tile n reads vector 8n + g at the unit's block, byte bq of its
+  // values (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and 8c are even);
+  // the accumulators' scales are vectors 8n + 2q and 8n + 2q + 1's d.
+  const int bq = (W == 3 ? 0 : (warp & 1) * 16) + 4 * q;
+  const int blk_w = (warp / kUnitsPerBlock) * static_cast<int>(sizeof(Q81));
+  const int xb_off = g * kVecStride + blk_w + 4 + bq, xd_off = 2 * q * kVecStride + blk_w;
 
   struct Frag {
     int a0, a1, a2, a3;
@@ -472,26 +520,17 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
     }
     return f;
   };
-  struct Act {
-    int b0, b1;
-    uint32_t d;  // the two vectors' fp16 scales, 2q in the low half
-  };
-  auto load_act = [&](int n, int dblk) {  // the block of unit warp + du, dblk = du / kUnitsPerBlock
-    Act a;
-    const int* xi = reinterpret_cast<const int*>(p.xq[xb[n] + dblk].qs + bq);
-    a.b0 = xi[0];
-    a.b1 = W == 3 ? xi[4] : 0;
-    a.d = p.xq[xd0[n] + dblk].d | static_cast<uint32_t>(p.xq[xd1[n] + dblk].d) << 16;
-    return a;
-  };
 
-  // The first step's weights before the wait (weights are immutable: launch.cuh).
+  // The first step's weights before the wait (weights are immutable: launch.cuh); the
+  // activations are the previous kernel's output, so their copies start after it.
   Frag cur[kTileClasses];
 #pragma unroll
   for (int c = 0; c < kTileClasses; ++c)
     if (warp + kTileWarps * c < nu) cur[c] = load_w(kTileWarps * c);
   pdl_wait();
   pdl_release();
+#pragma unroll
+  for (int st = 0; st < kMmaStages - 1; ++st) stage(st);
 
   float acc[kTileClasses][NTILE][4];
 #pragma unroll
@@ -499,17 +538,18 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
 #pragma unroll
     for (int n = 0; n < NTILE; ++n) acc[c][n][0] = acc[c][n][1] = acc[c][n][2] = acc[c][n][3] = 0.0f;
 
-  // One step: every class's activation loads issued together, then the next step's weights (in
-  // flight during this step's arithmetic), then the mma. kFull: this step and the next have all
-  // 32 units (every step but the last two of a model-shaped row), so no unit is bounds-checked.
-  auto step = [&](int u0, auto full) {
+  // One step: wait for its slot, start the copies of step + kMmaStages - 1 into the slot the
+  // previous step read (every warp is past it after the barrier), issue the next step's weights
+  // (in flight during this step's arithmetic), then the mma. kFull: this step and the next have
+  // all 32 units (every step but the last two of a model-shaped row), so no unit is
+  // bounds-checked.
+  auto step = [&](int st, auto full) {
     constexpr bool kFull = decltype(full)::value;
-    Act act[kTileClasses][NTILE];
-#pragma unroll
-    for (int c = 0; c < kTileClasses; ++c)
-      if (kFull || warp + u0 + kTileWarps * c < nu)
-#pragma unroll
-        for (int n = 0; n < NTILE; ++n) act[c][n] = load_act(n, (u0 + kTileWarps * c) / kUnitsPerBlock);
+    const int u0 = 32 * st;
+    cp_async_wait_group<kMmaStages - 2>();
+    __syncthreads();
+    stage(st + kMmaStages - 1);
+    const uint8_t* const slot = ring + (st % kMmaStages) * kSlotBytes;
     Frag nxt[kTileClasses];
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c)
@@ -520,16 +560,19 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
       if (!kFull && warp + u0 + kTileWarps * c >= nu) break;
       const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0)) : __uint_as_float(cur[c].s0);
       const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0 >> 16)) : __uint_as_float(cur[c].s1);
+      constexpr int kClassBlk = kTileWarps / kUnitsPerBlock * static_cast<int>(sizeof(Q81));  // per class c
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
-        const Act& a = act[c][n];
+        const uint8_t* xb = slot + xb_off + 8 * n * kVecStride + kClassBlk * c;
+        const uint8_t* xd = slot + xd_off + 8 * n * kVecStride + kClassBlk * c;
         int r[4];
         if constexpr (W == 3)
-          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, a.b0, a.b1);
+          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, *reinterpret_cast<const int*>(xb),
+                  *reinterpret_cast<const int*>(xb + 16));
         else
-          mma_k16(r, cur[c].a0, cur[c].a1, a.b0);
-        const float dx0 = dev_fp16_fast(static_cast<uint16_t>(a.d)),
-                    dx1 = dev_fp16_fast(static_cast<uint16_t>(a.d >> 16));
+          mma_k16(r, cur[c].a0, cur[c].a1, *reinterpret_cast<const int*>(xb));
+        const float dx0 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd)),
+                    dx1 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd + kVecStride));
         acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
         acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
         acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));
@@ -539,9 +582,10 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) cur[c] = nxt[c];
   };
-  int u0 = 0;
-  for (; u0 + 64 <= nu; u0 += 32) step(u0, std::true_type{});
-  for (; u0 < nu; u0 += 32) step(u0, std::false_type{});
+  int st = 0;
+  for (; 32 * st + 64 <= nu; ++st) step(st, std::true_type{});
+  for (; st < steps; ++st) step(st, std::false_type{});
+  cp_async_wait_all();  // the copies of steps past the last (empty groups) before the block exits
 
   // The butterfly's tree over the 32 class sums t[l]: off = 16 and 8 join classes of one warp
   // (t[w] + t[w + 16], t[w + 8] + t[w + 24], then those two), in registers; the 8 warps' sums
@@ -586,7 +630,9 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
   const int64_t gx = ceil_div(b.p[0].n_out, 8 * NTILE);
   if (gx > 2147483647) fail("matvec: ", b.p[0].n_out, " output vectors exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), b.block_start[b.n]);
-  launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE>, grid, 32 * kTileWarps, 0, s, b);
+  constexpr size_t smem = mma_ring_bytes<W, NTILE>();
+  allow_dynamic_smem(reinterpret_cast<const void*>(matvec_mma_kernel<W, NTILE>), smem);
+  launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE>, grid, 32 * kTileWarps, smem, s, b);
 }
 
 // --- m = 1, streamed
