@@ -36,6 +36,7 @@ struct MatvecCase : OpCase {
   int parts;  // > 1: the rows as that many matrices of unequal height in one matvec_run_multi
   bool w4a4 = false;  // NVFP4 weights against W4A4 (fp4) activations instead of q8_1
   bool add = false;   // add_to_y: y += result (the residual add of wo / wout / down), y preset
+  bool x_shift = false;  // xq one q8_1 block into its buffer: 4-byte aligned, not 16 (the tiles' 4-byte copies)
   MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1, bool fp4 = false)
       : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m), w4a4(fp4) {}
   MatvecCase adding() const {
@@ -43,11 +44,17 @@ struct MatvecCase : OpCase {
     c.add = true;
     return c;
   }
+  MatvecCase shifted() const {
+    MatvecCase c = *this;
+    c.x_shift = true;
+    return c;
+  }
   std::string vars() const override {
     Vars v;
     v("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)("parts", parts);
     if (w4a4) v("act", "w4a4");
     if (add) v("y", "add");
+    if (x_shift) v("xq", "shifted");
     return v.str();
   }
 };
@@ -77,7 +84,9 @@ std::vector<MatvecCase> cases() {
   // The mmvq family's tensor-core tiles (5 or more dense q8_1 vectors: one n-tile up to 8,
   // two past it): a single n-tile with a tail, exactly 8, two n-tiles, several token blocks;
   // rows past a 16-row tile, lane classes with no unit (64 and 512 wide), the 9B's 4096 and
-  // 12288 widths, three matrices in one launch and the residual add.
+  // 12288 widths, three matrices in one launch and the residual add. The activation ring's copy
+  // forms: 16-byte (4096, 12288; 512 with a partial last step), 4-byte (64 and 4096 + 192, whose
+  // rows are not whole 16-byte chunks, and an unaligned xq).
   for (DType t : {DType::Q8_0, DType::NVFP4}) {
     v.emplace_back(t, 37, 4096 + 192, 5, DecodeMatvec::mmvq, 1);
     v.emplace_back(t, 16, 4096, 8, DecodeMatvec::mmvq, 1);
@@ -87,6 +96,8 @@ std::vector<MatvecCase> cases() {
     v.emplace_back(t, 45, 4096, 64, DecodeMatvec::mmvq, 1, 3);
     v.push_back(MatvecCase(t, 37, 4096, 12, DecodeMatvec::mmvq, 1).adding());
     v.push_back(MatvecCase(t, 45, 12288, 33, DecodeMatvec::mmvq, 1, 3).adding());
+    // activations not 16-byte aligned with a model width: the ring takes 4-byte copies
+    v.push_back(MatvecCase(t, 37, 4096, 24, DecodeMatvec::mmvq, 1).shifted());
   }
   // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
   // of matrices sharing a launch
@@ -222,8 +233,10 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     DeviceBuffer<float> ds(e, scale.size()), dxf(e, xf.size()), dy(e, static_cast<size_t>(c.n_out * c.rows));
     ds.upload(scale);
     dxf.upload(xf);
-    DeviceBuffer<BlockQ8_1> dxq(e, xq.size());
-    dxq.upload(xq);
+    std::vector<BlockQ8_1> xq_dev = xq;
+    if (c.x_shift) xq_dev.insert(xq_dev.begin(), BlockQ8_1{});
+    DeviceBuffer<BlockQ8_1> dxq(e, xq_dev.size());
+    dxq.upload(xq_dev);
     DeviceBuffer<int32_t> dslab(e, slab.size());
     dslab.upload(slab);
     DeviceBuffer<cuda::A4> da4(e, std::max<size_t>(a4.size(), 1));
@@ -244,7 +257,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     p.w.slab_rows = c.rows;
     p.w.data = dplanar.data();
     p.w.slab_scale = ds.data();
-    p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data());
+    p.xq = reinterpret_cast<const cuda::Q81*>(dxq.data() + (c.x_shift ? 1 : 0));
     p.xf = dxf.data();
     p.ld_xf = c.cols;
     p.n_out = c.n_out;
