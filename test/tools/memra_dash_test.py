@@ -516,6 +516,13 @@ class Render(unittest.TestCase):
         self.assertIn("3480dad (H100 80GB HBM3)", [s["label"] for s in b["series"]])
         self.assertEqual([pt["x"] for pt in d9["data"]], [1, 4, 16, 32])
         self.assertAlmostEqual(d9["data"][3]["y"], 876.1394035934178)
+        up = batch["DecodeBatch qwen35-9b q8_0: tokens/s over the same run's B = 1"]
+        ring = next(s for s in up["series"] if s["label"] == "060ffd8 (H200)")
+        self.assertEqual([pt["x"] for pt in ring["data"]], [1, 8, 16, 32])
+        self.assertAlmostEqual(ring["data"][3]["y"], 6.93, delta=0.01)
+        self.assertIn("DecodeBatch qwen35-9b q8_0 graph: tokens/s vs batch", batch)
+        self.assertNotIn("DecodeBatch qwen35-9b q8_0 graph: tokens/s over the same run's B = 1", batch,
+                         "the graph arm has no B = 1 of its own: no speed-up curve")
         roof = {p["title"]: p for p in by["roofline"]}
         r9 = roof["Decode qwen35-9b q8_0: fraction of the read roofline"]
         self.assertNotIn("d617128", r9["labels"])
@@ -567,9 +574,17 @@ class Render(unittest.TestCase):
         self.assertEqual([pt["x"] for pt in p["series"][0]["data"]], [128, 512, 2048])
         self.assertAlmostEqual(p["series"][0]["data"][0]["y"], 16000.0, delta=1.0)
         self.assertEqual(sorted(r["x"] for r in p["pointRefs"]), [512, 2048])
-        batch = [p for p in plots if p["section"] == "batch"]
-        self.assertEqual(len(batch), 1)
-        self.assertEqual([pt["x"] for pt in batch[0]["series"][0]["data"]], [1, 4, 16])
+        batch = {p["title"]: p for p in plots if p["section"] == "batch"}
+        self.assertEqual(len(batch), 2)
+        tps = batch["DecodeBatch qwen3-0.6b q8_0: tokens/s vs batch"]
+        self.assertEqual([pt["x"] for pt in tps["series"][0]["data"]], [1, 4, 16])
+        # the speed-up over the same run's B = 1 (B tokens in 1 + B/10 ms), against B× as a reference
+        up = batch["DecodeBatch qwen3-0.6b q8_0: tokens/s over the same run's B = 1"]
+        self.assertEqual([s["label"] for s in up["series"]], ["ccccccc"])
+        got = [pt["y"] for pt in up["series"][0]["data"]]
+        for y, b in zip(got, (1, 4, 16)):
+            self.assertAlmostEqual(y, (b / (1 + b / 10)) / (1 / 1.1), places=6)
+        self.assertEqual(up["refLines"][0]["data"], [{"x": 1, "y": 1.0}, {"x": 4, "y": 4.0}, {"x": 16, "y": 16.0}])
         hist = {p["title"]: p for p in plots if p["section"] == "history"}
         self.assertEqual(hist["Prefill2048/qwen3-0.6b/q8_0/gemm"]["refs"][0]["value"], 40000.0)
         self.assertNotIn("Prefill128/qwen3-0.6b/q8_0/gemm", [r["label"] for r in hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"]])

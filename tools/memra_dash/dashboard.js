@@ -57,6 +57,12 @@
                backgroundColor: REF_COLOR, borderDash: [6, 4 + 2 * i], borderWidth: 1.5, pointRadius: 0,
                fill: false, order: 0});
     });
+    // xy reference curves (a dashed line through given points, e.g. the ideal batch scaling)
+    (spec.refLines || []).forEach(function (r, i) {
+      ds.push({label: r.label, data: r.data, _ref: true, type: 'line', borderColor: REF_COLOR,
+               backgroundColor: REF_COLOR, borderDash: [6, 4 + 2 * i], borderWidth: 1.5, pointRadius: 0,
+               fill: false, order: 0});
+    });
     (spec.pointRefs || []).forEach(function (r, i) {
       ds.push({label: r.label, data: [{x: r.x, y: r.value}], _ref: true, type: 'line', showLine: false,
                borderColor: REF_COLOR, backgroundColor: REF_COLOR, pointStyle: 'crossRot', pointRadius: 8,

@@ -316,7 +316,7 @@ class Builder:
             if info["kind"] == "batch" and info["batch"] is not None:
                 groups.setdefault((info["shape"], info["dtype"], info["arm"]), []).append(info)
         for (shape, dtype, arm), infos in groups.items():
-            series, cards = [], []
+            series, cards, scaling = [], [], []
             for r in self.runs:
                 pts, tips = [], []
                 for info in sorted(infos, key=lambda i: i["batch"]):
@@ -328,15 +328,32 @@ class Builder:
                 if len(pts) >= 2:
                     series.append({"label": r.label, "data": pts, "tips": tips})
                     cards.append(r.card)
+                    # the same run's tokens/s over its own B = 1: how far a step of B rows is from
+                    # costing what one row's step does (every weight byte read once either way)
+                    one = next((pt["y"] for pt in pts if pt["x"] == 1), None)
+                    scaling.append({"label": r.label, "data": [{"x": pt["x"], "y": pt["y"] / one} for pt in pts],
+                                    "tips": tips} if one else None)
             if len(set(cards)) > 1:  # curves of several cards: each says its own
                 for sr, card in zip(series, cards):
                     sr["label"] += f" ({gbench.card_label(card)})"
             if not series:
                 continue
+            ticks = sorted({i["batch"] for i in infos})
             title = f"DecodeBatch {gbench.shape_label(shape, dtype)}" + (f" {arm}" if arm and arm != "eager" else "")
             self.add("batch", {"type": "xy", "title": title + ": tokens/s vs batch", "xTitle": "B (sequences per step, log scale)",
-                               "xLog": True, "xTicks": sorted({i["batch"] for i in infos}),
+                               "xLog": True, "xTicks": ticks,
                                "yTitle": "tokens/s (all sequences)", "unit": "tok/s", "series": series, "refs": []})
+            runs_scaled = [sc for sc in scaling if sc]
+            if runs_scaled:
+                for sc, sr in zip(scaling, series):
+                    if sc:
+                        sc["label"] = sr["label"]  # with its card where several ran
+                ideal = {"label": "B× (a step of B rows costs one row's step)",
+                         "data": [{"x": b, "y": float(b)} for b in ticks]}
+                self.add("batch", {"type": "xy", "title": title + ": tokens/s over the same run's B = 1",
+                                   "xTitle": "B (sequences per step, log scale)", "xLog": True, "xTicks": ticks,
+                                   "yTitle": "speed-up over B = 1", "unit": "×", "series": runs_scaled,
+                                   "refs": [], "refLines": [ideal]})
         if not any(p["section"] == "batch" for p in self.plots):
             self.note("batch", "No run has DecodeBatch benchmarks of two or more batch sizes.")
 
