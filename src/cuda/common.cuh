@@ -6,7 +6,7 @@
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
 //           dev_e2m1x2, warp_sum_xor, warp_max, cp_async4, cp_async16, cp_async_commit,
-//           cp_async_wait_group1, cp_async_wait_group, cp_async_wait_all, quantize_block_q8_1, silu_f, mma_k32, mma_k16,
+//           cp_async_wait_group, cp_async_wait_all, quantize_block_q8_1, silu_f, mma_k32, mma_k16,
 //           kMmaMagic, mma_isum
 #pragma once
 
@@ -142,8 +142,7 @@ __device__ __forceinline__ uint16_t dev_f32_to_fp16(float x) { return __half_as_
 
 // 4 or 16 bytes global -> shared without a register (the copy is in flight while the thread goes
 // on; 16: both addresses 16-byte aligned); cp_async_commit closes the thread's group of copies,
-// cp_async_wait_group1 / cp_async_wait_group<N> wait for all but the newest 1 / N groups,
-// cp_async_wait_all for all (then a
+// cp_async_wait_group<N> waits for all but the newest N groups, cp_async_wait_all for all (then a
 // __syncthreads() makes every thread's copies visible to the block).
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -154,12 +153,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_group1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait_group() {  // all but the newest N groups
+__device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 // One q8_1 block from 32 values, one per lane (quant.h quantize_row_q8_1): amax over the block,
 // d = fp16(amax / 127), q = d == 0 ? 0 : clamp(roundf(x / f32(d)), -127, 127),

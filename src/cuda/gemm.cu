@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1) gemm_kerne
       stage_b<TOK>(p, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
-    cp_async_wait_group1();
+    cp_async_wait_group<1>();
     __syncthreads();
     const uint8_t* sa = smem + st * T::kStageBytes;
     const uint8_t* sb = sa + T::kABytes;
