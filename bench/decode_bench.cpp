@@ -512,7 +512,8 @@ void add_context() {
 // MEMRA_BENCH_PROFILE=<shape name>: no benchmarks; build that shape, prime it, then run 2 eager
 // decode steps between cudaProfilerStart/Stop (for `ncu --profile-from-start off`: per-kernel
 // times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=mmvq
-// or gemm: one 512-token forward_last instead.
+// or gemm: one 512-token forward_last instead; with MEMRA_BENCH_PROFILE_BATCH=<B>: one eager
+// batched step of B sequences (BM_DecodeBatch's step, after one untimed step).
 int profile_decode(const std::string& name) {
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
@@ -528,6 +529,32 @@ int profile_decode(const std::string& name) {
       engine().synchronize();
       cudaProfilerStart();
       m.forward_last(prompt);
+      engine().synchronize();
+      cudaProfilerStop();
+      return 0;
+    }
+    if (const char* batch = std::getenv("MEMRA_BENCH_PROFILE_BATCH")) {
+      const int B = std::atoi(batch);
+      if (B < 1 || B > 256) {
+        std::fprintf(stderr, "MEMRA_BENCH_PROFILE_BATCH: %s is not a batch size in 1..256\n", batch);
+        return 2;
+      }
+      std::vector<Cache> caches;
+      std::vector<Cache*> ptrs;
+      std::vector<int32_t> toks;
+      for (int b = 0; b < B; ++b) {
+        caches.push_back(m.new_cache(64));
+        std::vector<int32_t> prompt(16);
+        for (int i = 0; i < 16; ++i) prompt[i] = 100 + 37 * b + i;
+        m.prime_cache(prompt, caches.back());
+        toks.push_back(1 + b);
+      }
+      for (Cache& c : caches) ptrs.push_back(&c);
+      const std::vector<std::optional<SampleSpec>> greedy(static_cast<size_t>(B), SampleSpec{});
+      toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
+      engine().synchronize();
+      cudaProfilerStart();
+      toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
       engine().synchronize();
       cudaProfilerStop();
       return 0;
