@@ -388,15 +388,18 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 //
 // The warp32 chain of quant.h for 5 or more output vectors (a batched decode step, a prefill),
 // with each unit's integer dots taken by mma.sync for 16 rows x 8 vectors at once instead of by
-// dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors; its 8 warps split the 32 lane
-// classes of the contract, warp w taking classes w, w + 8, w + 16, w + 24, and for each class l
+// dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors (8, 16, or 32 from 17 vectors
+// on); its KW warps (8, or 16 for 32 vectors) split the 32 lane classes of the contract, warp w
+// taking classes w, w + KW, ... (8 warps: w, w + 8, w + 16, w + 24), and for each class l
 // the units l, l + 32, l + 64, ... in order into that class's accumulator: exactly lane l's chain
 // of the m = 1 kernel. The 32 class sums are then added in the butterfly's tree (off = 16, 8, 4,
-// 2, 1): the first two levels join a warp's own classes in registers, the last three meet in
-// shared memory, and one thread per output scales and stores as matvec_kernel does.
+// 2, 1): the levels that join a warp's own classes in registers (two with 8 warps, one with 16),
+// the rest in shared memory, and one thread per output scales and stores as matvec_kernel does.
 // p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
-// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec. Two blocks per
-// SM (__launch_bounds__): 128 registers, the tile's occupancy limit (docs/PERF.md). Weights go
+// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec. 16 warps per
+// SM (__launch_bounds__: two blocks of 8 or one of 16): 128 registers, the tile's occupancy
+// limit (docs/PERF.md). 32 vectors per block read each weight unit once for a B = 32 step
+// where two 16-vector blocks read it twice (the second from L2). Weights go
 // from global memory to registers one step ahead; activations through a shared-memory ring
 // filled by cp.async kMmaStages - 1 steps ahead (each step's blocks are read by one warp, but
 // every row tile reads them again: from L2, which the ring hides).
@@ -407,21 +410,24 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // vectors, a warp has its four classes' units in flight at once, and a 4096-row matrix is 256
 // blocks of 8 warps. Vectors past 8 NTILE take further blocks along x (the fastest grid axis, so
 // the blocks of one row tile run together and re-read its weights from L2).
-constexpr int kTileWarps = 8;                  // warps per block
-constexpr int kTileClasses = 32 / kTileWarps;  // lane classes per warp
-constexpr int kTileRows = 16;                  // weight rows per block (the mma's M)
-constexpr int kMmaStages = 4;                  // activation ring slots: copies run 3 steps ahead
+constexpr int kTileRows = 16;  // weight rows per block (the mma's M)
+constexpr int kMmaStages = 4;  // activation ring slots: copies run 3 steps ahead
 
 // The ring's dynamic shared memory: kMmaStages slots of 8 NTILE vectors, each a step's q8_1
-// blocks plus 16 bytes of padding (matvec_mma_kernel). Q8_0 with 16 vectors: 74752 bytes.
+// blocks plus 16 bytes of padding (matvec_mma_kernel). Q8_0 with 16 vectors: 74752 bytes; with
+// 32: 149504.
 template <int W, int NTILE>
 __host__ __device__ constexpr size_t mma_ring_bytes() {
   return static_cast<size_t>(kMmaStages) * 8 * NTILE * ((W == 3 ? 32 : 16) * sizeof(Q81) + 16);
 }
 
-template <int W, int NTILE>
-__global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
-  static_assert(kTileWarps == 8 && kTileClasses == 4, "the epilogue's tree below is written for 8 warps of 4 classes");
+// KW warps per block (8: two blocks per SM; 16 for 32 vectors: one block per SM, the same warps),
+// 32 / KW lane classes per warp.
+template <int W, int NTILE, int KW>
+__global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
+    matvec_mma_kernel(const __grid_constant__ MatvecBatch batch) {
+  static_assert(KW == 8 || KW == 16, "the epilogue's tree below joins 4 or 2 classes in a warp");
+  constexpr int kTileWarps = KW, kTileClasses = 32 / KW;
   using U = Unit<W>;
   constexpr int kVec = 8 * NTILE;  // output vectors per block
   int j = 0;
@@ -436,7 +442,7 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   const uint8_t* wb = p.w.data + (r0 + g + 8 < rows ? r0 + g + 8 : rows - 1) * p.w.row_bytes;
   const int nu = static_cast<int>(U::count(cols));
 
-  // Addresses. Class c of the step at unit u0 is unit u = warp + u0 + 8c, so every address below
+  // Addresses. Class c of the step at unit u0 is unit u = warp + u0 + KW c, so every address below
   // is a lane base fixed here plus a per-step term plus an immediate per class: no index
   // arithmetic per unit. Weights: the unit's 4 bytes of rows g and g + 8 at k = 4q (and 4q + 16
   // for Q8_0) and the two rows' scales (4-byte loads: a planar row and a q8_1 block's values are
@@ -465,33 +471,56 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   const int steps = (nu + 31) / 32, nqb32 = static_cast<int>(nqb);
   const int a0i = static_cast<int>(a0), last = static_cast<int>(p.n_out - 1);
   const bool copy16 = nqb % 4 == 0 && reinterpret_cast<uintptr_t>(p.xq) % 16 == 0;
+  // Two copy forms, each the faster one for its block (9B Q8_0, docs/PERF.md). 8 warps: consecutive
+  // threads copy consecutive chunks of a step, vector after vector (a fixed split of threads per
+  // vector took B = 16 from 7360 to 7680 us on the H200). 16 warps: each vector has 16 threads,
+  // which take its chunks k, k + 16, ... with no division per chunk (B = 32 on an H100: 13017 ->
+  // 12189 us against main's 8-warp blocks, where consecutive chunks gave only 13072 -> 12799).
+  // int offsets: the launch checks n_out * cols / 32 < 2^31.
+  constexpr int kCopyThreads = 32 * kTileWarps / kVec;
+  const int cv = threadIdx.x / kCopyThreads, ck = threadIdx.x % kCopyThreads;
+  const uint8_t* const vec_src = reinterpret_cast<const uint8_t*>(p.xq + min(a0i + cv, last) * nqb32);
   auto stage = [&](int st) {  // step st's blocks into slot st % kMmaStages; one commit group
     if (st < steps) {
       const int blk0 = st * kStepBlocks, nb = min(kStepBlocks, nqb32 - blk0);
       uint8_t* const slot = ring + (st % kMmaStages) * kSlotBytes;
-      auto copy = [&](auto chunk_c, int per_vec) {
-        constexpr int kChunk = decltype(chunk_c)::value;
-        for (int i = threadIdx.x; i < kVec * per_vec; i += 32 * kTileWarps) {
-          const int v = i / per_vec, k = i - v * per_vec;
-          const int a = min(a0i + v, last);  // int offsets: the launch checks n_out * cols / 32 < 2^31
-          const uint8_t* src = reinterpret_cast<const uint8_t*>(p.xq + (a * nqb32 + blk0)) + kChunk * k;
-          if constexpr (kChunk == 16)
-            cp_async16(slot + v * kVecStride + 16 * k, src);
-          else
-            cp_async4(slot + v * kVecStride + 4 * k, src);
+      if constexpr (KW == 16) {
+        const int bytes = nb * static_cast<int>(sizeof(Q81));
+        const uint8_t* const src = vec_src + blk0 * static_cast<int>(sizeof(Q81));
+        uint8_t* const dst = slot + cv * kVecStride;
+        if (copy16 && bytes == kStepBytes) {  // a whole step: a constant trip count
+#pragma unroll
+          for (int k = ck; k < kStepBytes / 16; k += kCopyThreads) cp_async16(dst + 16 * k, src + 16 * k);
+        } else if (copy16) {
+          for (int k = ck; k < bytes / 16; k += kCopyThreads) cp_async16(dst + 16 * k, src + 16 * k);
+        } else {
+          for (int k = ck; k < bytes / 4; k += kCopyThreads) cp_async4(dst + 4 * k, src + 4 * k);
         }
-      };
-      if (nb == kStepBlocks && copy16)
-        copy(std::integral_constant<int, 16>{}, kStepBytes / 16);  // a whole step: constant divisor
-      else if (copy16)
-        copy(std::integral_constant<int, 16>{}, nb * static_cast<int>(sizeof(Q81)) / 16);
-      else
-        copy(std::integral_constant<int, 4>{}, nb * static_cast<int>(sizeof(Q81)) / 4);
+      } else {
+        auto copy = [&](auto chunk_c, int per_vec) {
+          constexpr int kChunk = decltype(chunk_c)::value;
+          for (int i = threadIdx.x; i < kVec * per_vec; i += 32 * kTileWarps) {
+            const int v = i / per_vec, k = i - v * per_vec;
+            const uint8_t* src =
+                reinterpret_cast<const uint8_t*>(p.xq + (min(a0i + v, last) * nqb32 + blk0)) + kChunk * k;
+            if constexpr (kChunk == 16)
+              cp_async16(slot + v * kVecStride + 16 * k, src);
+            else
+              cp_async4(slot + v * kVecStride + 4 * k, src);
+          }
+        };
+        if (nb == kStepBlocks && copy16)
+          copy(std::integral_constant<int, 16>{}, kStepBytes / 16);  // a whole step: constant divisor
+        else if (copy16)
+          copy(std::integral_constant<int, 16>{}, nb * static_cast<int>(sizeof(Q81)) / 16);
+        else
+          copy(std::integral_constant<int, 4>{}, nb * static_cast<int>(sizeof(Q81)) / 4);
+      }
     }
     cp_async_commit();
   };
   // In a slot: the B fragment of n-tile n reads vector 8n + g at the unit's block, byte bq of its
-  // values (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and 8c are even);
+  // values (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and KW c are even);
   // the accumulators' scales are vectors 8n + 2q and 8n + 2q + 1's d.
   const int bq = (W == 3 ? 0 : (warp & 1) * 16) + 4 * q;
   const int blk_w = (warp / kUnitsPerBlock) * static_cast<int>(sizeof(Q81));
@@ -587,9 +616,9 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
   for (; st < steps; ++st) step(st, std::false_type{});
   cp_async_wait_all();  // the copies of steps past the last (empty groups) before the block exits
 
-  // The butterfly's tree over the 32 class sums t[l]: off = 16 and 8 join classes of one warp
-  // (t[w] + t[w + 16], t[w + 8] + t[w + 24], then those two), in registers; the 8 warps' sums
-  // meet in shared memory for off = 4, 2, 1.
+  // The butterfly's tree over the 32 class sums t[l]: its levels whose pairs are classes of one
+  // warp in registers (KW = 8: off = 16 and 8, t[w] + t[w + 16], t[w + 8] + t[w + 24], then those
+  // two; KW = 16: off = 16), the KW warps' sums in shared memory for the rest (off = KW / 2 .. 1).
   __shared__ float part[kTileWarps][kTileRows][kVec + 1];
 #pragma unroll
   for (int n = 0; n < NTILE; ++n) {
@@ -597,7 +626,10 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
     float s[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k)
-      s[k] = __fadd_rn(__fadd_rn(acc[0][n][k], acc[2][n][k]), __fadd_rn(acc[1][n][k], acc[3][n][k]));
+      if constexpr (KW == 8)
+        s[k] = __fadd_rn(__fadd_rn(acc[0][n][k], acc[2][n][k]), __fadd_rn(acc[1][n][k], acc[3][n][k]));
+      else
+        s[k] = __fadd_rn(acc[0][n][k], acc[1][n][k]);
     part[warp][g][v] = s[0];
     part[warp][g][v + 1] = s[1];
     part[warp][g + 8][v] = s[2];
@@ -609,15 +641,21 @@ __global__ void __launch_bounds__(32 * kTileWarps, 2) matvec_mma_kernel(const __
     const int rr = o / kVec, v = o % kVec;
     const int64_t r = r0 + rr, a = a0 + v;
     if (r >= rows || a >= p.n_out) continue;
-    const float* t = &part[0][rr][v];
-    constexpr int kW = kTileRows * (kVec + 1);  // one warp's stride in part
-    const float s0 = __fadd_rn(t[0], t[4 * kW]), s1 = __fadd_rn(t[kW], t[5 * kW]);
-    const float s2 = __fadd_rn(t[2 * kW], t[6 * kW]), s3 = __fadd_rn(t[3 * kW], t[7 * kW]);
-    store(p, a * p.ld_y + r, __fmul_rn(__fadd_rn(__fadd_rn(s0, s2), __fadd_rn(s1, s3)), scale));
+    float t[kTileWarps];
+#pragma unroll
+    for (int w = 0; w < kTileWarps; ++w) t[w] = part[w][rr][v];
+    if constexpr (KW == 16) {
+#pragma unroll
+      for (int w = 0; w < 8; ++w) t[w] = __fadd_rn(t[w], t[w + 8]);  // off = 8
+    }
+#pragma unroll
+    for (int w = 0; w < 4; ++w) t[w] = __fadd_rn(t[w], t[w + 4]);    // off = 4
+    t[0] = __fadd_rn(__fadd_rn(t[0], t[2]), __fadd_rn(t[1], t[3]));  // off = 2, 1
+    store(p, a * p.ld_y + r, __fmul_rn(t[0], scale));
   }
 }
 
-template <int W, int NTILE>
+template <int W, int NTILE, int KW>
 void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
   b.block_start[0] = 0;
   for (int j = 0; j < b.n; ++j) {
@@ -631,8 +669,8 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
   if (gx > 2147483647) fail("matvec: ", b.p[0].n_out, " output vectors exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), b.block_start[b.n]);
   constexpr size_t smem = mma_ring_bytes<W, NTILE>();
-  allow_dynamic_smem(reinterpret_cast<const void*>(matvec_mma_kernel<W, NTILE>), smem);
-  launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE>, grid, 32 * kTileWarps, smem, s, b);
+  allow_dynamic_smem(reinterpret_cast<const void*>(matvec_mma_kernel<W, NTILE, KW>), smem);
+  launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE, KW>, grid, 32 * KW, smem, s, b);
 }
 
 // --- m = 1, streamed
@@ -934,8 +972,12 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return;
     // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
-      if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1>(b, s);
-      return launch_mma_tiles<W, 2>(b, s);
+      if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1, 8>(b, s);
+      // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that the
+      // block's ring fill and epilogue tree are most of its time, and one block per SM leaves
+      // nothing to overlap them (0.6B at B = 32: 2080 -> 2282 us on an H100, 9B 13017 -> 12189).
+      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_mma_tiles<W, 2, 8>(b, s);
+      return launch_mma_tiles<W, 4, 16>(b, s);
     }
   }
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
