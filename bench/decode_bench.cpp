@@ -247,28 +247,36 @@ void BM_DecodeLong(benchmark::State& st, Shape s, const char* form) {
 // batch size's graph, b1_fast on (B = 1 is decode_step). Each sequence primed with its own
 // 16-token prompt; the untimed first step captures the graph. items_per_second = tokens/s over
 // all sequences; us_per_step = the time of one batched step.
+// B sequences, each primed with its own 16-token prompt in a cache of 16 + `steps` + 8 positions,
+// and their next tokens; step() is one lean greedy batched step.
+struct PrimedBatch {
+  std::vector<Cache> caches;
+  std::vector<Cache*> ptrs;
+  std::vector<int32_t> toks;
+  std::vector<std::optional<SampleSpec>> greedy;
+  PrimedBatch(Model& m, int B, int64_t steps) : greedy(static_cast<size_t>(B), SampleSpec{}) {
+    for (int b = 0; b < B; ++b) {
+      caches.push_back(m.new_cache(16 + steps + 8));
+      std::vector<int32_t> prompt(16);
+      for (int i = 0; i < 16; ++i) prompt[i] = 100 + 37 * b + i;
+      m.prime_cache(prompt, caches.back());
+      toks.push_back(1 + b);
+    }
+    for (Cache& c : caches) ptrs.push_back(&c);
+  }
+  void step(Model& m) { toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens; }
+};
+
 void BM_DecodeBatch(benchmark::State& st, Shape s, const char* arm, int B) {
   Model& m = model_for(s);
   set_arm(m, arm);
   label(st, s, m);
-  const int64_t steps = st.max_iterations;
-  std::vector<Cache> caches;
-  std::vector<Cache*> ptrs;
-  std::vector<int32_t> toks;
-  for (int b = 0; b < B; ++b) {
-    caches.push_back(m.new_cache(16 + steps + 8));
-    std::vector<int32_t> prompt(16);
-    for (int i = 0; i < 16; ++i) prompt[i] = 100 + 37 * b + i;
-    m.prime_cache(prompt, caches.back());
-    toks.push_back(1 + b);
-  }
-  for (Cache& c : caches) ptrs.push_back(&c);
-  const std::vector<std::optional<SampleSpec>> greedy(static_cast<size_t>(B), SampleSpec{});
-  toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;  // outside the timing
+  PrimedBatch batch(m, B, st.max_iterations);
+  batch.step(m);  // outside the timing
   Timer t;
   for (auto _ : st) {
     t.start();
-    toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
+    batch.step(m);
     st.SetIterationTime(t.stop_s());
   }
   st.SetItemsProcessed(st.iterations() * B);
@@ -539,22 +547,11 @@ int profile_decode(const std::string& name) {
         std::fprintf(stderr, "MEMRA_BENCH_PROFILE_BATCH: %s is not a batch size in 1..256\n", batch);
         return 2;
       }
-      std::vector<Cache> caches;
-      std::vector<Cache*> ptrs;
-      std::vector<int32_t> toks;
-      for (int b = 0; b < B; ++b) {
-        caches.push_back(m.new_cache(64));
-        std::vector<int32_t> prompt(16);
-        for (int i = 0; i < 16; ++i) prompt[i] = 100 + 37 * b + i;
-        m.prime_cache(prompt, caches.back());
-        toks.push_back(1 + b);
-      }
-      for (Cache& c : caches) ptrs.push_back(&c);
-      const std::vector<std::optional<SampleSpec>> greedy(static_cast<size_t>(B), SampleSpec{});
-      toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
+      PrimedBatch primed(m, B, 2);
+      primed.step(m);
       engine().synchronize();
       cudaProfilerStart();
-      toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens;
+      primed.step(m);
       engine().synchronize();
       cudaProfilerStop();
       return 0;
