@@ -242,11 +242,6 @@ void BM_DecodeLong(benchmark::State& st, Shape s, const char* form) {
   st.counters["mla_latent_launches"] = static_cast<double>(m.counters().mla_latent_launches - latent0);
 }
 
-// B sequences decoded together: decode_step_batch_sampled with greedy specs, lean (the tokens
-// come back, the logits stay on the device), eager or (arm "graph", B >= 2) replayed from the
-// batch size's graph, b1_fast on (B = 1 is decode_step). Each sequence primed with its own
-// 16-token prompt; the untimed first step captures the graph. items_per_second = tokens/s over
-// all sequences; us_per_step = the time of one batched step.
 // B sequences, each primed with its own 16-token prompt in a cache of 16 + `steps` + 8 positions,
 // and their next tokens; step() is one lean greedy batched step.
 struct PrimedBatch {
@@ -267,6 +262,11 @@ struct PrimedBatch {
   void step(Model& m) { toks = m.decode_step_batch_sampled(toks, ptrs, greedy, true).tokens; }
 };
 
+// B sequences decoded together: decode_step_batch_sampled with greedy specs, lean (the tokens
+// come back, the logits stay on the device), eager or (arm "graph", B >= 2) replayed from the
+// batch size's graph, b1_fast on (B = 1 is decode_step). Each sequence primed with its own
+// 16-token prompt; the untimed first step captures the graph. items_per_second = tokens/s over
+// all sequences; us_per_step = the time of one batched step.
 void BM_DecodeBatch(benchmark::State& st, Shape s, const char* arm, int B) {
   Model& m = model_for(s);
   set_arm(m, arm);

@@ -388,8 +388,9 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 //
 // The warp32 chain of quant.h for 5 or more output vectors (a batched decode step, a prefill),
 // with each unit's integer dots taken by mma.sync for 16 rows x 8 vectors at once instead of by
-// dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors (8, 16, or 32 from 17 vectors
-// on); its KW warps (8, or 16 for 32 vectors) split the 32 lane classes of the contract, warp w
+// dp4a per vector. A block owns 16 weight rows and 8 NTILE vectors (8 or 16; 32 past 16 vectors
+// on rows of 4 steps or more, launch_nt); its KW warps (8, or 16 for 32 vectors) split the 32
+// lane classes of the contract, warp w
 // taking classes w, w + KW, ... (8 warps: w, w + 8, w + 16, w + 24), and for each class l
 // the units l, l + 32, l + 64, ... in order into that class's accumulator: exactly lane l's chain
 // of the m = 1 kernel. The 32 class sums are then added in the butterfly's tree (off = 16, 8, 4,
@@ -471,11 +472,11 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
   const int steps = (nu + 31) / 32, nqb32 = static_cast<int>(nqb);
   const int a0i = static_cast<int>(a0), last = static_cast<int>(p.n_out - 1);
   const bool copy16 = nqb % 4 == 0 && reinterpret_cast<uintptr_t>(p.xq) % 16 == 0;
-  // Two copy forms, each the faster one for its block (9B Q8_0, docs/PERF.md). 8 warps: consecutive
-  // threads copy consecutive chunks of a step, vector after vector (a fixed split of threads per
-  // vector took B = 16 from 7360 to 7680 us on the H200). 16 warps: each vector has 16 threads,
-  // which take its chunks k, k + 16, ... with no division per chunk (B = 32 on an H100: 13017 ->
-  // 12189 us against main's 8-warp blocks, where consecutive chunks gave only 13072 -> 12799).
+  // Two copy forms, each the faster one for its block (9B Q8_0 DecodeBatch, docs/PERF.md). 8 warps:
+  // consecutive threads copy consecutive chunks of a step, vector after vector (a fixed split of
+  // threads per vector measured B = 16 at 7680 us against 7360 on the H200). 16 warps: each vector
+  // has 16 threads, which take its chunks k, k + 16, ... with no division per chunk (B = 32 on an
+  // H100: 12189 us, against 12799 with consecutive chunks and 13072 with two 8-warp blocks).
   // int offsets: the launch checks n_out * cols / 32 < 2^31.
   constexpr int kCopyThreads = 32 * kTileWarps / kVec;
   const int cv = threadIdx.x / kCopyThreads, ck = threadIdx.x % kCopyThreads;
@@ -973,9 +974,10 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
       if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1, 8>(b, s);
-      // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that the
-      // block's ring fill and epilogue tree are most of its time, and one block per SM leaves
-      // nothing to overlap them (0.6B at B = 32: 2080 -> 2282 us on an H100, 9B 13017 -> 12189).
+      // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that
+      // the block's ring fill and epilogue tree are most of its time, and one block per SM leaves
+      // nothing to overlap them (H100, B = 32 against two 8-warp blocks: the 9B's step 13017 ->
+      // 12189 us, the 0.6B's 2080 -> 2282 with 32-vector blocks on its 1024-wide rows too).
       if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_mma_tiles<W, 2, 8>(b, s);
       return launch_mma_tiles<W, 4, 16>(b, s);
     }

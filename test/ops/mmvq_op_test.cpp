@@ -81,11 +81,12 @@ std::vector<MatvecCase> cases() {
       v.push_back(MatvecCase(t, 37, 12288, 1, a, 1).adding());
       v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).adding());
     }
-  // The mmvq family's tensor-core tiles (5 or more dense q8_1 vectors: one n-tile up to 8,
-  // two past it, four in a block of 16 warps past 16 on rows of 4 steps or more; 1024 + 64 wide
-  // with 37 vectors keeps two): a single n-tile with a tail, exactly 8, two and four n-tiles,
-  // several token blocks; rows past a 16-row tile, lane classes with no unit (64 and 512 wide), the 9B's 4096 and
-  // 12288 widths, three matrices in one launch and the residual add. The activation ring's copy
+  // The mmvq family's tensor-core tiles (5 or more dense q8_1 vectors: one n-tile up to 8, two
+  // past it, four in a block of 16 warps past 16 on rows of 4 steps or more; the loop above's
+  // 1024 + 64 wide case with 37 vectors keeps two): a single n-tile with a tail, exactly 8, two
+  // and four n-tiles, several token blocks; rows past a 16-row tile, lane classes with no unit
+  // (64 and 512 wide), the 9B's 4096 and 12288 widths, three matrices in one launch and the
+  // residual add. The activation ring's copy
   // forms: 16-byte (4096, 12288; 512 with a partial last step), 4-byte (64 and 4096 + 192, whose
   // rows are not whole 16-byte chunks, and an unaligned xq).
   for (DType t : {DType::Q8_0, DType::NVFP4}) {
@@ -94,7 +95,7 @@ std::vector<MatvecCase> cases() {
     v.emplace_back(t, 7, 64, 9, DecodeMatvec::mmvq, 1);
     v.emplace_back(t, 37, 512, 16, DecodeMatvec::mmvq, 1);
     v.emplace_back(t, 53, 12288, 17, DecodeMatvec::mmvq, 1);
-    v.emplace_back(t, 37, 4096 + 192, 40, DecodeMatvec::mmvq, 1);  // 32-vector blocks, a ragged last step and block
+    v.emplace_back(t, 37, 4096 + 192, 40, DecodeMatvec::mmvq, 1);  // 32-vector blocks, ragged step and block
     v.emplace_back(t, 45, 4096, 64, DecodeMatvec::mmvq, 1, 3);
     v.push_back(MatvecCase(t, 37, 4096, 12, DecodeMatvec::mmvq, 1).adding());
     v.push_back(MatvecCase(t, 45, 12288, 33, DecodeMatvec::mmvq, 1, 3).adding());
