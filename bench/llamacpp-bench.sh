@@ -17,7 +17,9 @@
 #      uses (the same configuration at full depth: fixture_config of the preset; weights are the
 #      fixture's random ones, in llama.cpp's names and block layouts; only bytes and shapes
 #      matter to a timing);
-#   3. llama-bench -m FILE $LLAMA_BENCH_ARGS -o json per shape, then import-llama-bench.
+#   3. llama-bench -m FILE $LLAMA_BENCH_ARGS -o json per shape, and llama-batched-bench -m FILE
+#      $LLAMA_BATCHED_ARGS --output-format jsonl (tokens/s of B sequences decoding together, the
+#      peer of DecodeBatch), then import-llama-bench of each into one peer run per shape.
 # --dry-run: checks the arguments, prints every command, and runs memra-mkfixture --dry-run for
 # each shape (the configuration and the file size it would write); builds, writes and runs
 # nothing (test/fixtures: tool_llamacpp_bench_*).
@@ -26,6 +28,11 @@
 #   SHAPES            "shape/dtype ..." in bench_decode's names (default: qwen35-9b/q8_0
 #                     qwen35-35b-a3b/q8_0 qwen3-0.6b/q8_0, the reference table's three).
 #   LLAMA_BENCH_ARGS  default "-p 512 -n 128 -fa 1 -r 5" (pp512 and tg128, flash attention on).
+#   LLAMA_BATCHED_ARGS default "-npp 16 -ntg 32 -npl 1,4,8,16,32,64 -c 4096 -b 2048 -ub 512
+#                     -ngl 99 -fa on": B sequences, each with its own 16-token prompt, then 32
+#                     steps of all B (DecodeBatch primes 16 tokens per sequence and times steps
+#                     16..31); "none" skips it (trees older than llama-batched-bench's jsonl).
+#   LLAMA_CPP_COMMIT  the tree's commit when it is not a git checkout (default: git rev-parse).
 #   CUDA_ARCH         the CUDA architecture to build for (default: from nvidia-smi).
 #   JOBS              build parallelism (default: nproc).
 # The files are large at full depth (9B Q8_0 ~9.5 GB, 35B-A3B Q8_0 ~37 GB): OUT_DIR needs the
@@ -33,7 +40,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -50,6 +57,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkfixture=$build/tools/memra-mkfixture
 shapes=${SHAPES:-"qwen35-9b/q8_0 qwen35-35b-a3b/q8_0 qwen3-0.6b/q8_0"}
 bench_args=${LLAMA_BENCH_ARGS:-"-p 512 -n 128 -fa 1 -r 5"}
+batched_args=${LLAMA_BATCHED_ARGS:-"-npp 16 -ntg 32 -npl 1,4,8,16,32,64 -c 4096 -b 2048 -ub 512 -ngl 99 -fa on"}
 jobs=${JOBS:-$(nproc)}
 
 [ -f "$src/CMakeLists.txt" ] && [ -d "$src/tools/llama-bench" -o -d "$src/examples/llama-bench" ] ||
@@ -91,11 +99,17 @@ fi
 
 [ $dry -eq 1 ] || mkdir -p "$out/gguf"
 lbuild=$out/llama-build
+# Only the two benchmark programs: no server (its web UI), examples or tests (LLAMA_BUILD_APP is
+# unknown to older trees, which warn and go on).
 run cmake -S "$src" -B "$lbuild" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
-run cmake --build "$lbuild" --target llama-bench -j "$jobs"
+  -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
+targets="llama-bench"
+[ "$batched_args" = none ] || targets="$targets llama-batched-bench"
+# shellcheck disable=SC2086 # a word list
+run cmake --build "$lbuild" --target $targets -j "$jobs"
 llama_bench=$lbuild/bin/llama-bench
-commit=$(git -C "$src" rev-parse --short HEAD 2> /dev/null || echo unknown)
+commit=${LLAMA_CPP_COMMIT:-$(git -C "$src" rev-parse --short HEAD 2> /dev/null || echo unknown)}
+commit=${commit:0:9}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1 | tr 'A-Z ' 'a-z-' | sed 's/^nvidia-//' || true)
 gpu=${gpu:-gpu}
 
@@ -112,7 +126,15 @@ for sd in $shapes; do
   echo "+ $llama_bench -m $gguf $bench_args -o json > $lb" >&2
   # shellcheck disable=SC2086 # LLAMA_BENCH_ARGS is a word list
   [ $dry -eq 1 ] || "$llama_bench" -m "$gguf" $bench_args -o json > "$lb"
-  run python3 "$root/tools/memra-dash" import-llama-bench "$lb" --shape "$shape" --dtype "$dtype" \
+  inputs=("$lb")
+  if [ "$batched_args" != none ]; then
+    bb=$out/llama-batched-bench-$shape-$dtype.jsonl
+    echo "+ $lbuild/bin/llama-batched-bench -m $gguf $batched_args --output-format jsonl > $bb" >&2
+    # shellcheck disable=SC2086 # LLAMA_BATCHED_ARGS is a word list
+    [ $dry -eq 1 ] || "$lbuild/bin/llama-batched-bench" -m "$gguf" $batched_args --output-format jsonl > "$bb"
+    inputs+=("$bb")
+  fi
+  run python3 "$root/tools/memra-dash" import-llama-bench "${inputs[@]}" --shape "$shape" --dtype "$dtype" \
     --label "llama.cpp $commit" --out "$out/llamacpp-$gpu-$commit-$shape-$dtype.json"
 done
 [ $dry -eq 1 ] || echo "llamacpp-bench: peer runs in $out/llamacpp-$gpu-$commit-*.json (copy into bench/results/)"

@@ -550,16 +550,29 @@ class Render(unittest.TestCase):
         llama.append({"build_commit": "abc", "n_prompt": 512, "n_gen": 128, "avg_ts": 1.0, "samples_ts": [1.0]})
         with open(os.path.join(d, "llama-bench.out"), "w") as f:
             json.dump(llama, f)
+        # llama-batched-bench --output-format jsonl, with the log lines it writes to the same stream
+        with open(os.path.join(d, "batched.out"), "w") as f:
+            f.write("main: n_kv_max = 4096, n_batch = 2048\n{ not json\n")
+            for pl, ts in ((1, 700.0), (4, 2400.0), (16, 8000.0)):
+                f.write(json.dumps({"n_kv_max": 4096, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 1,
+                                    "is_pp_shared": 0, "pp": 16, "tg": 32, "pl": pl, "n_kv": pl * 48,
+                                    "t_pp": 0.01, "speed_pp": 1.0, "t_tg": pl * 32 / ts, "speed_tg": ts,
+                                    "t": 1.0, "speed": 1.0}) + "\n")
+            f.write(json.dumps({"pp": 16, "tg": 64, "pl": 1, "t_tg": 0.1, "speed_tg": 640.0}) + "\n")
 
     def test_prefill_length_and_batch_curves_and_peer_import(self):
         with tempfile.TemporaryDirectory() as d:
             self.synthetic_runs(d)
-            rc, _, err = run_tool("import-llama-bench", os.path.join(d, "llama-bench.out"), "--shape", "qwen3-0.6b",
-                                  "--dtype", "q8_0", "--out", os.path.join(d, "llamacpp-h200.json"))
+            rc, _, err = run_tool("import-llama-bench", os.path.join(d, "llama-bench.out"), os.path.join(d, "batched.out"),
+                                  "--shape", "qwen3-0.6b", "--dtype", "q8_0", "--out", os.path.join(d, "llamacpp-h200.json"))
             self.assertEqual(rc, 0, err)
-            self.assertIn("left out pp512+tg128", err)
+            self.assertIn("left out batched pp16_tg64 B1, pp512+tg128", err)
             peer = gbench.load_run(os.path.join(d, "llamacpp-h200.json"))
             self.assertEqual((peer.peer, peer.commit), ("llama.cpp", "abc"))
+            self.assertEqual(peer.context["peer_batched"], "llama-batched-bench pp16 tg32, prompts not shared")
+            b4 = peer.benches["DecodeBatch/qwen3-0.6b/q8_0/llamacpp/B4"]
+            self.assertEqual((len(b4.reps), b4.median("throughput")), (1, 2400.0))
+            self.assertAlmostEqual(b4.median("time"), 4 / 2400.0 * 1e9, delta=1.0)  # one step of 4 sequences
             tg = peer.benches["Decode/qwen3-0.6b/q8_0/llamacpp_tg128"]
             self.assertEqual((len(tg.reps), tg.median("throughput")), (3, 725.0))
             self.assertAlmostEqual(tg.median("time"), 1e9 / 725.0)
@@ -585,6 +598,11 @@ class Render(unittest.TestCase):
         for y, b in zip(got, (1, 4, 16)):
             self.assertAlmostEqual(y, (b / (1 + b / 10)) / (1 / 1.1), places=6)
         self.assertEqual(up["refLines"][0]["data"], [{"x": 1, "y": 1.0}, {"x": 4, "y": 4.0}, {"x": 16, "y": 16.0}])
+        # the peer's batched curve beside memra's, and its own speed-up over its B = 1
+        self.assertEqual([(r["label"], [(pt["x"], pt["y"]) for pt in r["data"]]) for r in tps["refLines"]],
+                         [("llamacpp-h200", [(1, 700.0), (4, 2400.0), (16, 8000.0)])])
+        self.assertEqual([round(pt["y"], 6) for pt in up["refLines"][1]["data"]], [1.0, round(2400 / 700, 6), round(8000 / 700, 6)])
+        self.assertEqual(up["refLines"][1]["label"], tps["refLines"][0]["label"])
         hist = {p["title"]: p for p in plots if p["section"] == "history"}
         self.assertEqual(hist["Prefill2048/qwen3-0.6b/q8_0/gemm"]["refs"][0]["value"], 40000.0)
         self.assertNotIn("Prefill128/qwen3-0.6b/q8_0/gemm", [r["label"] for r in hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"]])

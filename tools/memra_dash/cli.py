@@ -41,9 +41,11 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(func=compare.main)
 
     i = sub.add_parser("import-llama-bench", help="llama-bench JSON (-o json / jsonl) -> a peer run",
-                       description="Convert llama-bench output into a Google Benchmark JSON peer run that render "
-                                   "draws as reference lines (and compare.py reads).")
-    i.add_argument("input", metavar="LLAMA_BENCH.json")
+                       description="Convert llama-bench output (and llama-batched-bench jsonl) of one model into a "
+                                   "Google Benchmark JSON peer run that render draws as reference lines (and "
+                                   "compare.py reads).")
+    i.add_argument("input", metavar="LLAMA_BENCH.json", nargs="+",
+                   help="llama-bench -o json / jsonl output, llama-batched-bench --output-format jsonl output")
     i.add_argument("--shape", required=True, help="memra shape the model stands for, e.g. qwen35-9b")
     i.add_argument("--dtype", required=True, help="its weight type in memra's spelling, e.g. q8_0")
     i.add_argument("--out", required=True, metavar="OUT.json")

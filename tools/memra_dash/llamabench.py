@@ -10,7 +10,14 @@ and tg<N> (n_prompt = 0) becomes
 
     Decode/<shape>/<dtype>/llamacpp_tg<N>          one iteration = one token
 
-(a depth n_depth > 0 adds _d<depth>); pp+tg tests are left out. Each sample is a repetition entry
+(a depth n_depth > 0 adds _d<depth>); pp+tg tests are left out. llama-batched-bench
+(--output-format jsonl) writes one record per (pp, tg, pl) with t_tg and speed_tg (tokens/s of the
+pl sequences' tg steps, one measurement); a record becomes
+
+    DecodeBatch/<shape>/<dtype>/llamacpp/B<pl>     one iteration = one step of pl sequences
+
+(the context's peer_batched names pp and tg; records of another pp or tg than the first are left
+out: one curve per run). Each sample is a repetition entry
 (real_time = the iteration's time, items_per_second = tokens/s) followed by mean / median /
 stddev aggregates, as Google Benchmark writes them, so render, compare and Google Benchmark's
 compare.py all read the file. The context says "peer": "llama.cpp".
@@ -30,8 +37,26 @@ def read_records(path: str) -> list[dict]:
     if s.startswith("["):
         recs = json.loads(s)
     else:
-        recs = [json.loads(l) for l in s.splitlines() if l.strip().startswith("{")]
-    return [r for r in recs if isinstance(r, dict) and ("samples_ts" in r or "avg_ts" in r)]
+        recs = read_lines(s)
+    return [r for r in recs if isinstance(r, dict) and ("samples_ts" in r or "avg_ts" in r or is_batched(r))]
+
+
+def is_batched(r: dict) -> bool:
+    """A llama-batched-bench record (speed_tg over pl sequences)."""
+    return "pl" in r and "speed_tg" in r
+
+
+def read_lines(text: str) -> list[dict]:
+    """jsonl, among other lines (llama-batched-bench logs to the same stream): the JSON objects."""
+    recs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                recs.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return recs
 
 
 def entries(name: str, tokens_per_iter: int, samples_ts: list[float], time_unit: str) -> list[dict]:
@@ -71,6 +96,15 @@ def entries(name: str, tokens_per_iter: int, samples_ts: list[float], time_unit:
 def convert(records: list[dict], shape: str, dtype: str, label: str | None) -> dict:
     benchmarks = []
     skipped = []
+    batched = [r for r in records if is_batched(r)]
+    records = [r for r in records if not is_batched(r)]
+    first_bb = batched[0] if batched else {}
+    for r in batched:
+        pp, tg, pl = int(r["pp"]), int(r["tg"]), int(r["pl"])
+        if (pp, tg) != (int(first_bb["pp"]), int(first_bb["tg"])):
+            skipped.append(f"batched pp{pp}_tg{tg} B{pl}")
+            continue
+        benchmarks += entries(f"DecodeBatch/{shape}/{dtype}/llamacpp/B{pl}", pl, [float(r["speed_tg"])], "us")
     for r in records:
         pp, tg, depth = int(r.get("n_prompt", 0)), int(r.get("n_gen", 0)), int(r.get("n_depth", 0) or 0)
         samples = [float(x) for x in (r.get("samples_ts") or [r["avg_ts"]])]
@@ -81,7 +115,10 @@ def convert(records: list[dict], shape: str, dtype: str, label: str | None) -> d
             benchmarks += entries(f"Decode/{shape}/{dtype}/llamacpp_tg{tg}{d}", 1, samples, "us")
         else:
             skipped.append(f"pp{pp}+tg{tg}")
-    first = records[0] if records else {}
+    first = dict(records[0]) if records else {}
+    if first_bb:
+        for k in ("flash_attn", "n_batch", "n_ubatch"):
+            first.setdefault(k, first_bb.get(k, ""))
     ctx = {"peer": "llama.cpp", "date": first.get("test_time", ""), "gpu": first.get("gpu_info", ""),
            "peer_build_commit": first.get("build_commit", ""), "peer_build_number": first.get("build_number", ""),
            "peer_model_type": first.get("model_type", ""), "peer_model_filename": first.get("model_filename", ""),
@@ -90,20 +127,26 @@ def convert(records: list[dict], shape: str, dtype: str, label: str | None) -> d
            "source": "llama-bench JSON converted by tools/memra-dash import-llama-bench"}
     if label:
         ctx["peer_label"] = label
+    if first_bb:
+        ctx["peer_batched"] = f"llama-batched-bench pp{first_bb['pp']} tg{first_bb['tg']}, prompts not shared" + (
+            "" if not first_bb.get("is_pp_shared") else " (shared)")
     ctx = {k: (v if isinstance(v, str) else json.dumps(v)) for k, v in ctx.items() if v not in ("", None)}
     return {"context": ctx, "benchmarks": benchmarks}, skipped
 
 
 def main(args) -> int:
-    try:
-        recs = read_records(args.input)
-    except (OSError, json.JSONDecodeError) as ex:
-        print(f"memra-dash import-llama-bench: {args.input}: {ex}", file=sys.stderr)
-        return 2
-    if not recs:
-        print(f"memra-dash import-llama-bench: {args.input}: no llama-bench records (avg_ts / samples_ts)",
-              file=sys.stderr)
-        return 2
+    recs = []
+    for path in args.input:
+        try:
+            got = read_records(path)
+        except (OSError, json.JSONDecodeError) as ex:
+            print(f"memra-dash import-llama-bench: {path}: {ex}", file=sys.stderr)
+            return 2
+        if not got:
+            print(f"memra-dash import-llama-bench: {path}: no llama-bench records (avg_ts / samples_ts) and no "
+                  "llama-batched-bench records (pl, speed_tg)", file=sys.stderr)
+            return 2
+        recs += got
     doc, skipped = convert(recs, args.shape, args.dtype, args.label)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)

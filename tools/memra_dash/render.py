@@ -125,6 +125,30 @@ def _point_tip(run: gbench.Run, b: gbench.Bench, metric: str) -> str:
     return "\n".join(lines)
 
 
+def _peer_batch_lines(peers, shape, dtype, with_card=False):
+    """Peer runs' batched-decode curves of a shape (tokens/s against B, and the same over the
+    peer's own B = 1) as dashed reference lines. The dtype may differ: the label says the peer's."""
+    lines, scaled = [], []
+    for p in peers:
+        by_dtype: dict[str, list] = {}
+        for pb in p.benches.values():
+            pi = pb.info
+            if pi["kind"] == "batch" and pi["shape"] == shape and pi["batch"] is not None:
+                v = pb.median("throughput")
+                if v is not None:
+                    by_dtype.setdefault(pi["dtype"], []).append({"x": pi["batch"], "y": v})
+        for d, pts in sorted(by_dtype.items(), key=lambda kv: kv[0] != dtype):
+            pts.sort(key=lambda pt: pt["x"])
+            label = p.label + ("" if d == dtype else f" ({d})")
+            if with_card:
+                label += f" on {gbench.card_label(p.card)}"
+            lines.append({"label": label, "data": pts})
+            one = next((pt["y"] for pt in pts if pt["x"] == 1), None)
+            if one:
+                scaled.append({"label": label, "data": [{"x": pt["x"], "y": pt["y"] / one} for pt in pts]})
+    return lines, scaled
+
+
 def _peer_refs(peers, info, metric="throughput", with_card=False):
     """Reference values of peer runs for a memra benchmark: same kind and shape (and prompt length
     for prefill). The dtype may differ: the label says the peer's; with_card: and its card."""
@@ -338,11 +362,15 @@ class Builder:
                     sr["label"] += f" ({gbench.card_label(card)})"
             if not series:
                 continue
-            ticks = sorted({i["batch"] for i in infos})
+            # the peer's curve (llama-batched-bench) beside memra's eager arm, the form it measures
+            peer_lines, peer_scaled = (_peer_batch_lines(self.peers, shape, dtype, with_card=self.multi_card)
+                                       if arm == "eager" else ([], []))
+            ticks = sorted({i["batch"] for i in infos} | {pt["x"] for ln in peer_lines for pt in ln["data"]})
             title = f"DecodeBatch {gbench.shape_label(shape, dtype)}" + (f" {arm}" if arm and arm != "eager" else "")
             self.add("batch", {"type": "xy", "title": title + ": tokens/s vs batch", "xTitle": "B (sequences per step, log scale)",
                                "xLog": True, "xTicks": ticks,
-                               "yTitle": "tokens/s (all sequences)", "unit": "tok/s", "series": series, "refs": []})
+                               "yTitle": "tokens/s (all sequences)", "unit": "tok/s", "series": series, "refs": [],
+                               "refLines": peer_lines})
             runs_scaled = [sc for sc in scaling if sc]
             if runs_scaled:
                 for sc, sr in zip(scaling, series):
@@ -353,7 +381,7 @@ class Builder:
                 self.add("batch", {"type": "xy", "title": title + ": tokens/s over the same run's B = 1",
                                    "xTitle": "B (sequences per step, log scale)", "xLog": True, "xTicks": ticks,
                                    "yTitle": "speed-up over B = 1", "unit": "×", "series": runs_scaled,
-                                   "refs": [], "refLines": [ideal]})
+                                   "refs": [], "refLines": [ideal] + peer_scaled})
         if not any(p["section"] == "batch" for p in self.plots):
             self.note("batch", "No run has DecodeBatch benchmarks of two or more batch sizes.")
 
@@ -480,7 +508,8 @@ SECTIONS = [
     ("roofline", "Fraction of the read roofline",
      "hbm_fraction as the program reported it, else bytes_per_token × tokens/s ÷ the highest StreamRead "
      "repetition of the same run (docs/PERF.md, Method)."),
-    ("batch", "Batch scaling", "DecodeBatch: tokens/s over all sequences against B, one line per run."),
+    ("batch", "Batch scaling", "DecodeBatch: tokens/s over all sequences against B, one line per run; dashed: "
+     "peer runs' llama-batched-bench of the same shape (a dtype in parentheses: the peer's)."),
     ("prefill", "Prefill length", "tokens/s against the prompt length (Prefill<N>), latest run of each point."),
 ]
 
