@@ -1060,7 +1060,11 @@ StreamResult write_gguf_streamed(const std::string& path, const ModelConfig& c, 
     });
     ++res.n_tensors;
     if (type == DType::NVFP4) {
-      w.add_tensor(names::scale_of(t.name), DType::F32, {1}, std::as_bytes(std::span<const float>(&s2, 1)));
+      // One scale per expert slab of a stacked tensor, as the converter writes (and llama.cpp
+      // checks) *_exps scales: here every slab's is the tensor's s2.
+      const std::vector<float> scales(static_cast<size_t>(t.ne.size() == 3 ? t.ne[2] : 1), s2);
+      w.add_tensor(names::scale_of(t.name), DType::F32, {static_cast<int64_t>(scales.size())},
+                   std::as_bytes(std::span<const float>(scales)));
       ++res.n_tensors;
     }
   }

@@ -236,6 +236,20 @@ TEST(StreamedGguf, LoadsIsThreadCountIndependentAndMatchesDryRun) {
       want.rms_eps = static_cast<float>(c.rms_eps);  // a GGUF key of type f32
       EXPECT_EQ(m.config(), want);
       for (float x : m.forward_last(ids(4, c.n_vocab, 2))) ASSERT_TRUE(std::isfinite(x));
+      if (t != DType::NVFP4) continue;
+      // Scales as the converter writes them: one per expert slab of a stacked tensor (llama.cpp
+      // checks "<base>.scale" of a *_exps tensor as {n_expert} and rejects the file otherwise).
+      const auto src = open_weights(a);
+      int stacked = 0;
+      for (const std::string& n : src->tensor_names()) {
+        if (!n.ends_with(".scale")) continue;
+        const TensorView* wv = src->find(n.substr(0, n.size() - 6) + ".weight");
+        ASSERT_NE(wv, nullptr) << fam(f) << " " << n;
+        const std::vector<int64_t> want{wv->ne.size() == 3 ? wv->ne[2] : 1};
+        EXPECT_EQ(src->find(n)->ne, want) << fam(f) << " " << n;
+        stacked += wv->ne.size() == 3;
+      }
+      if (c.n_expert > 0) EXPECT_GT(stacked, 0) << fam(f);
     }
   }
 }
