@@ -135,6 +135,6 @@ for sd in $shapes; do
     inputs+=("$bb")
   fi
   run python3 "$root/tools/memra-dash" import-llama-bench "${inputs[@]}" --shape "$shape" --dtype "$dtype" \
-    --label "llama.cpp $commit" --out "$out/llamacpp-$gpu-$commit-$shape-$dtype.json"
+    --label "llama.cpp $commit" --build-commit "$commit" --out "$out/llamacpp-$gpu-$commit-$shape-$dtype.json"
 done
 [ $dry -eq 1 ] || echo "llamacpp-bench: peer runs in $out/llamacpp-$gpu-$commit-*.json (copy into bench/results/)"

@@ -159,7 +159,12 @@ class Parsing(unittest.TestCase):
             for b in r.benches.values():
                 self.assertIsNotNone(b.median("time"), f"{r.file} {b.key}")
         peers = [r for r in runs if r.peer]
-        self.assertEqual([p.file for p in peers], ["llamacpp-reference.json"])
+        self.assertEqual(sorted(p.file for p in peers),
+                         ["llamacpp-h200-1425386fd-qwen3-0.6b-q8_0.json", "llamacpp-h200-1425386fd-qwen35-35b-a3b-nvfp4.json",
+                          "llamacpp-h200-1425386fd-qwen35-9b-nvfp4.json", "llamacpp-h200-1425386fd-qwen35-9b-q8_0.json",
+                          "llamacpp-reference.json"])
+        # one llama.cpp build run on four shapes: one label, made unique by each run's shape
+        self.assertIn("llama.cpp 1425386fd·qwen35-9b nvfp4", [p.label for p in peers])
 
     def test_repetitions_and_aggregates(self):
         r = gbench.load_run(BATCH_RUN)
@@ -485,9 +490,13 @@ class Render(unittest.TestCase):
         g = hist["Decode/qwen35-9b/q8_0/graph_stream"]
         i = g["labels"].index("d617128")
         self.assertAlmostEqual(g["series"][0]["data"][i], 373.3469784107551)
-        self.assertEqual([r["value"] for r in g["refs"]], [218], "llama.cpp tg128 for the 9B")
-        self.assertIn("(q8_0)", hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"][0]["label"], "other dtype said")
-        self.assertEqual([r["value"] for r in hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["refs"]], [42000])
+        # llama.cpp tg128 for the 9B: the same-machine run of each 9B dtype, then PERF.md's reference
+        self.assertEqual([r["value"] for r in g["refs"]], [219.378, 244.592, 218], "llama.cpp tg128 for the 9B")
+        self.assertEqual([r["sameDtype"] for r in g["refs"]], [True, False, True])
+        r35 = hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"]
+        self.assertEqual([r["sameDtype"] for r in r35], [True, False])
+        self.assertIn("(q8_0)", r35[1]["label"], "other dtype said")
+        self.assertEqual([r["value"] for r in hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["refs"]], [47773.1, 42000])
         self.assertIn("on H200", g["refs"][0]["label"], "the peer's card said: the page holds two")
         self.assertEqual(hist["StreamRead/4GiB"]["unit"], "GB/s")
         # the committed runs come from an H200 and an H100: a line and a band per card, never one
@@ -516,6 +525,10 @@ class Render(unittest.TestCase):
         self.assertIn("3480dad (H100 80GB HBM3)", [s["label"] for s in b["series"]])
         self.assertEqual([pt["x"] for pt in d9["data"]], [1, 4, 16, 32])
         self.assertAlmostEqual(d9["data"][3]["y"], 876.1394035934178)
+        # llama-batched-bench on the same H200: the peer's curve of each 9B dtype as a dashed line
+        peer = next(s for s in b["refLines"] if s["label"] == "llama.cpp 1425386fd·qwen35-9b q8_0 on H200")
+        self.assertEqual([pt["x"] for pt in peer["data"]], [1, 4, 8, 16, 32, 64])
+        self.assertAlmostEqual(peer["data"][5]["y"], 2305.4, delta=0.05)
         up = batch["DecodeBatch qwen35-9b q8_0: tokens/s over the same run's B = 1"]
         ring = next(s for s in up["series"] if s["label"] == "060ffd8 (H200)")
         self.assertEqual([pt["x"] for pt in ring["data"]], [1, 8, 16, 32])
@@ -570,6 +583,13 @@ class Render(unittest.TestCase):
             peer = gbench.load_run(os.path.join(d, "llamacpp-h200.json"))
             self.assertEqual((peer.peer, peer.commit), ("llama.cpp", "abc"))
             self.assertEqual(peer.context["peer_batched"], "llama-batched-bench pp16 tg32, prompts not shared")
+            rc, _, err = run_tool("import-llama-bench", os.path.join(d, "llama-bench.out"), "--shape", "qwen3-0.6b",
+                                  "--dtype", "q8_0", "--build-commit", "1425386fd", "--out", os.path.join(d, "other.json"))
+            self.assertEqual(rc, 0, err)
+            other = gbench.load_run(os.path.join(d, "other.json"))
+            self.assertEqual(other.commit, "1425386fd")
+            self.assertNotIn("peer_build_number", other.context)
+            os.remove(os.path.join(d, "other.json"))
             b4 = peer.benches["DecodeBatch/qwen3-0.6b/q8_0/llamacpp/B4"]
             self.assertEqual((len(b4.reps), b4.median("throughput")), (1, 2400.0))
             self.assertAlmostEqual(b4.median("time"), 4 / 2400.0 * 1e9, delta=1.0)  # one step of 4 sequences
@@ -633,7 +653,7 @@ class Render(unittest.TestCase):
             out = os.path.join(d, "out", "dash.html")
             rc, _, err = run_tool("render", RESULTS, "--out", out, "--chart-js", lib)
             self.assertEqual(rc, 0, err)
-            self.assertRegex(err, r"\(\d+ runs, 1 peer runs, \d+ plots\)")
+            self.assertRegex(err, r"\(\d+ runs, 5 peer runs, \d+ plots\)")
             with open(out) as f:
                 page = f.read()
         self.assertNotRegex(page, r"<script[^>]*\ssrc=", "no external script")

@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--dtype", required=True, help="its weight type in memra's spelling, e.g. q8_0")
     i.add_argument("--out", required=True, metavar="OUT.json")
     i.add_argument("--label", help="the peer run's label in the dashboard (default: the file's stem)")
+    i.add_argument("--build-commit", metavar="COMMIT",
+                   help="llama.cpp's commit, replacing the build_commit its records carry (a tree without its "
+                        "own git metadata reports an enclosing repository's commit, or unknown)")
     i.set_defaults(func=llamabench.main)
     return p
 

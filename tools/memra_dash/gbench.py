@@ -351,18 +351,28 @@ def expand_inputs(inputs: list[str]) -> list[str]:
 
 def load_runs(inputs: list[str]) -> list[Run]:
     """Runs ordered by their context date (then file name); labels unique (commit, then
-    commit·what or #n where one commit has several runs)."""
+    commit·what or #n where one commit has several runs; a peer's label, then label·its shapes
+    or #n where one label names several peer runs, as one llama.cpp build run on each shape)."""
     runs = [load_run(p) for p in expand_inputs(inputs)]
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
     runs.sort(key=lambda r: (r.peer is not None, r.date or far, r.file))
     seen: dict[str, list[Run]] = {}
+    peers: dict[str, list[Run]] = {}
     for r in runs:
         if r.peer:
             r.label = r.context.get("peer_label") or os.path.splitext(r.file)[0]
+            peers.setdefault(r.label, []).append(r)
         else:
             seen.setdefault(r.commit, []).append(r)
     for commit, rs in seen.items():
         if len(rs) > 1:
             for i, r in enumerate(rs):
                 r.label = f"{commit}·{r.what}" if r.what and len({x.what for x in rs}) == len(rs) else f"{commit}#{i + 1}"
+    for label, rs in peers.items():
+        if len(rs) > 1:
+            shapes = [", ".join(sorted({shape_label(b.info["shape"], b.info["dtype"])
+                                        for b in r.benches.values() if b.info["shape"]})) for r in rs]
+            unique = all(shapes) and len(set(shapes)) == len(rs)
+            for i, r in enumerate(rs):
+                r.label = f"{label}·{shapes[i]}" if unique else f"{label}#{i + 1}"
     return runs

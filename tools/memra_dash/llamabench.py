@@ -93,7 +93,7 @@ def entries(name: str, tokens_per_iter: int, samples_ts: list[float], time_unit:
     return out
 
 
-def convert(records: list[dict], shape: str, dtype: str, label: str | None) -> dict:
+def convert(records: list[dict], shape: str, dtype: str, label: str | None, build_commit: str | None = None) -> dict:
     benchmarks = []
     skipped = []
     batched = [r for r in records if is_batched(r)]
@@ -125,6 +125,9 @@ def convert(records: list[dict], shape: str, dtype: str, label: str | None) -> d
            "peer_backends": first.get("backends", ""), "peer_flash_attn": first.get("flash_attn", ""),
            "peer_n_batch": first.get("n_batch", ""), "peer_n_ubatch": first.get("n_ubatch", ""),
            "source": "llama-bench JSON converted by tools/memra-dash import-llama-bench"}
+    if build_commit:  # llama.cpp's own build info is wrong for a tree without its git metadata
+        ctx["peer_build_commit"] = build_commit
+        ctx.pop("peer_build_number", None)
     if label:
         ctx["peer_label"] = label
     if first_bb:
@@ -147,7 +150,7 @@ def main(args) -> int:
                   "llama-batched-bench records (pl, speed_tg)", file=sys.stderr)
             return 2
         recs += got
-    doc, skipped = convert(recs, args.shape, args.dtype, args.label)
+    doc, skipped = convert(recs, args.shape, args.dtype, args.label, args.build_commit)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
