@@ -137,4 +137,5 @@ for sd in $shapes; do
   run python3 "$root/tools/memra-dash" import-llama-bench "${inputs[@]}" --shape "$shape" --dtype "$dtype" \
     --label "llama.cpp $commit" --build-commit "$commit" --out "$out/llamacpp-$gpu-$commit-$shape-$dtype.json"
 done
-[ $dry -eq 1 ] || echo "llamacpp-bench: peer runs in $out/llamacpp-$gpu-$commit-*.json (copy into bench/results/)"
+[ $dry -eq 1 ] || echo "llamacpp-bench: peer runs in $out/llamacpp-$gpu-$commit-*.json (copy into bench/results/;" \
+  "tools/memra-dash versus MEMRA_RUN.json $out/llamacpp-$gpu-$commit-*.json compares a bench_decode run of this machine)"

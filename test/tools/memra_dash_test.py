@@ -14,6 +14,8 @@
   deterministic jitter) is not flagged; a 5 % slowdown with 9 repetitions is (exit 1, named);
   runs without repetitions never are; the threshold, --filter, bad input (exit 2); runs of
   different cards refused (exit 2) or, with --cross-card, tabled without a verdict;
+- versus: memra's committed same-machine run over llama.cpp's (the ratios docs/PERF.md quotes),
+  the arms it pairs, the peer benchmarks it cannot pair listed, cards, bad input (exit 2);
 - render: the plots built from the committed runs (an H200's and an H100's: a line, band, bar
   group and curve per card) and from synthetic ones (batch and prefill length curves, llama.cpp
   reference lines), the page self-contained, a clear failure without Chart.js; import-llama-bench.
@@ -469,6 +471,89 @@ class Compare(unittest.TestCase):
         self.assertIn("nope.json", err)
         rc, _, err = run_tool("compare", BATCH_RUN, BATCH_RUN, "--filter", "(")
         self.assertEqual(rc, 2)
+
+
+class Versus(unittest.TestCase):
+    """memra-dash versus: memra's tok/s over a peer's on the benchmarks both ran."""
+    BESIDE = os.path.join(RESULTS, "h200-07b535e-beside-llamacpp.json")
+    PEER9 = os.path.join(RESULTS, "llamacpp-h200-1425386fd-qwen35-9b-q8_0.json")
+
+    @staticmethod
+    def runs(d, memra_benches, peer_benches, peer_gpu="NVIDIA H200"):
+        m = write(d, "h200-abc1234-x.json", {"context": {"gpu": "NVIDIA H200", "date": "2026-12-05T10:00:00Z"},
+                                             "benchmarks": memra_benches})
+        p = write(d, "llamacpp-h200-x.json", {"context": {"gpu": peer_gpu, "peer": "llama.cpp",
+                                                          "date": "2026-12-05T10:00:00Z"},
+                                              "benchmarks": peer_benches})
+        return m, p
+
+    def test_committed_runs_of_one_machine(self):
+        # the same-machine pair docs/PERF.md quotes: every llama.cpp benchmark of the 9B Q8_0 pairs
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = run_tool("versus", self.BESIDE, self.PEER9, "--json", os.path.join(d, "v.json"))
+            self.assertEqual(rc, 0, out + err)
+            res = load(os.path.join(d, "v.json"))
+        rows = {r["what"]: r for r in res["rows"]}
+        self.assertEqual(list(rows), ["decode", "prefill512"] + [f"B={b}" for b in (1, 4, 8, 16, 32, 64)])
+        self.assertEqual(res["unpaired"], [])
+        self.assertEqual(rows["decode"]["memra_key"], "Decode/qwen35-9b/q8_0/graph_stream")
+        self.assertAlmostEqual(rows["decode"]["ratio"], 1.70, delta=0.005)
+        self.assertAlmostEqual(rows["prefill512"]["ratio"], 0.68, delta=0.005)
+        self.assertAlmostEqual(rows["B=64"]["ratio"], 1.27, delta=0.005)
+        self.assertRegex(out, r"qwen35-9b q8_0\s+B=64\s+eager\s+2,939\s+2,305\s+1\.27x")
+        rc, out, _ = run_tool("versus", self.BESIDE, self.PEER9, "--markdown", "--prefill-arm", "mmvq")
+        self.assertEqual(rc, 0)
+        self.assertIn("| qwen35-9b q8_0 | prefill512 | mmvq | 2,326 | 9,434 | 0.25x |", out)
+
+    def test_pairs_arms_and_lists_the_unpaired(self):
+        memra = [entry("Decode/s/q8_0/graph_stream", 1000.0, agg="median", items_per_second=1000.0),
+                 entry("DecodeBatch/s/q8_0/graph/B8", 2000.0, agg="median", items_per_second=4000.0)]
+        peer = [entry("Decode/s/q8_0/llamacpp_tg128", 2000.0, rep=0, items_per_second=500.0),
+                entry("Decode/s/q8_0/llamacpp_tg128_d4096", 4000.0, rep=0, items_per_second=250.0),
+                entry("Prefill512/s/q8_0/llamacpp_pp512", 100.0, rep=0, items_per_second=5120.0),
+                entry("DecodeBatch/s/q8_0/llamacpp/B8", 4000.0, rep=0, items_per_second=2000.0)]
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.runs(d, memra, peer)
+            rc, out, err = run_tool("versus", m, p, "--batch-arm", "graph", "--json", os.path.join(d, "v.json"))
+            self.assertEqual(rc, 0, out + err)
+            res = load(os.path.join(d, "v.json"))
+            self.assertEqual([(r["what"], r["ratio"]) for r in res["rows"]], [("decode", 2.0), ("B=8", 2.0)])
+            self.assertEqual(res["rows"][1]["memra_key"], "DecodeBatch/s/q8_0/graph/B8")
+            why = {u["key"]: u["why"] for u in res["unpaired"]}
+            self.assertEqual(why["Decode/s/q8_0/llamacpp_tg128_d4096"], "no memra arm pairs with it")
+            self.assertIn("Prefill512/s/q8_0/gemm not in", why["Prefill512/s/q8_0/llamacpp_pp512"])
+            self.assertIn("llamacpp_tg128_d4096: not paired", out)
+            # the eager arm has no B = 8 here: only the decode pairs; with a decode arm memra did not
+            # run, only the graph arm's B = 8; with neither, nothing pairs: exit 2
+            rc, out, _ = run_tool("versus", m, p, "--json", os.path.join(d, "v.json"))
+            self.assertEqual([r["what"] for r in load(os.path.join(d, "v.json"))["rows"]], ["decode"])
+            rc, _, err = run_tool("versus", m, p, "--decode-arm", "graph", "--batch-arm", "graph",
+                                  "--json", os.path.join(d, "v.json"))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual([r["what"] for r in load(os.path.join(d, "v.json"))["rows"]], ["B=8"])
+            rc, _, err = run_tool("versus", m, p, "--decode-arm", "graph")
+            self.assertEqual(rc, 2)
+            self.assertIn("no benchmark of llamacpp-h200-x.json pairs", err)
+
+    def test_cards_and_bad_input(self):
+        memra = [entry("Decode/s/q8_0/graph_stream", 1000.0, agg="median", items_per_second=1000.0)]
+        peer = [entry("Decode/s/q8_0/llamacpp_tg128", 2000.0, rep=0, items_per_second=500.0)]
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.runs(d, memra, peer, peer_gpu="NVIDIA H100 80GB HBM3")
+            rc, out, err = run_tool("versus", m, p)
+            self.assertEqual(rc, 2, out + err)
+            self.assertIn("on NVIDIA H100 80GB HBM3", err)
+            self.assertIn("--cross-card", err)
+            rc, out, err = run_tool("versus", m, p, "--cross-card")
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("CARDS DIFFER", out)
+        for args in ([self.PEER9, self.PEER9], [self.BESIDE, BATCH_RUN]):  # no memra run; no peer run
+            rc, _, err = run_tool("versus", *args)
+            self.assertEqual(rc, 2)
+            self.assertIn("wants one memra run and one or more peer runs", err)
+        rc, _, err = run_tool("versus", self.BESIDE, os.path.join(RESULTS, "nope.json"))
+        self.assertEqual(rc, 2)
+        self.assertIn("nope.json", err)
 
 
 class Render(unittest.TestCase):

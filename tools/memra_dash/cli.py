@@ -1,10 +1,10 @@
-"""memra-dash: render | compare | import-llama-bench (docs/dashboard.md)."""
+"""memra-dash: render | compare | versus | import-llama-bench (docs/dashboard.md)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from . import compare, llamabench, render
+from . import compare, llamabench, render, versus
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,6 +39,23 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cross-card", action="store_true",
                    help="compare runs of different cards (context gpu) anyway: the table, no verdict, exit 0")
     c.set_defaults(func=compare.main)
+
+    v = sub.add_parser("versus", help="memra's tokens/s over a peer's (llama.cpp) on the benchmarks both ran",
+                       description="Pair a memra run with peer runs (import-llama-bench) benchmark by benchmark: "
+                                   "decode (tg), prefill (pp) and batched decode (llama-batched-bench), memra's "
+                                   "median tokens/s over the peer's. Exit 2 on bad input, runs of different cards "
+                                   "(unless --cross-card) or when nothing pairs up.")
+    v.add_argument("memra", metavar="MEMRA.json")
+    v.add_argument("peers", metavar="PEER.json", nargs="+")
+    v.add_argument("--decode-arm", default="graph_stream", help="memra's Decode arm against tg<N> (default graph_stream)")
+    v.add_argument("--prefill-arm", default="gemm", help="memra's Prefill<N> arm against pp<N> (default gemm)")
+    v.add_argument("--batch-arm", default="eager",
+                   help="memra's DecodeBatch arm against llama-batched-bench (default eager; graph)")
+    v.add_argument("--markdown", action="store_true", help="the table in Markdown (for docs/PERF.md)")
+    v.add_argument("--json", metavar="OUT.json", help="also write the rows as JSON (for scripts)")
+    v.add_argument("--cross-card", action="store_true",
+                   help="pair runs of different cards (context gpu) anyway: the table, said so")
+    v.set_defaults(func=versus.main)
 
     i = sub.add_parser("import-llama-bench", help="llama-bench JSON (-o json / jsonl) -> a peer run",
                        description="Convert llama-bench output (and llama-batched-bench jsonl) of one model into a "
