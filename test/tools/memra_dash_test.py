@@ -17,8 +17,9 @@
 - versus: memra's committed same-machine run over llama.cpp's (the ratios docs/PERF.md quotes),
   the arms it pairs, the peer benchmarks it cannot pair listed, cards, bad input (exit 2);
 - render: the plots built from the committed runs (an H200's and an H100's: a line, band, bar
-  group and curve per card) and from synthetic ones (batch and prefill length curves, llama.cpp
-  reference lines), the page self-contained, a clear failure without Chart.js; import-llama-bench.
+  group and curve per card; memra over each peer run) and from synthetic ones (batch and prefill
+  length curves, llama.cpp reference lines), the page self-contained, a clear failure without
+  Chart.js; import-llama-bench.
 """
 import copy
 import io
@@ -565,7 +566,7 @@ class Render(unittest.TestCase):
             by.setdefault(p["section"], []).append(p)
         # prefill: the committed runs hold Prefill128/512/2048 of both arms (h200-57e3002-prefill-lengths)
         # and Prefill8192 of the gemm arm (h200-2db8ab4-prefill-lengths)
-        self.assertEqual(set(by), {"history", "arms", "roofline", "batch", "prefill"})
+        self.assertEqual(set(by), {"history", "arms", "roofline", "batch", "prefill", "versus"})
         pre = {p["title"]: p for p in by["prefill"]}
         curve = {s["label"]: [pt["x"] for pt in s["data"]]
                  for s in pre["Prefill qwen35-9b q8_0: tokens/s vs prompt length"]["series"]}
@@ -621,6 +622,18 @@ class Render(unittest.TestCase):
         self.assertIn("DecodeBatch qwen35-9b q8_0 graph: tokens/s vs batch", batch)
         self.assertNotIn("DecodeBatch qwen35-9b q8_0 graph: tokens/s over the same run's B = 1", batch,
                          "the graph arm has no B = 1 of its own: no speed-up curve")
+        # memra over each peer run: the same-machine run of the day pairs with llama.cpp's (every
+        # benchmark of the peer's), the reference figures with the run of the most pairs on their card
+        vs = {p["title"]: p for p in by["versus"]}
+        self.assertEqual(len(vs), 5)
+        v9 = vs["07b535e over llama.cpp 1425386fd·qwen35-9b q8_0 on H200"]
+        self.assertEqual(v9["labels"], ["decode", "prefill512"] + [f"B={b}" for b in (1, 4, 8, 16, 32, 64)])
+        self.assertAlmostEqual(v9["series"][0]["data"][0], 1.70, delta=0.005)
+        self.assertAlmostEqual(v9["series"][0]["data"][-1], 1.27, delta=0.005)
+        self.assertEqual([r["value"] for r in v9["refs"]], [1.0])
+        self.assertIn("graph_stream, h200-07b535e-beside-llamacpp.json", v9["series"][0]["tips"][0])
+        ref = next(p for t, p in vs.items() if "(PERF.md reference)" in t)
+        self.assertIn("qwen35-9b q8_0 decode", ref["labels"], "a peer of several shapes: each bar names its shape")
         roof = {p["title"]: p for p in by["roofline"]}
         r9 = roof["Decode qwen35-9b q8_0: fraction of the read roofline"]
         self.assertNotIn("d617128", r9["labels"])
@@ -713,6 +726,12 @@ class Render(unittest.TestCase):
         self.assertNotIn("Prefill128/qwen3-0.6b/q8_0/gemm", [r["label"] for r in hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"]])
         self.assertEqual(hist["Prefill128/qwen3-0.6b/q8_0/gemm"]["refs"], [], "no pp128 peer")
         self.assertEqual(hist["Prefill512/qwen3-0.6b/q8_0/gemm"]["labels"], ["aaaaaaa", "bbbbbbb"], "peers not in history")
+        # memra over the peer: the run of its card with the most pairs (ccccccc: B = 1, 4, 16), one
+        # shape, which the title names since the peer's label does not
+        vs = [p for p in plots if p["section"] == "versus"]
+        self.assertEqual([p["title"] for p in vs], ["ccccccc over llamacpp-h200, qwen3-0.6b q8_0"])
+        self.assertEqual(vs[0]["labels"][-3:], ["B=1", "B=4", "B=16"])
+        self.assertAlmostEqual(vs[0]["series"][0]["data"][-3], (1 / 1.1e-3) / 700.0, places=6)
 
     def test_other_families(self):
         # a family memra-dash has no plan for (TeacherForcedStep) is still drawn over the runs, by

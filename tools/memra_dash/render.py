@@ -20,6 +20,7 @@ import os
 import sys
 
 from . import gbench
+from . import versus as versus_mod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KIND_ORDER = {"decode": 0, "batch": 1, "prefill": 2, "stream": 3, "other": 4}
@@ -430,12 +431,43 @@ class Builder:
                                  f"Prefill<N> benchmarks of several N are in the runs. The Prefill512 history is "
                                  f"under 'Every benchmark over the runs'.")
 
+    # memra over each peer run, on the benchmarks both ran (memra-dash versus)
+    def versus(self):
+        for p in self.peers:
+            best = None  # the memra run of the peer's card with the most pairs, the latest among equals
+            for r in self.runs:
+                if r.card != p.card:
+                    continue
+                res = versus_mod.pair_runs(r, [p])
+                if res["rows"] and (best is None or len(res["rows"]) >= len(best[1]["rows"])):
+                    best = (r, res)
+            if best is None:
+                continue
+            r, res = best
+            rows = res["rows"]
+            several = len({row["shape"] for row in rows}) > 1
+            tips = [f"memra {_fmt(row['memra'], 'tok/s')} ({row['arm']}, {r.file})\n"
+                    f"{p.label} {_fmt(row['peer_rate'], 'tok/s')} ({row['peer_key'].split('/')[-1]}, {p.file})"
+                    for row in rows]
+            title = f"{r.label} over {p.label}"
+            if not several and rows[0]["shape"] not in p.label:  # one shape: the title names it
+                title += f", {rows[0]['shape']}"
+            self.add("versus", {"type": "bar", "title": title + self._card_suffix(p.card),
+                                "labels": [(f"{row['shape']} " if several else "") + row["what"] for row in rows],
+                                "yTitle": "memra tok/s ÷ peer tok/s", "unit": "×",
+                                "series": [{"label": "memra / peer", "data": [row["ratio"] for row in rows],
+                                            "tips": tips}],
+                                "refs": [{"label": "1× (as fast as the peer)", "value": 1.0, "sameDtype": True}]})
+        if self.peers and not any(p["section"] == "versus" for p in self.plots):
+            self.note("versus", "No peer run pairs with a memra run of its card.")
+
     def build(self):
         self.history()
         self.arms()
         self.roofline()
         self.batch()
         self.prefill()
+        self.versus()
         return self.plots
 
 
@@ -511,6 +543,10 @@ SECTIONS = [
     ("batch", "Batch scaling", "DecodeBatch: tokens/s over all sequences against B, one line per run; dashed: "
      "peer runs' llama-batched-bench of the same shape (a dtype in parentheses: the peer's)."),
     ("prefill", "Prefill length", "tokens/s against the prompt length (Prefill<N>), latest run of each point."),
+    ("versus", "Against the peers", "memra's median tokens/s over a peer run's (llama.cpp) on each benchmark both "
+     "ran: Decode graph_stream against tg, Prefill gemm against pp, DecodeBatch eager against "
+     "llama-batched-bench (tools/memra-dash versus prints the same pairs). The memra run is the one of the peer's "
+     "card with the most pairs, the latest among equals; above the dashed line at 1× memra is faster."),
 ]
 
 
