@@ -579,6 +579,8 @@ class Render(unittest.TestCase):
         # llama.cpp tg128 for the 9B: the same-machine run of each 9B dtype, then PERF.md's reference
         self.assertEqual([r["value"] for r in g["refs"]], [219.378, 244.592, 218], "llama.cpp tg128 for the 9B")
         self.assertEqual([r["sameDtype"] for r in g["refs"]], [True, False, True])
+        self.assertEqual(g["refs"][1]["label"], "llama.cpp 1425386fd·qwen35-9b nvfp4: tg128 244.6 tok/s on H200",
+                         "the label names the other dtype once")
         r35 = hist["Decode/qwen35-35b-a3b/nvfp4/graph"]["refs"]
         self.assertEqual([r["sameDtype"] for r in r35], [True, False])
         self.assertIn("(q8_0)", r35[1]["label"], "other dtype said")

@@ -140,7 +140,7 @@ def _peer_batch_lines(peers, shape, dtype, with_card=False):
                     by_dtype.setdefault(pi["dtype"], []).append({"x": pi["batch"], "y": v})
         for d, pts in sorted(by_dtype.items(), key=lambda kv: kv[0] != dtype):
             pts.sort(key=lambda pt: pt["x"])
-            label = p.label + ("" if d == dtype else f" ({d})")
+            label = p.label + ("" if d == dtype or p.label.endswith(f" {d}") else f" ({d})")
             if with_card:
                 label += f" on {gbench.card_label(p.card)}"
             lines.append({"label": label, "data": pts})
@@ -170,7 +170,9 @@ def _peer_refs(peers, info, metric="throughput", with_card=False):
             what = pi["arm"] or pi["family"]
             if what.startswith("llamacpp_"):
                 what = what[len("llamacpp_"):]
-            label = f"{p.label}: {what} {_fmt(v, 'tok/s')}" + ("" if same else f" ({pi['dtype']})")
+            label = f"{p.label}: {what} {_fmt(v, 'tok/s')}"
+            if not same and not p.label.endswith(f" {pi['dtype']}"):  # the label may name it already
+                label += f" ({pi['dtype']})"
             if with_card:
                 label += f" on {gbench.card_label(p.card)}"
             refs.append({"label": label, "value": v, "sameDtype": same})
