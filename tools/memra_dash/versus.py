@@ -49,7 +49,8 @@ def pair_runs(memra: gbench.Run, peers: list[gbench.Run], decode_arm: str = "gra
             mb = memra.benches.get(mk) if mk else None
             mine, theirs = (mb.median("throughput") if mb else None), b.median("throughput")
             if mb is None or mine is None or not theirs:
-                why = "no memra arm pairs with it" if mk is None else f"{mk} not in {memra.file}"
+                why = ("no memra arm pairs with it" if mk is None else f"{mk} not in {memra.file}" if mb is None
+                       else f"{mk} has no tokens/s" if mine is None else "the peer's benchmark has no tokens/s")
                 unpaired.append({"peer": p.file, "key": b.key, "why": why})
                 continue
             what = {"decode": "decode", "prefill": f"prefill{info['prompt_len']}",
