@@ -249,9 +249,7 @@ TEST(StreamedGguf, LoadsIsThreadCountIndependentAndMatchesDryRun) {
         EXPECT_EQ(src->find(n)->ne, want) << fam(f) << " " << n;
         stacked += wv->ne.size() == 3;
       }
-      if (c.n_expert > 0) {
-        EXPECT_GT(stacked, 0) << fam(f);
-      }
+      if (c.n_expert > 0) { EXPECT_GT(stacked, 0) << fam(f); }
     }
   }
 }
