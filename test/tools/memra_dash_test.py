@@ -16,6 +16,9 @@
   different cards refused (exit 2) or, with --cross-card, tabled without a verdict;
 - versus: memra's committed same-machine run over llama.cpp's (the ratios docs/PERF.md quotes),
   the arms it pairs, the peer benchmarks it cannot pair listed, cards, bad input (exit 2);
+- targets: on synthetic runs met / not met / not measured and the exit codes, a target at its
+  minimum, the peer pairing (arms from the key, "peer", two peers of one shape refused),
+  malformed targets files (the entry named), cards;
 - render: the plots built from the committed runs (an H200's and an H100's: a line, band, bar
   group and curve per card; memra over each peer run) and from synthetic ones (batch and prefill
   length curves, llama.cpp reference lines), the page self-contained, a clear failure without
@@ -38,16 +41,16 @@ TOOL = os.path.join(ROOT, "tools", "memra-dash")
 RESULTS = os.path.join(ROOT, "bench", "results")
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from memra_dash import compare, gbench, render, stats  # noqa: E402
+from memra_dash import compare, gbench, render, stats, targets  # noqa: E402
 
 BATCH_RUN = os.path.join(RESULTS, "h200-d9b5cec-decode-batch.json")
 
 
-def run_tool(*args, env=None):
+def run_tool(*args, env=None, cwd=None):
     e = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     if env:
         e.update(env)
-    r = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, env=e)
+    r = subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, env=e, cwd=cwd)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -555,6 +558,154 @@ class Versus(unittest.TestCase):
         rc, _, err = run_tool("versus", self.BESIDE, os.path.join(RESULTS, "nope.json"))
         self.assertEqual(rc, 2)
         self.assertIn("nope.json", err)
+
+
+class Targets(unittest.TestCase):
+    """memra-dash targets: bench/targets.json (issue 23) checked against runs."""
+    BESIDE = Versus.BESIDE
+    PEERS = [os.path.join(RESULTS, f"llamacpp-h200-1425386fd-{s}.json")
+             for s in ("qwen3-0.6b-q8_0", "qwen35-9b-q8_0", "qwen35-9b-nvfp4", "qwen35-35b-a3b-nvfp4")]
+    ALL = os.path.join(RESULTS, "h200-28195c8-all.json")
+    FILE = os.path.join(ROOT, "bench", "targets.json")
+
+    @staticmethod
+    def write_targets(d, doc, name="t.json"):
+        p = os.path.join(d, name)
+        with open(p, "w") as f:
+            f.write(doc if isinstance(doc, str) else json.dumps(doc))
+        return p
+
+    def synthetic(self, d, peer_gpu="NVIDIA H200"):
+        memra = [entry("DecodeBatch/s/q8_0/B1/iterations:16/repeats:9/manual_time", 1000.0, agg="median",
+                       items_per_second=100.0),
+                 entry("DecodeBatch/s/q8_0/B8/iterations:16/repeats:9/manual_time", 1000.0, agg="median",
+                       items_per_second=700.0),
+                 entry("DecodeBatch/s/q8_0/B4", 1000.0, agg="median", items_per_second=599.9),
+                 entry("DecodeBatch/s/q8_0/graph/B8", 1000.0, agg="median", items_per_second=900.0),
+                 entry("Prefill512/s/q8_0/gemm", 100.0, agg="median", items_per_second=6000.0),
+                 entry("Decode/s/q8_0/graph_stream", 1000.0, agg="median", items_per_second=600.0)]
+        memra += [entry("Decode/s/q8_0/graph_stream", 1000.0, rep=i, items_per_second=600.0,
+                        hbm_fraction=f) for i, f in enumerate((0.70, 0.80, 0.76))]
+        peer = [entry("Prefill512/s/q8_0/llamacpp_pp512", 100.0, rep=0, items_per_second=4000.0),
+                entry("Decode/s/q8_0/llamacpp_tg128", 2000.0, rep=0, items_per_second=500.0),
+                entry("Decode/s/q8_0/llamacpp_tg256", 2000.0, rep=0, items_per_second=400.0),
+                entry("DecodeBatch/s/q8_0/llamacpp/B8", 4000.0, rep=0, items_per_second=450.0)]
+        return Versus.runs(d, memra, peer, peer_gpu=peer_gpu)
+
+    def check(self, d, tlist, *runs, want_rc):
+        t = self.write_targets(d, tlist)
+        out_json = os.path.join(d, "out.json")
+        rc, out, err = run_tool("targets", *runs, "--targets", t, "--json", out_json)
+        self.assertEqual(rc, want_rc, out + err)
+        return load(out_json) if os.path.exists(out_json) else None, out, err
+
+    def test_met_not_met_not_measured(self):
+        ratio = {"name": "B8", "kind": "ratio", "num": "DecodeBatch/s/q8_0/B8", "den": "DecodeBatch/s/q8_0/B1",
+                 "min": 6}
+        hbm = {"name": "hbm", "kind": "counter", "benchmark": "Decode/s/q8_0/graph_stream",
+               "counter": "hbm_fraction", "min": 0.75, "why": "roofline", "issue": "23"}
+        pre = {"name": "pp", "kind": "versus", "benchmark": "Prefill512/s/q8_0/gemm", "min": 1.5}
+        absent = {"name": "absent", "kind": "ratio", "num": "DecodeBatch/s/q8_0/B32",
+                  "den": "DecodeBatch/s/q8_0/B1", "min": 16}
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.synthetic(d)
+            res, out, _ = self.check(d, [ratio, hbm, pre, absent], m, p, want_rc=0)
+            rows = {r["name"]: r for r in res["rows"]}
+            self.assertEqual(rows["B8"]["value"], 7.0)
+            self.assertEqual(rows["hbm"]["value"], 0.76)  # the median of the repetitions' counter
+            self.assertEqual(rows["pp"]["value"], 1.5)    # exactly the minimum: met
+            self.assertEqual([rows[n]["met"] for n in ("B8", "hbm", "pp", "absent")], [True, True, True, None])
+            self.assertEqual(rows["absent"]["not_measured"], "DecodeBatch/s/q8_0/B32 not in h200-abc1234-x.json")
+            self.assertIn("3 met, 0 not met, 1 not measured", out)
+            # one target above what the run reached: exit 1, named in the table
+            res, out, _ = self.check(d, [ratio, dict(hbm, min=0.77), pre], m, p, want_rc=1)
+            self.assertEqual(res["summary"], {"met": 2, "not_met": 1, "not_measured": 0})
+            self.assertRegex(out, r"hbm\s+0\.760\s+>= 0\.77\s+not met")
+            # without the peer run the versus target is not measured, the others still count
+            res, out, _ = self.check(d, [ratio, pre], m, want_rc=0)
+            self.assertIn("not measured: no peer run given", out)
+            # just under the minimum never reads as the minimum
+            res, out, _ = self.check(d, [dict(ratio, num="DecodeBatch/s/q8_0/B4")], m, want_rc=1)
+            self.assertRegex(out, r"B8\s+5\.999x\s+>= 6x\s+not met")
+            # nothing measurable: a mistaken file, exit 2
+            _, _, err = self.check(d, [absent], m, want_rc=2)
+            self.assertIn("no target of", err)
+
+    def test_versus_pairs_as_versus_does(self):
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.synthetic(d)
+            graph_b8 = {"name": "g8", "kind": "versus", "benchmark": "DecodeBatch/s/q8_0/graph/B8", "min": 2}
+            eager_b8 = {"name": "e8", "kind": "versus", "benchmark": "DecodeBatch/s/q8_0/B8", "min": 1}
+            tg128 = {"name": "tg128", "kind": "versus", "benchmark": "Decode/s/q8_0/graph_stream",
+                     "peer": "Decode/s/q8_0/llamacpp_tg128/repeats:5", "min": 1}
+            res, out, _ = self.check(d, [graph_b8, eager_b8, tg128], m, p, want_rc=0)
+            rows = {r["name"]: r for r in res["rows"]}
+            self.assertEqual((rows["g8"]["value"], rows["g8"]["met"]), (2.0, True))  # the arm from the key
+            self.assertAlmostEqual(rows["e8"]["value"], 700.0 / 450.0)
+            self.assertEqual((rows["tg128"]["value"], rows["tg128"]["peer_key"]), (1.2, "Decode/s/q8_0/llamacpp_tg128"))
+            # a decode arm pairs with tg128 and tg256: the target must say which
+            _, _, err = self.check(d, [dict(tg128, peer=None)], m, p, want_rc=2)
+            self.assertIn("2 peer benchmarks pair with Decode/s/q8_0/graph_stream", err)
+            self.assertIn("\"peer\"", err)
+            # a peer key nothing pairs with: not measured
+            _, out, _ = self.check(d, [dict(tg128, peer="Decode/s/q8_0/llamacpp_tg64"), eager_b8], m, p, want_rc=0)
+            self.assertIn("not measured: no benchmark of the peer runs pairs with it as Decode/s/q8_0/llamacpp_tg64",
+                          out)
+            # two peer runs of one shape: refused, both named
+            p2 = write(d, "llamacpp-h200-y.json", load(p))
+            _, _, err = self.check(d, [eager_b8], m, p, p2, want_rc=2)
+            self.assertIn("llamacpp-h200-y.json", err)
+            self.assertIn("give one peer run of that shape", err)
+
+    def test_malformed_targets_file(self):
+        good = {"name": "B8", "kind": "ratio", "num": "DecodeBatch/s/q8_0/B8", "den": "DecodeBatch/s/q8_0/B1",
+                "min": 6}
+        cases = [
+            ("[", "not JSON"),
+            ({"targets": []}, "wants a non-empty JSON list"),
+            ([], "wants a non-empty JSON list"),
+            ([good, 3], "entry 2: not an object"),
+            ([{k: v for k, v in good.items() if k != "name"}], "entry 1: no \"name\""),
+            ([good, good], "entry 2 ('B8'): a second target of that name"),
+            ([dict(good, kind="speed")], "entry 1 ('B8'): \"kind\" is 'speed'"),
+            ([dict(good, min="6")], "entry 1 ('B8'): \"min\" is '6'"),
+            ([dict(good, min=True)], "\"min\" is True"),
+            ([{k: v for k, v in good.items() if k != "den"}], "entry 1 ('B8'): kind ratio wants \"den\""),
+            ([dict(good, mni=6)], "entry 1 ('B8'): unknown key(s) mni"),
+            ([dict(good, kind="counter")], "unknown key(s) den, num for kind counter"),
+            ([{"name": "bw", "kind": "versus", "benchmark": "StreamRead/4GiB", "min": 1}],
+             "entry 1 ('bw'): versus pairs Decode, Prefill<N> and DecodeBatch benchmarks"),
+            ([dict(good, why=3)], "\"why\" wants a string"),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.synthetic(d)
+            for doc, want in cases:
+                t = self.write_targets(d, doc)
+                rc, out, err = run_tool("targets", m, p, "--targets", t)
+                self.assertEqual(rc, 2, (doc, out, err))
+                self.assertIn(want, err, doc)
+                self.assertIn("t.json", err)
+                self.assertEqual(out, "")
+            rc, _, err = run_tool("targets", m, "--targets", os.path.join(d, "none.json"))
+            self.assertEqual(rc, 2)
+            self.assertIn("none.json", err)
+
+    def test_cards_and_bad_input(self):
+        pp = [{"name": "pp", "kind": "versus", "benchmark": "Prefill512/s/q8_0/gemm", "min": 1.5}]
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.synthetic(d, peer_gpu="NVIDIA H100 80GB HBM3")
+            _, out, err = self.check(d, pp, m, p, want_rc=2)
+            self.assertIn("on NVIDIA H100 80GB HBM3", err)
+            self.assertIn("--cross-card", err)
+            t = self.write_targets(d, pp)
+            rc, out, err = run_tool("targets", m, p, "--targets", t, "--cross-card")
+            self.assertEqual(rc, 0, out + err)
+            self.assertIn("CARDS DIFFER", out)
+            self.assertIn("1 met, 0 not met, 0 not measured", out)
+            for args in ([p], [m, BATCH_RUN], [m, os.path.join(d, "nope.json")]):  # no memra run; two; no file
+                rc, _, err = run_tool("targets", *args, "--targets", t)
+                self.assertEqual(rc, 2, err)
+            self.assertIn("nope.json", err)
 
 
 class Render(unittest.TestCase):

@@ -1,10 +1,15 @@
-"""memra-dash: render | compare | versus | import-llama-bench (docs/dashboard.md)."""
+"""memra-dash: render | compare | versus | targets | import-llama-bench (docs/dashboard.md)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from . import compare, llamabench, render, versus
+from . import compare, llamabench, render, targets, versus
+
+# the checkout's bench/targets.json (tools/memra_dash/ -> the repository root)
+TARGETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                       "bench", "targets.json")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -56,6 +61,24 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--cross-card", action="store_true",
                    help="pair runs of different cards (context gpu) anyway: the table, said so")
     v.set_defaults(func=versus.main)
+
+    t = sub.add_parser("targets", help="the serving targets (bench/targets.json) checked against a run; exit 1 "
+                                       "when a measured one is not met",
+                       description="Check the project's serving targets (bench/targets.json: ratios of a memra "
+                                   "run's benchmarks, a counter's median, memra over a peer run) against a memra "
+                                   "run and its peer runs. A target the runs cannot measure is reported, neither "
+                                   "met nor failed. Exit 0 when every measured target is met, 1 when one is not, "
+                                   "2 on bad input, runs of different cards (unless --cross-card) or when no "
+                                   "target can be measured.")
+    t.add_argument("memra", metavar="MEMRA.json")
+    t.add_argument("peers", metavar="PEER.json", nargs="*")
+    t.add_argument("--targets", default=TARGETS, metavar="TARGETS.json",
+                   help="the targets file (default: the checkout's bench/targets.json)")
+    t.add_argument("--markdown", action="store_true", help="the table in Markdown (for docs/PERF.md)")
+    t.add_argument("--json", metavar="OUT.json", help="also write the rows as JSON (for scripts)")
+    t.add_argument("--cross-card", action="store_true",
+                   help="check against peer runs of another card (context gpu) anyway, said so")
+    t.set_defaults(func=targets.main)
 
     i = sub.add_parser("import-llama-bench", help="llama-bench JSON (-o json / jsonl) -> a peer run",
                        description="Convert llama-bench output (and llama-batched-bench jsonl) of one model into a "
