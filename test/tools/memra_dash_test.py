@@ -16,9 +16,11 @@
   different cards refused (exit 2) or, with --cross-card, tabled without a verdict;
 - versus: memra's committed same-machine run over llama.cpp's (the ratios docs/PERF.md quotes),
   the arms it pairs, the peer benchmarks it cannot pair listed, cards, bad input (exit 2);
-- targets: on synthetic runs met / not met / not measured and the exit codes, a target at its
-  minimum, the peer pairing (arms from the key, "peer", two peers of one shape refused),
-  malformed targets files (the entry named), cards;
+- targets: bench/targets.json on the committed same-machine runs (every value against the
+  medians read from the JSON here), every key of the file a benchmark of a committed run; on
+  synthetic runs met / not met / not measured and the exit codes, a target at its minimum, the
+  peer pairing (arms from the key, "peer", two peers of one shape refused), malformed targets
+  files (the entry named), cards;
 - render: the plots built from the committed runs (an H200's and an H100's: a line, band, bar
   group and curve per card; memra over each peer run) and from synthetic ones (batch and prefill
   length curves, llama.cpp reference lines), the page self-contained, a clear failure without
@@ -560,6 +562,16 @@ class Versus(unittest.TestCase):
         self.assertIn("nope.json", err)
 
 
+def json_median(path, key, counter="items_per_second"):
+    """The median aggregate's counter of the benchmark whose run_name, without Google Benchmark's
+    /iterations:.../repeats:.../manual_time parts, is key: read from the file as written."""
+    vals = [e[counter] for e in load(path)["benchmarks"]
+            if e.get("aggregate_name") == "median" and re.sub(r"/(iterations|repeats):\d+|/manual_time", "",
+                                                              e["run_name"]) == key]
+    assert len(vals) == 1, (path, key, vals)
+    return vals[0]
+
+
 class Targets(unittest.TestCase):
     """memra-dash targets: bench/targets.json (issue 23) checked against runs."""
     BESIDE = Versus.BESIDE
@@ -567,6 +579,87 @@ class Targets(unittest.TestCase):
              for s in ("qwen3-0.6b-q8_0", "qwen35-9b-q8_0", "qwen35-9b-nvfp4", "qwen35-35b-a3b-nvfp4")]
     ALL = os.path.join(RESULTS, "h200-28195c8-all.json")
     FILE = os.path.join(ROOT, "bench", "targets.json")
+
+    def peer_of(self, key):
+        """The same-machine peer run of the key's shape, and its pp<N> key."""
+        info = gbench.parse_key(key)
+        path = os.path.join(RESULTS, f"llamacpp-h200-1425386fd-{info['shape']}-{info['dtype']}.json")
+        n = info["prompt_len"]
+        return path, f"Prefill{n}/{info['shape']}/{info['dtype']}/llamacpp_pp{n}"
+
+    def test_the_committed_file(self):
+        ts = targets.load_targets(self.FILE)
+        kinds = [t["kind"] for t in ts]
+        self.assertEqual((kinds.count("ratio"), kinds.count("versus"), kinds.count("counter")), (7, 4, 1))
+        self.assertTrue(all(t.get("issue") == 23 for t in ts))
+        # every benchmark a target reads is one a committed run has (a typo would never be measured)
+        keys = set()
+        for f in os.listdir(RESULTS):
+            if f.endswith(".json"):
+                keys |= set(gbench.load_run(os.path.join(RESULTS, f)).benches)
+        for t in ts:
+            for k in ("num", "den", "benchmark"):
+                if k in t:
+                    self.assertIn(t[k], keys, t["name"])
+
+    def test_committed_runs_of_one_machine(self):
+        with tempfile.TemporaryDirectory() as d:
+            out_json = os.path.join(d, "t.json")
+            rc, out, err = run_tool("targets", self.BESIDE, *self.PEERS, "--json", out_json)
+            res = load(out_json)
+        self.assertEqual(rc, 1, out + err)  # measured targets are not met
+        rows = res["rows"]
+        self.assertEqual(len(rows), len(targets.load_targets(self.FILE)))
+        checked = 0
+        for r in rows:
+            t = r["target"]
+            if t["kind"] == "ratio" and t["num"] in gbench.load_run(self.BESIDE).benches:
+                want = json_median(self.BESIDE, t["num"]) / json_median(self.BESIDE, t["den"])
+            elif t["kind"] == "counter":
+                want = json_median(self.BESIDE, t["benchmark"], t["counter"])
+            elif t["kind"] == "versus":
+                peer, pkey = self.peer_of(t["benchmark"])
+                want = json_median(self.BESIDE, t["benchmark"]) / json_median(peer, pkey)
+                self.assertEqual(r["peer_key"], pkey)
+            else:
+                self.assertIsNone(r["met"], r)
+                self.assertIn(f"not in {os.path.basename(self.BESIDE)}", r["not_measured"])
+                continue
+            self.assertAlmostEqual(r["value"], want, delta=want * 1e-9, msg=r["name"])
+            self.assertEqual(r["met"], want >= t["min"], r["name"])
+            checked += 1
+        self.assertEqual(checked, 11)
+        self.assertEqual(res["summary"], {"met": 0, "not_met": 11, "not_measured": 1})
+        self.assertIn("0 met, 11 not met, 1 not measured", out)
+        by = {(r["target"].get("num") or r["target"]["benchmark"]): r for r in rows}
+        # the 0.6B prefill: 17630 over llama.cpp's 47773 tok/s, and 9B Q8_0 B = 8 over B = 1
+        pre = by["Prefill512/qwen3-0.6b/q8_0/gemm"]
+        self.assertAlmostEqual(pre["value"], 17630.0 / 47773.1, delta=0.0005)
+        self.assertFalse(pre["met"])
+        b8 = by["DecodeBatch/qwen35-9b/q8_0/B8"]
+        self.assertAlmostEqual(b8["value"], 1334.557 / 361.534, delta=0.001)
+        rc, out, _ = run_tool("targets", self.BESIDE, *self.PEERS, "--markdown")
+        self.assertEqual(rc, 1)
+        self.assertIn("| prefill512 / llama.cpp pp512, qwen3-0.6b q8_0 | 0.37x | >= 1.5x | not met "
+                      "| 17,630 / 47,773 tok/s |", out)
+        self.assertIn("| batch B=8 / B=1, qwen35-9b q8_0 | 3.69x | >= 6x | not met | 1,335 / 361.5 tok/s |", out)
+        self.assertIn("| decode hbm_fraction, qwen35-9b nvfp4 graph_stream | 0.547 | >= 0.75 | not met |", out)
+
+    def test_committed_run_without_peers(self):
+        # graph over eager on the 0.6B is measured where the run has both arms; the targets against
+        # llama.cpp are not measured without a peer run; the default targets file is the checkout's
+        with tempfile.TemporaryDirectory() as d:
+            out_json = os.path.join(d, "t.json")
+            rc, out, err = run_tool("targets", self.ALL, "--json", out_json, cwd=d)
+            self.assertEqual(rc, 1, out + err)
+            rows = {r["name"]: r for r in load(out_json)["rows"]}
+        g = rows["decode graph / eager (mmvq), qwen3-0.6b q8_0"]
+        want = (json_median(self.ALL, "Decode/qwen3-0.6b/q8_0/graph")
+                / json_median(self.ALL, "Decode/qwen3-0.6b/q8_0/mmvq"))
+        self.assertAlmostEqual(g["value"], want, delta=1e-9)
+        self.assertFalse(g["met"])
+        self.assertEqual(rows["prefill512 / llama.cpp pp512, qwen35-9b q8_0"]["not_measured"], "no peer run given")
+        self.assertIn("not measured: no peer run given", out)
 
     @staticmethod
     def write_targets(d, doc, name="t.json"):
