@@ -286,6 +286,8 @@ void BM_DecodeBatch(benchmark::State& st, Shape s, const char* arm, int B) {
 
 // arm "mmvq": the default arms (token-tiled mat-vec, recurrent GDN, W4A8: bit-identical to
 // decode); "gemm": the fast prefill arms (tensor-core GEMM prefill_matmul = mma, chunked GDN);
+// "flash": gemm with the flash attention (prefill_attn = flash; the Qwen shapes, whose attention
+// layers it serves);
 // "mmvq_serial": mmvq with launch_overlap off; "w4a4" (NVFP4 shapes): mmvq with the W4A4
 // activation contract (prefill_act = w4a4), the test arm of the ArmFork gate.
 void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
@@ -293,9 +295,10 @@ void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
   set_arm(m, "mmvq");
   Arms a = m.arms();
   const std::string name = arm;
-  const bool fast = name == "gemm";
+  const bool fast = name == "gemm" || name == "flash";
   a.prefill_matmul = fast ? PrefillMatmul::mma : PrefillMatmul::mmvq;
   if (fast) a.gdn_prefill = GdnPrefill::chunked;
+  a.prefill_attn = name == "flash" ? PrefillAttn::flash : PrefillAttn::split;
   a.launch_overlap = name != "mmvq_serial";
   a.prefill_act = name == "w4a4" ? PrefillAct::w4a4 : PrefillAct::w4a8;
   m.set_arms(a);
@@ -420,14 +423,19 @@ void register_all() {
             ->DisplayAggregatesOnly(true)
             ->Unit(benchmark::kMicrosecond);
       }
-    // Prefill<T>: every arm at 512 tokens; the default and the fast arm at 128 and 2048, the fast
-    // arm alone at 8192 (the prefill length curve; the default arm is flat in T).
+    // Prefill<T>: every arm at 512 tokens; the default and the fast arms at 128 and 2048, the fast
+    // arms alone at 8192 (the prefill length curve; the default arm is flat in T).
+    const bool qwen_attention = s.family == Family::Qwen3 || s.family == Family::Qwen3Next ||
+                                s.family == Family::Qwen35 || s.family == Family::Qwen35Moe;
     std::vector<const char*> prefill_arms = {"mmvq", "mmvq_serial", "gemm"};
+    if (qwen_attention) prefill_arms.push_back("flash");
     if (s.type == DType::NVFP4) prefill_arms.push_back("w4a4");
     for (int T : {128, 512, 2048, 8192})
       for (const char* arm : prefill_arms) {
-        if (T != 512 && std::string(arm) != "mmvq" && std::string(arm) != "gemm") continue;
-        if (T == 8192 && std::string(arm) != "gemm") continue;
+        const std::string arm_name = arm;
+        const bool fast = arm_name == "gemm" || arm_name == "flash";
+        if (T != 512 && arm_name != "mmvq" && !fast) continue;
+        if (T == 8192 && !fast) continue;
         benchmark::RegisterBenchmark(("Prefill" + std::to_string(T) + "/" + shape + "/" + arm).c_str(), BM_Prefill, s,
                                      arm, T)
             ->UseManualTime()
@@ -519,17 +527,19 @@ void add_context() {
 
 // MEMRA_BENCH_PROFILE=<shape name>: no benchmarks; build that shape, prime it, then run 2 eager
 // decode steps between cudaProfilerStart/Stop (for `ncu --profile-from-start off`: per-kernel
-// times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=mmvq
-// or gemm: one 512-token forward_last instead; with MEMRA_BENCH_PROFILE_BATCH=<B>: one eager
+// times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=mmvq,
+// gemm or flash (gemm with prefill_attn = flash): one 512-token forward_last instead; with MEMRA_BENCH_PROFILE_BATCH=<B>: one eager
 // batched step of B sequences (BM_DecodeBatch's step, after one untimed step).
 int profile_decode(const std::string& name) {
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     Model& m = model_for(s);
     set_arm(m, "mmvq");
-    if (const char* what = std::getenv("MEMRA_BENCH_PROFILE_PREFILL")) {  // "mmvq" or "gemm"
+    if (const char* what = std::getenv("MEMRA_BENCH_PROFILE_PREFILL")) {  // "mmvq", "gemm" or "flash"
       Arms a = m.arms();
-      a.prefill_matmul = std::string(what) == "gemm" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+      const std::string form = what;
+      a.prefill_matmul = form == "gemm" || form == "flash" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
+      a.prefill_attn = form == "flash" ? PrefillAttn::flash : PrefillAttn::split;
       m.set_arms(a);
       std::vector<int32_t> prompt(512);
       for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;

@@ -14,7 +14,7 @@
 // bit-identical to decode (DESIGN.md law 3); faster forms are opt-in arms.
 //
 // provides: Arms, ArmSpec, arm_specs, arms_markdown_table, PrefillAct, DecodeMatvec,
-//           GdnPrefill, PrefillMatmul, MlaDecode, to_string
+//           GdnPrefill, PrefillMatmul, MlaDecode, PrefillAttn, to_string
 #pragma once
 
 #include <functional>
@@ -43,6 +43,11 @@ enum class PrefillMatmul { mmvq, mma };
 // into the kv latent through W_UK, scores and weighted sum over the [latent | rope key] rows,
 // the result out through W_UV).
 enum class MlaDecode { expanded, latent };
+// Causal attention of calls of more than one token (Qwen attention layers): the split-KV kernel
+// whose per-key chains are decode's (split: prefill bit-identical to decode), or key tiles of 32
+// staged once for a block of 64 queries with an online softmax (flash: another reduction order;
+// cuda/attention.cuh).
+enum class PrefillAttn { split, flash };
 
 // X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator
 // names (the spelling tables in src/core/arms.cpp list them); bools as on/off.
@@ -62,7 +67,10 @@ enum class MlaDecode { expanded, latent };
   X(prefill_matmul, PrefillMatmul, PrefillMatmul::mmvq, PrefillMatmul::mmvq,                                           \
     "prefill mat-muls of >= 32 tokens: token-tiled mat-vec (mmvq, bit-identical to decode) or tensor-core GEMM (mma)") \
   X(mla_decode, MlaDecode, MlaDecode::expanded, MlaDecode::expanded,                                                   \
-    "MLA attention of one-token calls: expanded per-head keys/values (bit-identical to prefill) or absorbed latent")
+    "MLA attention of one-token calls: expanded per-head keys/values (bit-identical to prefill) or absorbed latent")   \
+  X(prefill_attn, PrefillAttn, PrefillAttn::split, PrefillAttn::split,                                                 \
+    "attention of calls of > 1 token: split-KV + combine (split, bit-identical to decode) or key-tiled online "        \
+    "softmax (flash)")
 
 struct Arms {
 #define MEMRA_ARM_FIELD(field, type, def, eq, doc) type field = def;
@@ -114,5 +122,6 @@ std::string_view to_string(DecodeMatvec v);
 std::string_view to_string(GdnPrefill v);
 std::string_view to_string(PrefillMatmul v);
 std::string_view to_string(MlaDecode v);
+std::string_view to_string(PrefillAttn v);
 
 }  // namespace memra

@@ -39,6 +39,10 @@ struct Spellings<MlaDecode> {
   static constexpr Spelling<MlaDecode> table[] = {{MlaDecode::expanded, "expanded"}, {MlaDecode::latent, "latent"}};
 };
 template <>
+struct Spellings<PrefillAttn> {
+  static constexpr Spelling<PrefillAttn> table[] = {{PrefillAttn::split, "split"}, {PrefillAttn::flash, "flash"}};
+};
+template <>
 struct Spellings<bool> {
   static constexpr Spelling<bool> table[] = {{true, "on"}, {false, "off"}};
 };
@@ -89,6 +93,7 @@ std::string_view to_string(DecodeMatvec v) { return spell(v); }
 std::string_view to_string(GdnPrefill v) { return spell(v); }
 std::string_view to_string(MlaDecode v) { return spell(v); }
 std::string_view to_string(PrefillMatmul v) { return spell(v); }
+std::string_view to_string(PrefillAttn v) { return spell(v); }
 
 Arms Arms::equalised() {
   Arms a;

@@ -19,6 +19,10 @@
 // most one wave of blocks, a block taking every gridDim.x-th split, because a graph's grid is
 // sized for the cache's max_ctx. Prefill keeps qk_prep + split + combine.
 //
+// attn_flash_kernel is the flash form (attention.cuh; the prefill_attn = flash arm): a block of 64
+// queries of one head over key tiles of 32 staged once for all of them, an online softmax, the
+// combine's finish (gate, q8_1) per query row at the end.
+//
 // Why: a decode token's attention is a chain of dependent round trips (prep, keys, values,
 // combine); every one moved before the wait or into the same launch shortens the step. Doing the
 // prep or the combine in the split blocks alone measured slower; both together, with the angles
@@ -364,6 +368,237 @@ __global__ void __launch_bounds__(kThreads) attn_combine_kernel(AttnParams p, in
   combine_head(p, t, h, n_splits_dev(*p.pos0 + t + 1), p.work + (t * p.H + h) * max_splits * (p.hd + 2));
 }
 
+// --- the flash form (attention.cuh) ---------------------------------------------------------------
+//
+// 256 threads as 16 x 16: ty = tid / 16, tx = tid % 16. Thread (ty, tx) holds the scores of
+// queries ty + 16 a (a < kFlashRows) at keys tx + 16 c (c < kFlashCols) of a tile, and the output
+// dims W tx + 16 W e + w (w < W, e < HD / (16 W); W = 4 where HD % 64 == 0, else 2 or 1: the
+// widest shared-memory load that tiles the head) of the same queries. A query's sixteen threads
+// are the 16 lanes of one half-warp, so its row max and its l reduce by xor shuffles over 8..1.
+// Shared memory (f32): Q [64][HD + 4] (the pad puts the two query rows a warp reads in different
+// banks), K [2][32][HD + 4] (the pad spreads the 16 key rows a warp reads), V [2][32][HD],
+// P [64][36], l [64]. K and V are double-buffered: tile k + 1 is copied (cp.async) while tile k
+// computes. 208 KB at head_dim 256 (one block per SM), 110 KB at 128 (two), 61 KB at 64.
+constexpr int kFlashThreads = 256;
+constexpr int kFlashRows = kFlashQueries / 16;  // queries per thread
+constexpr int kFlashCols = kFlashKeys / 16;     // keys per thread and tile
+constexpr int kFlashPStride = kFlashKeys + 4;
+static_assert(kFlashQueries % 16 == 0 && kFlashKeys % 16 == 0 && kFlashKeys % 4 == 0);
+
+template <int HD>
+constexpr size_t flash_smem_bytes() {
+  return sizeof(float) * (static_cast<size_t>(kFlashQueries) * (HD + 4) + 2 * kFlashKeys * (HD + 4) +
+                          2 * kFlashKeys * HD + kFlashQueries * kFlashPStride + kFlashQueries);
+}
+
+// W consecutive floats of shared memory (W = 4, 2, 1: one vector load or store)
+template <int W>
+__device__ __forceinline__ void lds_vec(const float* p, float (&v)[W]) {
+  if constexpr (W == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+  } else if constexpr (W == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(p);
+    v[0] = t.x, v[1] = t.y;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int W>
+__device__ __forceinline__ void sts_vec(float* p, const float (&v)[W]) {
+  if constexpr (W == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  else if constexpr (W == 2)
+    *reinterpret_cast<float2*>(p) = make_float2(v[0], v[1]);
+  else
+    *p = v[0];
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kFlashThreads) attn_flash_kernel(AttnParams p) {
+  static_assert(HD % 16 == 0 && HD <= kMaxHd);
+  constexpr int kW = HD % 64 == 0 ? 4 : HD % 32 == 0 ? 2 : 1;  // dims per shared-memory access
+  constexpr int kE = HD / (16 * kW);                           // such groups per thread
+  constexpr int kQs = HD + 4, kKs = HD + 4, kChunks = HD / 4;
+  extern __shared__ __align__(16) float flash_smem[];
+  float* const qs = flash_smem;                          // [64][kQs]; at the end O
+  float* const ks = qs + kFlashQueries * kQs;            // [2][32][kKs]
+  float* const vs = ks + 2 * kFlashKeys * kKs;           // [2][32][HD]
+  float* const ps = vs + 2 * kFlashKeys * HD;            // [64][kFlashPStride]
+  float* const ls = ps + kFlashQueries * kFlashPStride;  // [64]
+  const int tid = static_cast<int>(threadIdx.x), ty = tid >> 4, tx = tid & 15;
+  const int h = static_cast<int>(blockIdx.y), kvh = h / (p.H / p.KV);
+  // the blocks of the last queries (the most keys) first
+  const int64_t q0 = static_cast<int64_t>(gridDim.x - 1 - blockIdx.x) * kFlashQueries;
+  const int64_t T = p.T, kvd = static_cast<int64_t>(p.KV) * HD, qd = static_cast<int64_t>(p.H) * HD;
+  pdl_wait();  // q and the cache's new rows are the previous kernel's (qk_prep)
+  pdl_release();
+  const int64_t pos0 = *p.pos0;
+  const int64_t q_end = q0 + kFlashQueries < T ? q0 + kFlashQueries : T;
+  const int64_t nk = pos0 + q_end;  // the keys of the block's last query
+  const int64_t n_tiles = (nk + kFlashKeys - 1) / kFlashKeys;
+  const float* const kcol = p.k_cache + kvh * HD;
+  const float* const vcol = p.v_cache + kvh * HD;
+  const float4 zero4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+  // The block's Q rows (zeros past T) and the first tile's K / V rows (zeros past nk: masked for
+  // every query, and nothing is read past the cache's written rows), 16 bytes per copy
+  for (int i = tid; i < kFlashQueries * kChunks; i += kFlashThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    float* const dst = qs + r * kQs + 4 * c;
+    if (q0 + r < T)
+      cp_async16(dst, p.q + (q0 + r) * qd + h * HD + 4 * c);
+    else
+      *reinterpret_cast<float4*>(dst) = zero4;
+  }
+  auto load_tile = [&](int64_t kt, int buf) {
+    for (int i = tid; i < kFlashKeys * kChunks; i += kFlashThreads) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int64_t j = kt * kFlashKeys + r;
+      float* const kd = ks + (buf * kFlashKeys + r) * kKs + 4 * c;
+      float* const vd = vs + (buf * kFlashKeys + r) * HD + 4 * c;
+      if (j < nk) {
+        cp_async16(kd, kcol + j * kvd + 4 * c);
+        cp_async16(vd, vcol + j * kvd + 4 * c);
+      } else {
+        *reinterpret_cast<float4*>(kd) = zero4;
+        *reinterpret_cast<float4*>(vd) = zero4;
+      }
+    }
+    cp_async_commit();
+  };
+  load_tile(0, 0);  // one group with Q's copies
+
+  float o[kFlashRows][kE][kW];
+  float m[kFlashRows], l[kFlashRows];
+#pragma unroll
+  for (int a = 0; a < kFlashRows; ++a) {
+    m[a] = -INFINITY;
+    l[a] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kE; ++e)
+#pragma unroll
+      for (int w = 0; w < kW; ++w) o[a][e][w] = 0.0f;
+  }
+  for (int64_t kt = 0; kt < n_tiles; ++kt) {
+    const int buf = static_cast<int>(kt & 1);
+    if (kt + 1 < n_tiles) {
+      load_tile(kt + 1, buf ^ 1);  // its buffer's last readers (tile kt - 1) are past the loop's barrier
+      cp_async_wait_group<1>();
+    } else {
+      cp_async_wait_all();
+    }
+    __syncthreads();  // tile kt's K / V (and Q) visible to every thread
+    const float* const kb = ks + buf * kFlashKeys * kKs;
+    const float* const vb = vs + buf * kFlashKeys * HD;
+    // scores: one fma chain per (query, key) over the dims in order
+    float sc[kFlashRows][kFlashCols];
+#pragma unroll
+    for (int a = 0; a < kFlashRows; ++a)
+#pragma unroll
+      for (int c = 0; c < kFlashCols; ++c) sc[a][c] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < HD; d += 4) {
+      float4 qv[kFlashRows], kv[kFlashCols];
+#pragma unroll
+      for (int a = 0; a < kFlashRows; ++a) qv[a] = *reinterpret_cast<const float4*>(qs + (ty + 16 * a) * kQs + d);
+#pragma unroll
+      for (int c = 0; c < kFlashCols; ++c) kv[c] = *reinterpret_cast<const float4*>(kb + (tx + 16 * c) * kKs + d);
+#pragma unroll
+      for (int a = 0; a < kFlashRows; ++a)
+#pragma unroll
+        for (int c = 0; c < kFlashCols; ++c) {
+          float acc = sc[a][c];
+          acc = fmaf(qv[a].x, kv[c].x, acc);
+          acc = fmaf(qv[a].y, kv[c].y, acc);
+          acc = fmaf(qv[a].z, kv[c].z, acc);
+          sc[a][c] = fmaf(qv[a].w, kv[c].w, acc);
+        }
+    }
+    // the online softmax: the tile's row max over the half-warp, the rescale of O and l, P
+#pragma unroll
+    for (int a = 0; a < kFlashRows; ++a) {
+      const int64_t qpos = pos0 + q0 + ty + 16 * a;
+      float mt = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kFlashCols; ++c) {
+        const int64_t j = kt * kFlashKeys + tx + 16 * c;
+        sc[a][c] = j <= qpos ? __fmul_rn(sc[a][c], p.scale) : -INFINITY;
+        mt = fmaxf(mt, sc[a][c]);
+      }
+#pragma unroll
+      for (int off = 8; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+      // key 0 is in tile 0 for every query, so m is finite from there on: m - mn is never inf - inf
+      const float mn = fmaxf(m[a], mt);
+      const float alpha = expf(m[a] - mn);
+      float psum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kFlashCols; ++c) {
+        const float e = expf(sc[a][c] - mn);
+        ps[(ty + 16 * a) * kFlashPStride + tx + 16 * c] = e;
+        psum = __fadd_rn(psum, e);
+      }
+      l[a] = fmaf(l[a], alpha, psum);
+      m[a] = mn;
+#pragma unroll
+      for (int e = 0; e < kE; ++e)
+#pragma unroll
+        for (int w = 0; w < kW; ++w) o[a][e][w] = __fmul_rn(o[a][e][w], alpha);
+    }
+    __syncthreads();  // P visible
+
+    // O += P V: each (query, dim) an fma chain over the tile's keys in order
+#pragma unroll 2
+    for (int j = 0; j < kFlashKeys; j += 4) {
+      float4 pv[kFlashRows];
+#pragma unroll
+      for (int a = 0; a < kFlashRows; ++a)
+        pv[a] = *reinterpret_cast<const float4*>(ps + (ty + 16 * a) * kFlashPStride + j);
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int e = 0; e < kE; ++e) {
+          float v[kW];
+          lds_vec<kW>(vb + (j + jj) * HD + kW * tx + 16 * kW * e, v);
+#pragma unroll
+          for (int a = 0; a < kFlashRows; ++a) {
+            const float pj = jj == 0 ? pv[a].x : jj == 1 ? pv[a].y : jj == 2 ? pv[a].z : pv[a].w;
+#pragma unroll
+            for (int w = 0; w < kW; ++w) o[a][e][w] = fmaf(pj, v[w], o[a][e][w]);
+          }
+        }
+    }
+    __syncthreads();  // every thread past this tile's K / V / P before the next copies into the buffer
+  }
+  // l: the sixteen partials of each query by the butterfly (every lane gets the same bits)
+#pragma unroll
+  for (int a = 0; a < kFlashRows; ++a) {
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1) l[a] = __fadd_rn(l[a], __shfl_xor_sync(0xffffffffu, l[a], off));
+  }
+  // O (not yet divided) into the Q buffer, free since the loop's last barrier; l per query
+#pragma unroll
+  for (int a = 0; a < kFlashRows; ++a) {
+#pragma unroll
+    for (int e = 0; e < kE; ++e) sts_vec<kW>(qs + (ty + 16 * a) * kQs + kW * tx + 16 * kW * e, o[a][e]);
+    if (tx == 0) ls[ty + 16 * a] = l[a];
+  }
+  __syncthreads();
+  // The combine's finish per query: a warp per query row, lanes over 32 consecutive dims (a q8_1
+  // block per step when HD % 32 == 0); rows past T end the warp's walk (warp-uniform: rows only
+  // grow). HD = 16: half the lanes idle, which the q8_1 output does not allow (launcher).
+  const int warp = tid >> 5, lane = tid & 31;
+  for (int r = warp; r < kFlashQueries; r += kFlashThreads / 32) {
+    const int64_t t = q0 + r;
+    if (t >= T) break;
+    for (int d0 = 0; d0 < HD; d0 += 32) {
+      const int d = d0 + lane;
+      if (HD % 32 != 0 && d >= HD) break;
+      finish_dim(p, t, h, d, qs[r * kQs + d], ls[r], p.gate ? p.gate[t * qd + h * HD + d] : 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd) {
@@ -447,6 +682,35 @@ void attention_run(const AttnParams& p, cudaStream_t s) {
   }
   const dim3 g2(static_cast<unsigned>(p.H), static_cast<unsigned>(p.T));
   launch_kernel("attn_combine_kernel", attn_combine_kernel, g2, kThreads, 0, s, p, ms);
+}
+
+bool flash_attention_supports(int hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128 || hd == 256; }
+
+void flash_attention_run(const AttnParams& p, cudaStream_t s) {
+  if (p.T == 0) return;
+  if (!flash_attention_supports(p.hd))
+    fail("flash attention: head_dim ", p.hd, " unsupported (16, 32, 64, 128 or 256; attention_run takes the others)");
+  if (p.H <= 0 || p.KV <= 0 || p.H % p.KV || p.H > 65535)
+    fail("flash attention: H ", p.H, " KV ", p.KV, " unsupported (H a multiple of KV, at most 65535)");
+  if (p.prep.q || p.seqs)
+    fail("flash attention: the one-launch decode form (AttnParams::prep / seqs) is attention_run's");
+  if (p.out_q && p.hd % 32 != 0) fail("flash attention: q8_1 output needs head_dim % 32 == 0, head_dim = ", p.hd);
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.T, kFlashQueries)), static_cast<unsigned>(p.H));
+  auto launch = [&](auto kernel, size_t smem) {
+    launch_kernel("attn_flash_kernel", kernel, grid, kFlashThreads, smem, s, p);
+  };
+  switch (p.hd) {
+    case 16:
+      return launch(attn_flash_kernel<16>, flash_smem_bytes<16>());
+    case 32:
+      return launch(attn_flash_kernel<32>, flash_smem_bytes<32>());
+    case 64:
+      return launch(attn_flash_kernel<64>, flash_smem_bytes<64>());
+    case 128:
+      return launch(attn_flash_kernel<128>, flash_smem_bytes<128>());
+    default:
+      return launch(attn_flash_kernel<256>, flash_smem_bytes<256>());
+  }
 }
 
 }  // namespace memra::cuda

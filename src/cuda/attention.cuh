@@ -11,13 +11,31 @@
 // The split size is a constant, never derived from the batch or the context, so a query's
 // result depends only on its own keys (DESIGN.md law 2).
 //
+// The flash form (flash_attention_run; the arm prefill_attn = flash, for calls of more than one
+// token): a block of kFlashQueries queries of one head walks the keys in tiles of kFlashKeys
+// (tile k: keys [k * kFlashKeys, (k + 1) * kFlashKeys)), each tile's K and V read once into shared
+// memory for all the block's queries, with an online softmax:
+//   s_j = f32(q.k_j) * scale (the dot an fma chain over dims in order; keys past the query's
+//   position are -inf); per tile, per query: m' = max(m, max_j s_j), a = e^(m - m'),
+//   p_j = e^(s_j - m'); O = O a + Σ_j p_j v_j (each dim an fma chain over the tile's keys in
+//   order); l: sixteen partials per query (keys j ≡ c mod 16 of each tile), each l a + its p_j,
+//   summed at the end by the butterfly; o = O / l, then the gate and the q8_1 quantisation
+//   exactly as the combine does them.
+// Its reduction orders are not the split kernel's (the score is one chain over all dims, not 32
+// lanes and a butterfly; no splits), so its prefill is not bit-identical to decode: a separate
+// arm, judged by the exactness gates. Law 2 holds within it: a tile that is all past a query's
+// position changes nothing (p = 0, a = 1 exactly), so a query's bits depend only on its own keys,
+// not on the other queries of its block or call (op test: a prefill in one call equals it in
+// chunks, bitwise).
+//
 // A decode token (T = 1) can run as ONE launch (AttnParams::prep): the split kernel then also
 // prepares the token's q and k (rope.cuh's norm_rope_head: q / k norms, RoPE) and stores its K / V,
 // and finishes the heads itself (a one-split context in the split block, a longer one in the
 // head's last split block to arrive, counted in AttnParams::arrivals): the same bits as
 // qk_prep_run, then this attention in its three-launch form.
 //
-// provides: kAttnSplit, AttnParams, attention_run, attention_workspace_floats
+// provides: kAttnSplit, AttnParams, attention_run, attention_workspace_floats, kFlashQueries, kFlashKeys,
+//           flash_attention_supports, flash_attention_run
 #pragma once
 
 #include <cuda_runtime.h>
@@ -70,5 +88,14 @@ struct AttnParams {
 
 int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd);
 void attention_run(const AttnParams& p, cudaStream_t s);
+
+inline constexpr int kFlashQueries = 64;  // queries per block of the flash form
+inline constexpr int kFlashKeys = 32;     // keys per tile
+// Head dims the flash form takes (its instantiations: 16, 32, 64, 128, 256); the caller runs
+// attention_run for the others.
+bool flash_attention_supports(int hd);
+// The flash form over p (T >= 1 queries, no prep, no seqs; p.work unused); fails naming the
+// parameter for a head dim it does not take or a decode-only field that is set.
+void flash_attention_run(const AttnParams& p, cudaStream_t s);
 
 }  // namespace memra::cuda

@@ -394,6 +394,9 @@ void Model::Impl::attention_core(DevLayer& L, Cache::Impl* ci, int64_t li, int64
     ap.prep = qp;
     ap.arrivals = batch ? batch_arrivals.data() : ws.attn_arrivals.data();
     ap.seqs = batch;
+  } else if (arms.prefill_attn == PrefillAttn::flash && cuda::flash_attention_supports(ap.hd)) {
+    ++counters.flash_attn_launches;  // the flash arm: calls of more than one token (attention.cuh)
+    return cuda::flash_attention_run(ap, s);
   }
   cuda::attention_run(ap, s);
 }

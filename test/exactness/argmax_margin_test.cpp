@@ -18,6 +18,8 @@
 //   w4a4     prefill_act = w4a4: e2m1 activations for NVFP4 mat-muls (NVFP4 fixtures);
 //   latent   mla_decode = latent: MLA's absorbed latent form (GLM-5 and its hybrid). A decode arm:
 //            its config B is tokenwise decode_step over the prompt under the arm, not forward_last.
+//   flash    prefill_attn = flash: the key-tiled online-softmax attention for calls of more than
+//            one token (the Qwen families' attention layers).
 // Fixtures: every tiny one the arm applies to, and the realistic ones (file_fixture.h "real-*").
 // The gate DECIDES whether an arm is servable; none of these arms is the default (the default is
 // the decode-identical form), so a case reports the verdict it finds — class counts, windows,
@@ -66,8 +68,8 @@ const std::vector<std::string>& margin_prompts() {
   return p;
 }
 
-// The arms the project serves (their cases assert PASS); "gemm", "chunked", "w4a4", "latent" are
-// candidates.
+// The arms the project serves (their cases assert PASS); "gemm", "chunked", "w4a4", "latent",
+// "flash" are candidates.
 const std::set<std::string> kServable = {};
 
 Arms arm_under_test(const Model& gpu, const std::string& arm) {
@@ -80,8 +82,10 @@ Arms arm_under_test(const Model& gpu, const std::string& arm) {
     a.prefill_act = PrefillAct::w4a4;
   else if (arm == "latent")
     a.mla_decode = MlaDecode::latent;
+  else if (arm == "flash")
+    a.prefill_attn = PrefillAttn::flash;
   else
-    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4, latent)");
+    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4, latent, flash)");
   return a;
 }
 
@@ -89,6 +93,7 @@ int64_t arm_counter(const Counters& c, const std::string& arm) {
   if (arm == "gemm") return c.gemm_launches;
   if (arm == "chunked") return c.gdn_chunked_launches;
   if (arm == "latent") return c.mla_latent_launches;
+  if (arm == "flash") return c.flash_attn_launches;
   return c.w4a4_launches;
 }
 
@@ -184,6 +189,11 @@ INSTANTIATE_TEST_SUITE_P(
                                                                        {"qwen3next", "qwen35", "qwen35moe"}),
                                             {"chunked"})),
     testing::CaseName());
+// The flash prefill attention on every Qwen family (the tiny fixtures' head_dim 16).
+INSTANTIATE_TEST_SUITE_P(TinyFlash, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"f32", "q8_0", "nvfp4"}),
+                                                                 {"flash"})),
+                         testing::CaseName());
 // GLM-5's hybrid (its f32 HF directory): the chunked arm over its KDA layers.
 INSTANTIATE_TEST_SUITE_P(TinyGlm5NextChunked, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases({"glm5-next-f32"}, {"chunked"})), testing::CaseName());
@@ -221,11 +231,15 @@ INSTANTIATE_TEST_SUITE_P(RealChunked, MarginGate,
                              gpu_test::real_fixture_ids({"q8_0", "nvfp4"}, {"qwen35-9b", "qwen35-35b-a3b"}),
                              {"chunked"})),
                          testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealFlash, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
+                                                                 {"flash"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4"})),
+                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4", "flash"})),
                          testing::CaseName());
 
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------

@@ -14,7 +14,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <span>
 
 #include "exactness/gpu_fixture.h"
 #include "memra/engine.h"
@@ -327,6 +330,55 @@ TEST_P(ChunkedGdn, PrefillMatchesRecurrent) {
 INSTANTIATE_TEST_SUITE_P(Tiny, ChunkedGdn,
                          ::testing::ValuesIn(testing::gate_cases({"qwen35-f32-gguf", "qwen3next-f32-gguf",
                                                                   "qwen35moe-f32-gguf", "glm5-next-f32-hf"})),
+                         testing::CaseName());
+
+// prefill_attn = flash on the GPU (attention.cuh's flash form): on every Qwen family the arm
+// engages, its prefill logits stay within f32 composition of the split form's (float weights: no
+// q8_1 re-rounding to amplify), and within the arm a prompt's logits do not depend on how it is
+// cut into calls: prime_cache in two calls (the cut inside the first 64-query block and inside a
+// 32-key tile) equals one call bit for bit, under the default mat-mul and GDN arms, which do not
+// depend on the call's size either (DESIGN.md law 2). Decode is untouched: a one-token call under
+// the arm takes no flash launch.
+class FlashPrefill : public GpuGate {};
+TEST_P(FlashPrefill, MatchesSplitAndIgnoresTheCut) {
+  Loaded& m = model();
+  const auto p = testing_fixtures::prompt(150, m.fx.config.n_vocab, 37);
+  const std::vector<float> split = m.gpu->forward_last(p);
+  Arms a = m.gpu->arms();
+  a.prefill_attn = PrefillAttn::flash;
+  testing::ScopedArms<Model> arm(*m.gpu, a);
+  const int64_t before = m.gpu->counters().flash_attn_launches;
+  const std::vector<float> flash = m.gpu->forward_last(p);
+  const int64_t launches = m.gpu->counters().flash_attn_launches - before;
+  EXPECT_GT(launches, 0) << m.fx.id << ": the flash form never engaged";
+  double num = 0, den = 0;
+  for (size_t j = 0; j < split.size(); ++j) {
+    num = std::max(num, std::abs(double(flash[j]) - split[j]));
+    den = std::max(den, std::abs(double(split[j])));
+  }
+  std::printf("[flash] %s: max |flash - split| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+  testing::Report& out = report();
+  out.figure("flash_launches", launches);
+  out.figure("rel_maxdiff", num / den);
+  EXPECT_LT(num / den, 1e-4) << m.fx.id;
+  EXPECT_NE(std::memcmp(flash.data(), split.data(), flash.size() * sizeof(float)), 0)
+      << m.fx.id << ": the flash prefill gave the split form's bits: is it running?";
+
+  Cache whole = m.gpu->new_cache(151), cut = m.gpu->new_cache(150);
+  const Prime one = m.gpu->prime_cache(p, whole);
+  m.gpu->prime_cache(std::span(p).first(45), cut);
+  const Prime two = m.gpu->prime_cache(std::span(p).subspan(45), cut);
+  EXPECT_EQ(std::memcmp(one.logits.data(), two.logits.data(), one.logits.size() * sizeof(float)), 0)
+      << m.fx.id << ": the prompt's logits moved with where it was cut";
+  EXPECT_EQ(std::memcmp(one.logits.data(), flash.data(), flash.size() * sizeof(float)), 0)
+      << m.fx.id << ": prime_cache and forward_last disagree under the arm";
+  const int64_t at_decode = m.gpu->counters().flash_attn_launches;
+  m.gpu->decode_step(p[0], whole);
+  EXPECT_EQ(m.gpu->counters().flash_attn_launches, at_decode) << m.fx.id << ": a decode step took the flash form";
+}
+INSTANTIATE_TEST_SUITE_P(Tiny, FlashPrefill,
+                         ::testing::ValuesIn(testing::gate_cases({"qwen3-f32-gguf", "qwen3next-f32-gguf",
+                                                                  "qwen35-f32-gguf", "qwen35moe-f32-gguf"})),
                          testing::CaseName());
 
 // prefill_act = w4a4 (model.h): the NVFP4 mat-muls of a multi-token call take W4A4 activations

@@ -46,6 +46,7 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::recurrent);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
   EXPECT_EQ(a.mla_decode, memra::MlaDecode::expanded);
+  EXPECT_EQ(a.prefill_attn, memra::PrefillAttn::split);
   EXPECT_EQ(from_map({}), a);
 }
 
@@ -53,11 +54,11 @@ TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
             "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
-            "mla_decode=expanded");
+            "mla_decode=expanded prefill_attn=split");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
             "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
-            "mla_decode=expanded");
+            "mla_decode=expanded prefill_attn=split");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -71,6 +72,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_GDN_PREFILL", "chunked"},
                                   {"MEMRA_PREFILL_MATMUL", "mma"},
                                   {"MEMRA_MLA_DECODE", "latent"},
+                                  {"MEMRA_PREFILL_ATTN", "flash"},
                                   {"MEMRA_UNRELATED", "whatever"}});
   EXPECT_EQ(a.prefill_act, memra::PrefillAct::w4a4);
   EXPECT_EQ(a.decode_matvec, memra::DecodeMatvec::dp4a);
@@ -82,6 +84,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_EQ(a.gdn_prefill, memra::GdnPrefill::chunked);
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
   EXPECT_EQ(a.mla_decode, memra::MlaDecode::latent);
+  EXPECT_EQ(a.prefill_attn, memra::PrefillAttn::flash);
 }
 
 TEST(Arms, EmptyVariableKeepsTheDefault) {
@@ -119,6 +122,7 @@ TEST(Arms, FieldsRoundTripThroughSet) {
   a.gdn_prefill = memra::GdnPrefill::chunked;
   a.prefill_matmul = memra::PrefillMatmul::mma;
   a.mla_decode = memra::MlaDecode::latent;
+  a.prefill_attn = memra::PrefillAttn::flash;
   memra::Arms b;
   for (const auto& [k, v] : a.fields()) b.set(k, v);
   EXPECT_EQ(a, b);
