@@ -1,7 +1,8 @@
 // Timing arms of the GPU model: decode at batch 1, at a 4096-token context in both MLA forms
 // (DecodeLong/<shape>/<form>, GLM-5 shapes), batched decode (DecodeBatch/<shape>/B<n>, eager, and
 // DecodeBatch/<shape>/graph/B<n>),
-// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192), pipeline stages
+// prefill (Prefill<T>/<shape>/<arm>, T = 128, 512, 2048, 8192), one attention layer's prefill
+// kernel alone (Attention<T>/<model>/<form>: split or flash), pipeline stages
 // (PipelineDecode/<shape>/<arm>: per-stage time and hand-over cost) and the TeacherForced gate's
 // step, on realistic-shape synthetic models (fixture presets' configs, weights filled on the
 // device: Model::synthetic), plus the streaming-read probe that defines the card's read-bandwidth roofline.
@@ -28,14 +29,17 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cuda/attention.cuh"
 #include "cuda/stream_read.cuh"
 #include "cuda/timeline.h"
 #include "memra/cuda_check.h"
@@ -399,6 +403,69 @@ void BM_PipelineDecode(benchmark::State& st, Shape s, const char* arm) {
   st.counters["tok_per_s"] = benchmark::Counter(n, benchmark::Counter::kIsRate);
 }
 
+// One layer's prefill attention alone (cuda/attention.cuh) over T queries at positions 0..T-1 of a
+// T-row cache, with the shape's heads (n_head, n_head_kv, head_dim) and random q, K and V:
+// "split" (attention_run, the default arm's split-KV kernel and combine) or "flash"
+// (flash_attention_run, the prefill_attn = flash arm's kernel). What Prefill<T>/<shape>/flash
+// gains over gemm is this difference times the model's attention layers. Counter tflops: the
+// causal q.k and p.v multiply-adds (2 flops each) per second of kernel time.
+void BM_Attention(benchmark::State& st, Shape s, const char* form, int T) {
+  fixture::FixtureSpec spec;
+  spec.family = s.family;
+  spec.preset = s.preset;
+  const ModelConfig c = fixture::fixture_config(spec);
+  const int H = static_cast<int>(c.n_head), KV = static_cast<int>(c.n_head_kv), hd = static_cast<int>(c.head_dim);
+  const bool flash = std::string(form) == "flash";
+  if (flash && !cuda::flash_attention_supports(hd)) {
+    st.SkipWithError(("the flash form has no head_dim " + std::to_string(hd)).c_str());
+    return;
+  }
+  const size_t nq = static_cast<size_t>(T) * H * hd, nkv = static_cast<size_t>(T) * KV * hd;
+  std::mt19937 rng(17);
+  auto random = [&](size_t n, float r) {
+    std::uniform_real_distribution<float> u(-r, r);
+    std::vector<float> v(n);
+    for (float& x : v) x = u(rng);
+    return v;
+  };
+  DeviceBuffer<float> q(engine(), nq), k(engine(), nkv), v(engine(), nkv), out(engine(), nq),
+      work(engine(), static_cast<size_t>(cuda::attention_workspace_floats(T, T, H, hd)));
+  DeviceBuffer<int64_t> pos0(engine(), 1);
+  q.upload(random(nq, 0.3f));
+  k.upload(random(nkv, 1.0f));
+  v.upload(random(nkv, 1.0f));
+  pos0.upload(std::vector<int64_t>{0});
+  cuda::AttnParams p;
+  p.q = q.data();
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.out = out.data();
+  p.work = work.data();
+  p.pos0 = pos0.data();
+  p.ctx_bound = T;
+  p.T = T;
+  p.H = H;
+  p.KV = KV;
+  p.hd = hd;
+  p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  st.SetLabel(std::string(s.name) + " H " + std::to_string(H) + " KV " + std::to_string(KV) + " head_dim " +
+              std::to_string(hd) + " " + form);
+  Timer t;
+  for (auto _ : st) {
+    t.start();
+    if (flash)
+      cuda::flash_attention_run(p, stream());
+    else
+      cuda::attention_run(p, stream());
+    st.SetIterationTime(t.stop_s());
+  }
+  const double n = static_cast<double>(st.iterations());
+  const double fmas = 2.0 * H * hd * (static_cast<double>(T) * (T + 1) / 2);  // q.k and p.v per visible key
+  st.SetItemsProcessed(st.iterations() * T);
+  st.counters["tok_per_s"] = benchmark::Counter(n * T, benchmark::Counter::kIsRate);
+  st.counters["tflops"] = benchmark::Counter(n * 2 * fmas / 1e12, benchmark::Counter::kIsRate);
+}
+
 void register_all() {
   benchmark::RegisterBenchmark("StreamRead/4GiB", BM_StreamRead)->UseManualTime()->Iterations(20)->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
@@ -462,6 +529,22 @@ void register_all() {
             ->Repetitions(5)
             ->DisplayAggregatesOnly(true)
             ->Unit(benchmark::kMicrosecond);
+    // Attention<T>/<model>/<form>: one attention layer's prefill kernel alone, once per model (its
+    // dtypes share the heads)
+    const bool first_of_model = std::find_if(std::begin(kShapes), std::end(kShapes),
+                                             [&](const Shape& o) { return o.preset == s.preset; }) == &s;
+    if (qwen_attention && first_of_model)
+      for (int T : {512, 2048, 8192})
+        for (const char* form : {"split", "flash"}) {
+          const std::string model = shape.substr(0, shape.find('/'));
+          benchmark::RegisterBenchmark(("Attention" + std::to_string(T) + "/" + model + "/" + form).c_str(),
+                                       BM_Attention, s, form, T)
+              ->UseManualTime()
+              ->Iterations(8)
+              ->Repetitions(5)
+              ->DisplayAggregatesOnly(true)
+              ->Unit(benchmark::kMicrosecond);
+        }
     benchmark::RegisterBenchmark(("TeacherForcedStep/" + shape).c_str(), BM_TeacherForcedStep, s)
         ->UseManualTime()
         ->Iterations(32)
