@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <span>
 
@@ -76,6 +75,16 @@ class GpuModel : public testing::GpuGateFixture<Loaded> {
 };
 
 int32_t argmax(const std::vector<float>& l) { return oracle::top_k(l, 1).at(0).first; }
+
+// max |a - b| over max |b|: how far an arm's logits moved from the reference form's.
+double rel_maxdiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t j = 0; j < b.size(); ++j) {
+    num = std::max(num, std::abs(double(a[j]) - b[j]));
+    den = std::max(den, std::abs(double(b[j])));
+  }
+  return num / den;
+}
 
 // Each Qwen family's GGUF fixtures of `types`, then (with_hf) its BF16 HF one, then (with_hf)
 // GLM-5's HF fixtures of `types` and DeepSeek-V4's GGUF ones and BF16 HF: fixture model ids.
@@ -316,16 +325,12 @@ TEST_P(ChunkedGdn, PrefillMatchesRecurrent) {
   const std::vector<float> chk = m.gpu->forward_last(p);
   const int64_t chunked = m.gpu->counters().gdn_chunked_launches - before;
   EXPECT_GT(chunked, 0) << m.fx.id << ": chunked form never engaged";
-  double num = 0, den = 0;
-  for (size_t j = 0; j < rec.size(); ++j) {
-    num = std::max(num, std::abs(double(chk[j]) - rec[j]));
-    den = std::max(den, std::abs(double(rec[j])));
-  }
-  std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+  const double rel = rel_maxdiff(chk, rec);
+  std::printf("[chunked] %s: max |chunked - recurrent| / max|logit| = %.3e\n", m.fx.id.c_str(), rel);
   testing::Report& out = report();
   out.figure("chunked_launches", chunked);
-  out.figure("rel_maxdiff", num / den);
-  EXPECT_LT(num / den, 1e-4) << m.fx.id;
+  out.figure("rel_maxdiff", rel);
+  EXPECT_LT(rel, 1e-4) << m.fx.id;
 }
 INSTANTIATE_TEST_SUITE_P(Tiny, ChunkedGdn,
                          ::testing::ValuesIn(testing::gate_cases({"qwen35-f32-gguf", "qwen3next-f32-gguf",
@@ -351,26 +356,22 @@ TEST_P(FlashPrefill, MatchesSplitAndIgnoresTheCut) {
   const std::vector<float> flash = m.gpu->forward_last(p);
   const int64_t launches = m.gpu->counters().flash_attn_launches - before;
   EXPECT_GT(launches, 0) << m.fx.id << ": the flash form never engaged";
-  double num = 0, den = 0;
-  for (size_t j = 0; j < split.size(); ++j) {
-    num = std::max(num, std::abs(double(flash[j]) - split[j]));
-    den = std::max(den, std::abs(double(split[j])));
-  }
-  std::printf("[flash] %s: max |flash - split| / max|logit| = %.3e\n", m.fx.id.c_str(), num / den);
+  const double rel = rel_maxdiff(flash, split);
+  std::printf("[flash] %s: max |flash - split| / max|logit| = %.3e\n", m.fx.id.c_str(), rel);
   testing::Report& out = report();
   out.figure("flash_launches", launches);
-  out.figure("rel_maxdiff", num / den);
-  EXPECT_LT(num / den, 1e-4) << m.fx.id;
-  EXPECT_NE(std::memcmp(flash.data(), split.data(), flash.size() * sizeof(float)), 0)
+  out.figure("rel_maxdiff", rel);
+  EXPECT_LT(rel, 1e-4) << m.fx.id;
+  EXPECT_THAT(flash, ::testing::Not(testing::BitIdentical(split)))
       << m.fx.id << ": the flash prefill gave the split form's bits: is it running?";
 
   Cache whole = m.gpu->new_cache(151), cut = m.gpu->new_cache(150);
   const Prime one = m.gpu->prime_cache(p, whole);
   m.gpu->prime_cache(std::span(p).first(45), cut);
   const Prime two = m.gpu->prime_cache(std::span(p).subspan(45), cut);
-  EXPECT_EQ(std::memcmp(one.logits.data(), two.logits.data(), one.logits.size() * sizeof(float)), 0)
+  EXPECT_THAT(two.logits, testing::BitIdentical(one.logits))
       << m.fx.id << ": the prompt's logits moved with where it was cut";
-  EXPECT_EQ(std::memcmp(one.logits.data(), flash.data(), flash.size() * sizeof(float)), 0)
+  EXPECT_THAT(one.logits, testing::BitIdentical(flash))
       << m.fx.id << ": prime_cache and forward_last disagree under the arm";
   const int64_t at_decode = m.gpu->counters().flash_attn_launches;
   m.gpu->decode_step(p[0], whole);

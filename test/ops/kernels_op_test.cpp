@@ -159,6 +159,23 @@ class Kernels : public DeviceOpTest {
       }
     return ref;
   }
+  // The AttnParams of T queries q at device position *pos0 over a cache of ctx rows k / v, with
+  // the heads and 1/sqrt(hd); the caller sets gate, out, out_q and work.
+  static cuda::AttnParams attn_params(const float* q, const float* k, const float* v, const int64_t* pos0, int64_t T,
+                                      int64_t ctx, int H, int KV, int hd) {
+    cuda::AttnParams p;
+    p.q = q;
+    p.k_cache = k;
+    p.v_cache = v;
+    p.pos0 = pos0;
+    p.ctx_bound = ctx;
+    p.T = T;
+    p.H = H;
+    p.KV = KV;
+    p.hd = hd;
+    p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
+    return p;
+  }
   // DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention's case
   void check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx);
   // The sparse attention's selections for T queries over ctx positions: each row a random
@@ -577,20 +594,10 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
             out.fill_bytes(0xFF);
             DeviceBuffer<BlockQ8_1> out_q(e(), T * H * hd / 32);  // the gated case also quantises (out_q)
             out_q.fill_bytes(0xFF);
-            cuda::AttnParams p;
-            p.q = dq.data();
-            p.k_cache = dk.data();
-            p.v_cache = dv.data();
+            cuda::AttnParams p = attn_params(dq.data(), dk.data(), dv.data(), dpos.data(), T, ctx, H, KV, hd);
             p.gate = gated ? dg.data() : nullptr;
             p.out = out.data();
             p.work = work.data();
-            p.pos0 = dpos.data();
-            p.ctx_bound = ctx;
-            p.T = T;
-            p.H = H;
-            p.KV = KV;
-            p.hd = hd;
-            p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
             p.out_q = gated ? reinterpret_cast<cuda::Q81*>(out_q.data()) : nullptr;
             cuda::attention_run(p, s());
             e().synchronize();
@@ -637,22 +644,12 @@ TEST_F(Kernels, PrefillAttentionEqualsDecodeStepsBitwise) {
       DeviceBuffer<BlockQ8_1> oq(e(), T * H * hd / 32), oq1(e(), T * H * hd / 32);
       out.fill_bytes(0xFF);
       out1.fill_bytes(0xFF);
-      cuda::AttnParams p;
-      p.q = dq.data();
-      p.k_cache = dk.data();
-      p.v_cache = dv.data();
+      auto dpos = up(std::vector<int64_t>{pos0});
+      cuda::AttnParams p = attn_params(dq.data(), dk.data(), dv.data(), dpos.data(), T, ctx, H, KV, hd);
       p.gate = dg.data();
       p.out = out.data();
       p.out_q = reinterpret_cast<cuda::Q81*>(oq.data());
       p.work = work.data();
-      p.ctx_bound = ctx;
-      p.T = T;
-      p.H = H;
-      p.KV = KV;
-      p.hd = hd;
-      p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
-      auto dpos = up(std::vector<int64_t>{pos0});
-      p.pos0 = dpos.data();
       cuda::attention_run(p, s());
       e().synchronize();
       std::vector<DeviceBuffer<int64_t>> poss;
@@ -712,20 +709,10 @@ TEST_F(Kernels, FlashAttentionMatchesF64Softmax) {
         out.fill_bytes(0xFF);
         DeviceBuffer<BlockQ8_1> out_q(e(), std::max<int64_t>(T * H * hd / 32, 1));
         out_q.fill_bytes(0xFF);
-        cuda::AttnParams p;
-        p.q = dq.data();
-        p.k_cache = dk.data();
-        p.v_cache = dv.data();
+        cuda::AttnParams p = attn_params(dq.data(), dk.data(), dv.data(), dpos.data(), T, ctx, H, KV, hd);
         p.gate = gated ? dg.data() : nullptr;
         p.out = out.data();
         p.out_q = quantised ? reinterpret_cast<cuda::Q81*>(out_q.data()) : nullptr;
-        p.pos0 = dpos.data();
-        p.ctx_bound = ctx;
-        p.T = T;
-        p.H = H;
-        p.KV = KV;
-        p.hd = hd;
-        p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
         ASSERT_TRUE(cuda::flash_attention_supports(hd));
         cuda::flash_attention_run(p, s());
         e().synchronize();
@@ -773,21 +760,11 @@ TEST_F(Kernels, FlashAttentionInChunksEqualsOneCallBitwise) {
       DeviceBuffer<BlockQ8_1> whole_q(e(), nq), parts_q(e(), nq);
       whole.fill_bytes(0xFF);
       parts.fill_bytes(0xFF);
-      cuda::AttnParams p;
-      p.q = dq.data();
-      p.k_cache = dk.data();
-      p.v_cache = dv.data();
+      auto dpos = up(std::vector<int64_t>{pos0});
+      cuda::AttnParams p = attn_params(dq.data(), dk.data(), dv.data(), dpos.data(), T, ctx, H, KV, hd);
       p.gate = dg.data();
       p.out = whole.data();
       p.out_q = quantised ? reinterpret_cast<cuda::Q81*>(whole_q.data()) : nullptr;
-      p.ctx_bound = ctx;
-      p.T = T;
-      p.H = H;
-      p.KV = KV;
-      p.hd = hd;
-      p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
-      auto dpos = up(std::vector<int64_t>{pos0});
-      p.pos0 = dpos.data();
       cuda::flash_attention_run(p, s());
       std::vector<DeviceBuffer<int64_t>> poss;
       int64_t t0 = 0;
