@@ -323,14 +323,19 @@ def _parse_date(s):
     return d
 
 
-def load_run(path: str) -> Run:
+def read_json(path: str, error: type[Exception] = ParseError):
+    """The JSON document at path; `error` naming the path when it cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            return json.load(f)
     except json.JSONDecodeError as ex:
-        raise ParseError(f"{path}: not JSON: {ex}") from None
+        raise error(f"{path}: not JSON: {ex}") from None
     except OSError as ex:
-        raise ParseError(f"{path}: {ex.strerror}") from None
+        raise error(f"{path}: {ex.strerror}") from None
+
+
+def load_run(path: str) -> Run:
+    doc = read_json(path)
     if not isinstance(doc, dict):
         raise ParseError(f"{path}: not a Google Benchmark JSON object")
     return Run(path, doc)

@@ -33,7 +33,7 @@ import math
 import os
 import sys
 
-from . import gbench, versus
+from . import gbench, table, versus
 
 KINDS = {"ratio": ("num", "den"), "counter": ("benchmark", "counter"), "versus": ("benchmark",)}
 OPTIONAL = {"versus": ("peer",)}
@@ -46,13 +46,7 @@ class TargetsError(Exception):
 
 def load_targets(path: str) -> list[dict]:
     """The targets of the file, validated: each entry as written, its benchmark keys normalized."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except json.JSONDecodeError as ex:
-        raise TargetsError(f"{path}: not JSON: {ex}") from None
-    except OSError as ex:
-        raise TargetsError(f"{path}: {ex.strerror}") from None
+    doc = gbench.read_json(path, TargetsError)
     if not isinstance(doc, list) or not doc:
         raise TargetsError(f"{path}: wants a non-empty JSON list of targets (objects with name, kind, min)")
     out, names = [], set()
@@ -203,18 +197,7 @@ def print_report(res: dict, memra: gbench.Run, peers: list[gbench.Run], targets_
         else:
             cells.append([r["name"], _num(r["value"], r["kind"], r["min"]), _min(r["target"]),
                           "met" if r["met"] else "not met", r.get("detail", "")])
-    if markdown:
-        print("| " + " | ".join(cols) + " |", file=out)
-        print("|" + "---|" * len(cols), file=out)
-        for c in cells:
-            print("| " + " | ".join(c) + " |", file=out)
-    else:
-        w = [max(len(cols[i]), *(len(c[i]) for c in cells)) for i in range(len(cols))]
-        line = lambda c: "  ".join(x.ljust(w[i]) for i, x in enumerate(c)).rstrip()
-        print(line(cols), file=out)
-        print("-" * len(line(cols)), file=out)
-        for c in cells:
-            print(line(c), file=out)
+    table.print_table(cols, cells, markdown, out)
     s = res["summary"]
     print(f"{s['met']} met, {s['not_met']} not met, {s['not_measured']} not measured", file=out)
 

@@ -20,7 +20,7 @@ import json
 import re
 import sys
 
-from . import gbench
+from . import gbench, table
 
 _PEER_DECODE = re.compile(r"^llamacpp_tg\d+$")
 _PEER_PREFILL = re.compile(r"^llamacpp_pp\d+$")
@@ -79,18 +79,7 @@ def print_report(res: dict, memra: gbench.Run, peers: list[gbench.Run], markdown
     cols = ["shape", "benchmark", "memra arm", "memra tok/s", "peer tok/s", "ratio"]
     cells = [[r["shape"], r["what"], r["arm"], _rate(r["memra"]), _rate(r["peer_rate"]), f"{r['ratio']:.2f}x"]
              for r in rows]
-    if markdown:
-        print("| " + " | ".join(cols) + " |", file=out)
-        print("|" + "---|" * len(cols), file=out)
-        for c in cells:
-            print("| " + " | ".join(c) + " |", file=out)
-    else:
-        w = [max(len(cols[i]), *(len(c[i]) for c in cells)) for i in range(len(cols))]
-        line = lambda c: "  ".join(x.ljust(w[i]) if i < 3 else x.rjust(w[i]) for i, x in enumerate(c))
-        print(line(cols), file=out)
-        print("-" * len(line(cols)), file=out)
-        for c in cells:
-            print(line(c), file=out)
+    table.print_table(cols, cells, markdown, out, left=3)
     for u in res["unpaired"]:
         print(f"{u['peer']}: {u['key']}: not paired ({u['why']})", file=out)
 
