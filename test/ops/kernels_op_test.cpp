@@ -97,9 +97,9 @@ struct NmseCase : OpCase {
                                 // the attention one block per head)
         return measured_nmse(vars(), arch, {{"h100", 5e-12}});
       case NmseOp::flash_attention:  // f32 scores of <= 256-term chains, the online softmax's rescales
-                                     // and <= 900-key sums vs f64: split_attention's bound, NOT YET
-                                     // MEASURED on a GPU (the test prints the measured NMSE)
-        return measured_nmse(vars(), arch, {{"h100", 1e-10}});
+                                     // and <= 900-key sums vs f64: measured <= 3.3e-13 (H100, 3 seeds,
+                                     // every case of FlashAttentionMatchesF64Softmax)
+        return measured_nmse(vars(), arch, {{"h100", 5e-12}});
     }
     return Tolerance::exact();
   }
