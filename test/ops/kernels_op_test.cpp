@@ -176,6 +176,17 @@ class Kernels : public DeviceOpTest {
     p.scale = static_cast<float>(1.0 / std::sqrt(double(hd)));
     return p;
   }
+  // An attention's q8_1 output (its finish's) against quant.h's quantizer of its own f32 output,
+  // block for block.
+  static void expect_q81_of(const std::vector<BlockQ8_1>& got_q, const std::vector<float>& out) {
+    std::vector<BlockQ8_1> want(got_q.size());
+    quantize_row_q8_1(out.data(), want.data(), static_cast<int64_t>(out.size()));
+    for (size_t b = 0; b < got_q.size(); ++b)
+      if (std::memcmp(&got_q[b], &want[b], sizeof(BlockQ8_1)) != 0) {
+        ADD_FAILURE() << "q8_1 block " << b << " differs";
+        return;
+      }
+  }
   // DecodeAttentionInOneLaunchBitwiseEqualsPrepThenAttention's case
   void check_one_launch(int H, int KV, int hd, int n_rot, int64_t pos, int64_t ctx);
   // The sparse attention's selections for T queries over ctx positions: each row a random
@@ -602,13 +613,7 @@ TEST_F(Kernels, SplitAttentionMatchesF64Softmax) {
             cuda::attention_run(p, s());
             e().synchronize();
             auto got = out.download();
-            if (gated) {  // q8_1 of the combine's own f32 output, block for block (quant.h's quantizer)
-              const std::vector<BlockQ8_1> gq = out_q.download();
-              std::vector<BlockQ8_1> want(gq.size());
-              quantize_row_q8_1(got.data(), want.data(), static_cast<int64_t>(got.size()));
-              for (size_t b = 0; b < gq.size(); ++b)
-                ASSERT_EQ(std::memcmp(&gq[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
-            }
+            if (gated) expect_q81_of(out_q.download(), got);  // the gated case also quantises
             const std::vector<float> ref = f64_attention(q, kc, vc, gated ? &g : nullptr, T, H, KV, hd, pos0);
             EXPECT_TRUE(compare_to_contract(got, ref, nmse_bound(NmseOp::split_attention)))
                 << "gated=" << gated << " hd=" << hd << " pos0=" << pos0 << " T=" << T;
@@ -717,13 +722,7 @@ TEST_F(Kernels, FlashAttentionMatchesF64Softmax) {
         cuda::flash_attention_run(p, s());
         e().synchronize();
         const std::vector<float> got = out.download();
-        if (quantised) {
-          const std::vector<BlockQ8_1> gq = out_q.download();
-          std::vector<BlockQ8_1> want(gq.size());
-          quantize_row_q8_1(got.data(), want.data(), static_cast<int64_t>(got.size()));
-          for (size_t b = 0; b < gq.size(); ++b)
-            ASSERT_EQ(std::memcmp(&gq[b], &want[b], sizeof(BlockQ8_1)), 0) << "q8_1 block " << b << " differs";
-        }
+        if (quantised) expect_q81_of(out_q.download(), got);
         const std::vector<float> ref = f64_attention(q, kc, vc, gated ? &g : nullptr, T, H, KV, hd, pos0);
         double num = 0, den = 0;
         for (size_t i = 0; i < ref.size(); ++i) {
