@@ -223,12 +223,9 @@ def main(args) -> int:
               f"{len(memra)} memra run(s) ({', '.join(r.file for r in memra) or 'none'})", file=sys.stderr)
         return 2
     memra = memra[0]
-    other = [p for p in peers if p.card != memra.card]
-    if other and not args.cross_card:
-        print(f"memra-dash targets: {memra.file} ran on {memra.card}, "
-              + ", ".join(f"{p.file} on {p.card}" for p in other)
-              + ": a ratio across cards measures the machines (--cross-card checks the targets anyway)",
-              file=sys.stderr)
+    why = versus.cross_card(memra, peers)
+    if why and not args.cross_card:
+        print(f"memra-dash targets: {why} (--cross-card checks the targets anyway)", file=sys.stderr)
         return 2
     try:
         res = check(targets, memra, peers)

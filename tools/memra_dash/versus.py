@@ -84,6 +84,15 @@ def print_report(res: dict, memra: gbench.Run, peers: list[gbench.Run], markdown
         print(f"{u['peer']}: {u['key']}: not paired ({u['why']})", file=out)
 
 
+def cross_card(memra: gbench.Run, peers: list[gbench.Run]) -> str | None:
+    """Why a ratio of memra over these peers would measure the machines (peers of another card), or None."""
+    other = [p for p in peers if p.card != memra.card]
+    if not other:
+        return None
+    return (f"{memra.file} ran on {memra.card}, " + ", ".join(f"{p.file} on {p.card}" for p in other)
+            + ": a ratio across cards measures the machines")
+
+
 def main(args) -> int:
     try:
         runs = gbench.load_runs([args.memra] + args.peers)
@@ -98,11 +107,9 @@ def main(args) -> int:
               file=sys.stderr)
         return 2
     memra = memra[0]
-    other = [p for p in peers if p.card != memra.card]
-    if other and not args.cross_card:
-        print(f"memra-dash versus: {memra.file} ran on {memra.card}, "
-              + ", ".join(f"{p.file} on {p.card}" for p in other)
-              + ": a ratio across cards measures the machines (--cross-card shows the table anyway)", file=sys.stderr)
+    why = cross_card(memra, peers)
+    if why and not args.cross_card:
+        print(f"memra-dash versus: {why} (--cross-card shows the table anyway)", file=sys.stderr)
         return 2
     res = pair_runs(memra, peers, args.decode_arm, args.prefill_arm, args.batch_arm)
     if not res["rows"]:
