@@ -162,15 +162,17 @@ void label(benchmark::State& st, const Shape& s, const Model& m) {
 // tokens per call, each step's token fed on the device and one host wait per 16 — "graph" waits
 // for every token on the host, as a loop of decode_greedy does);
 // "graph_serial": the same graph with launch_overlap off (no programmatic dependent launch: each
-// kernel starts after the previous one has drained). Every other arm as the environment sets it
+// kernel starts after the previous one has drained); "graph_stream_pair32": graph_stream under
+// nvfp4_dot = pair32 (NVFP4 shapes). Every other arm as the environment sets it
 // (Arms::from_env: MEMRA_FUSE_GDN_DECODE=off bench_decode ... times the unfused form), else its
 // default.
 void set_arm(Model& m, const char* arm) {
   const std::string a_name = arm;
   Arms a = Arms::from_env();
   a.decode_matvec = a_name == "dp4a" ? DecodeMatvec::dp4a : DecodeMatvec::mmvq;
-  a.decode_graph = a_name == "graph" || a_name == "graph_serial" || a_name == "graph_ctx32k" || a_name == "graph_stream";
+  a.decode_graph = a_name.starts_with("graph");
   a.launch_overlap = a_name != "graph_serial";
+  if (a_name.ends_with("_pair32")) a.nvfp4_dot = Nvfp4Dot::pair32;
   m.set_arms(a);
 }
 
@@ -184,7 +186,7 @@ void BM_Decode(benchmark::State& st, Shape s, const char* arm) {
   // cost
   const bool long_cache = std::string(arm) == "graph_ctx32k";
   constexpr int kStreamBatch = 16;
-  const bool stream = std::string(arm) == "graph_stream";
+  const bool stream = std::string(arm).starts_with("graph_stream");
   Cache c = m.new_cache(long_cache ? 32768 : 16 + steps + kStreamBatch + 9);
   std::vector<int32_t> prompt(16);
   for (int i = 0; i < 16; ++i) prompt[i] = 100 + i;
@@ -471,7 +473,9 @@ void register_all() {
       ->Unit(benchmark::kMillisecond);
   for (const Shape& s : kShapes) {
     const std::string shape = s.name;
-    for (const char* arm : {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"})
+    std::vector<const char*> decode_arms = {"mmvq", "dp4a", "graph", "graph_serial", "graph_ctx32k", "graph_stream"};
+    if (s.type == DType::NVFP4) decode_arms.push_back("graph_stream_pair32");
+    for (const char* arm : decode_arms)
       benchmark::RegisterBenchmark(("Decode/" + shape + "/" + arm).c_str(), BM_Decode, s, arm)
           ->UseManualTime()
           ->Iterations(64)

@@ -14,7 +14,7 @@
 // bit-identical to decode (DESIGN.md law 3); faster forms are opt-in arms.
 //
 // provides: Arms, ArmSpec, arm_specs, arms_markdown_table, PrefillAct, DecodeMatvec,
-//           GdnPrefill, PrefillMatmul, MlaDecode, PrefillAttn, to_string
+//           GdnPrefill, PrefillMatmul, MlaDecode, PrefillAttn, Nvfp4Dot, to_string
 #pragma once
 
 #include <functional>
@@ -48,6 +48,12 @@ enum class MlaDecode { expanded, latent };
 // staged once for a block of 64 queries with an online softmax (flash: another reduction order;
 // cuda/attention.cuh).
 enum class PrefillAttn { split, flash };
+// NVFP4 x q8_1 dots of the mat-vec family (decode, batched decode, the mmvq prefill, MoE experts):
+// W4A8's unit of one 16-value sub-block (sub16: quant.h dot_nvfp4_q8_1), or a q8_1 block's two
+// sub-blocks combined with one fma before one multiply by the activation scale (pair32:
+// dot_nvfp4_q8_1_pair32; fewer instructions per byte in the issue-bound m = 1 stream). The
+// tensor-core GEMM (prefill_matmul = mma) and W4A4 keep their own contracts.
+enum class Nvfp4Dot { sub16, pair32 };
 
 // X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator
 // names (the spelling tables in src/core/arms.cpp list them); bools as on/off.
@@ -70,7 +76,10 @@ enum class PrefillAttn { split, flash };
     "MLA attention of one-token calls: expanded per-head keys/values (bit-identical to prefill) or absorbed latent")   \
   X(prefill_attn, PrefillAttn, PrefillAttn::split, PrefillAttn::split,                                                 \
     "attention of calls of > 1 token: split-KV + combine (split, bit-identical to decode) or key-tiled online "        \
-    "softmax (flash)")
+    "softmax (flash)")                                                                                                 \
+  X(nvfp4_dot, Nvfp4Dot, Nvfp4Dot::sub16, Nvfp4Dot::sub16,                                                             \
+    "NVFP4 x q8_1 mat-vec dots: per 16-value sub-block (sub16) or a q8_1 block's two sub-blocks combined by one fma "  \
+    "before the activation scale (pair32)")
 
 struct Arms {
 #define MEMRA_ARM_FIELD(field, type, def, eq, doc) type field = def;
@@ -123,5 +132,6 @@ std::string_view to_string(GdnPrefill v);
 std::string_view to_string(PrefillMatmul v);
 std::string_view to_string(MlaDecode v);
 std::string_view to_string(PrefillAttn v);
+std::string_view to_string(Nvfp4Dot v);
 
 }  // namespace memra

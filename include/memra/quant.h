@@ -31,10 +31,17 @@
 //        sequential: acc = +0.0f; acc += p_u for u = 0, 1, ...  (a GEMM's K loop).
 //   The per-tensor NVFP4 scale is not applied (the caller multiplies, as ggml does).
 //
+// THE PAIR32 VARIANT (dot_nvfp4_q8_1_pair32; the arm nvfp4_dot = pair32): steps 1 and 3 differ.
+//   1'. Unit b = q8_1 block b: 32 values, NVFP4 sub-blocks 2b and 2b + 1 (b/2's s = 2(b%2), +1).
+//   3'. e_0 = f32(sw_0 * f32(isum_0)), exact (4 x 15 significant bits, no underflow);
+//       t_b = fma(sw_1, f32(isum_1), e_0), one rounding; p_b = f32(t_b * fp16(a.d)), one rounding.
+//   Two roundings per 32 values where W4A8 has one per 16, and one activation-scale product
+//   instead of two: fewer instructions per unit in the issue-bound m = 1 NVFP4 mat-vec.
+//
 // provides: BlockQ8_0, BlockQ8_1, BlockNvfp4, BlockMxfp4, BlockFp4Act, dequantize_row,
 //           quantize_row, quantize_row_{q8_0,q8_1,nvfp4,mxfp4,fp4act}, nvfp4_tensor_scale,
 //           quantize_nvfp4_tensor, DotOrder, accumulate_partials, dot_q8_0_q8_1,
-//           dot_nvfp4_q8_1, dot_nvfp4_fp4act, dot_mxfp4_q8_1, dot_ref
+//           dot_nvfp4_q8_1, dot_nvfp4_q8_1_pair32, dot_nvfp4_fp4act, dot_mxfp4_q8_1, dot_ref
 #pragma once
 
 #include <cstdint>
@@ -132,6 +139,10 @@ float dot_q8_0_q8_1(const BlockQ8_0* w, const BlockQ8_1* a, int64_t n,
 // (s%2)*16 .. +15; isum = Σ e2m1_doubled(w) * a.qs; c = ue4m3_to_f32_half(w.d[s]) * fp16(a.d).
 float dot_nvfp4_q8_1(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n,
                      DotOrder order = DotOrder::warp32);
+// W4A8 under the pair32 variant (above): unit = q8_1 block b, the weight's sub-blocks 2b, 2b + 1
+// (scales sw_k = ue4m3_to_f32_half); p_b = fp16(a.d) * fma(sw_1, isum_1, sw_0 * isum_0).
+float dot_nvfp4_q8_1_pair32(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n,
+                            DotOrder order = DotOrder::warp32);
 // W4A4: unit = sub-block s of block i of both; isum = Σ e2m1_doubled(w) * e2m1_doubled(a)
 // (|isum| <= 16*144); c = ue4m3_to_f32_half(w.d[s]) * ue4m3_to_f32_half(a.d[s]).
 float dot_nvfp4_fp4act(const BlockNvfp4* w, const BlockFp4Act* a, int64_t n,

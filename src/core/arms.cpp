@@ -43,6 +43,10 @@ struct Spellings<PrefillAttn> {
   static constexpr Spelling<PrefillAttn> table[] = {{PrefillAttn::split, "split"}, {PrefillAttn::flash, "flash"}};
 };
 template <>
+struct Spellings<Nvfp4Dot> {
+  static constexpr Spelling<Nvfp4Dot> table[] = {{Nvfp4Dot::sub16, "sub16"}, {Nvfp4Dot::pair32, "pair32"}};
+};
+template <>
 struct Spellings<bool> {
   static constexpr Spelling<bool> table[] = {{true, "on"}, {false, "off"}};
 };
@@ -94,6 +98,7 @@ std::string_view to_string(GdnPrefill v) { return spell(v); }
 std::string_view to_string(MlaDecode v) { return spell(v); }
 std::string_view to_string(PrefillMatmul v) { return spell(v); }
 std::string_view to_string(PrefillAttn v) { return spell(v); }
+std::string_view to_string(Nvfp4Dot v) { return spell(v); }
 
 Arms Arms::equalised() {
   Arms a;

@@ -7,7 +7,7 @@
 // (Workspace::gen; Model::set_break bumps it too: the break's launches change), when the cache's
 // own buffers moved (Cache::reseat / grow: the pointer signature) or its max_ctx changed, or when
 // the step's form changed (greedy or not; an arm a one-token step's launches depend on:
-// decode_matvec, fuse_norm_quant, launch_overlap, mla_decode): it is then re-captured (graph_recapture on) or the
+// decode_matvec, fuse_norm_quant, launch_overlap, mla_decode, nvfp4_dot): it is then re-captured (graph_recapture on) or the
 // cache latches to eager for good (off). Counters: captures (of which recaptures), replays,
 // latched. A split model (pipeline.cu) captures one graph per stage, its part of the step; the
 // hand-overs run between the launches (enqueued by the host, no wait on the host), and only a

@@ -223,11 +223,13 @@ void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq
 
 namespace {
 
-// A mat-vec's operands: q8_1 activations for the types that take them, else f32 rows.
-cuda::MatvecParams mv_params(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y,
-                             int64_t n_out, bool add, int x_div, const int32_t* slab) {
+// A mat-vec's operands: q8_1 activations for the types that take them, else f32 rows; the
+// NVFP4 dot contract of the arms.
+cuda::MatvecParams mv_params(const Arms& arms, const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y,
+                             int64_t ld_y, int64_t n_out, bool add, int x_div, const int32_t* slab) {
   cuda::MatvecParams p;
   p.w = m;
+  p.nvfp4_dot = arms.nvfp4_dot;
   if (cuda::uses_q8_1(m.type))
     p.xq = xq;
   else {
@@ -248,11 +250,12 @@ cuda::MatvecParams mv_params(const DMat& m, const float* xf, int64_t ld, const Q
 void Model::Impl::mv(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t n_out,
                      bool add, int x_div, const int32_t* slab) {
   if (x_div == 1 && use_gemm(m, n_out, slab)) return gemm(m, xf, ld, xq, y, ld_y, n_out, add);
-  cuda::MatvecParams p = mv_params(m, xf, ld, xq, y, ld_y, n_out, add, x_div, slab);
+  cuda::MatvecParams p = mv_params(arms, m, xf, ld, xq, y, ld_y, n_out, add, x_div, slab);
   if ((p.x4 = w4a4_acts(m.type, xf, ld, m.cols, n_out, x_div))) {
     p.xq = nullptr;
     ++counters.w4a4_launches;
   }
+  count_pair32(p);
   cuda::matvec_run(p, arms.decode_matvec, s);
 }
 
@@ -267,7 +270,7 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
       gemm(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false);
       continue;
     }
-    ps.push_back(mv_params(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
+    ps.push_back(mv_params(arms, j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
   }
   // the group's activation rows as W4A4 once, for all its NVFP4 matrices
   const cuda::A4* a4 = nullptr;
@@ -290,6 +293,7 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
       }
       ++counters.w4a4_launches;
     }
+    count_pair32(batch[0]);
     cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
   }
 }
@@ -1101,7 +1105,8 @@ void Model::Impl::part(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greed
   // advances the position (the full-vocabulary scan and advance_pos were two launches).
   // (one output vector: never the GEMM, never W4A4 — mv()'s other two forms)
   const cuda::MatvecParams p =
-      mv_params(weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false, 1, nullptr);
+      mv_params(arms, weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false, 1, nullptr);
+  count_pair32(p);
   const int nb =
       cuda::matvec_run_best(p, arms.decode_matvec, ws.row_best.data(), static_cast<int>(ws.row_best.size()), s);
   cuda::GreedyStep o;

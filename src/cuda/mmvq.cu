@@ -142,10 +142,10 @@ template <> struct Unit<4> {
   // xu points at the unit's 16 int8 values (xs + 16 u), du at its q8_1 block's scale (xd + u / 2).
   static constexpr float kStagedScale = 128.0f;
   static constexpr int kValues = 16, kUnitsPerScale = 2;
-  __device__ static float product_staged(const Raw& r, const int8_t* xu, const float* du) {
+  // Σ 2 e2m1(w) * x over the 16 values of nibble words w0 (values 0..7), w1 (8..15) against x.
+  __device__ static int isum_sign_split(uint32_t w0, uint32_t w1, const int4& x) {
     constexpr uint32_t kLo = 0x03020100u, kHi = 0x0C080604u;  // |2 e2m1| of codes 0..7
-    const int4 x = *reinterpret_cast<const int4*>(xu);
-    const uint32_t w0 = r.q.x, w1 = r.q.y, n0 = w0 ^ 0x88888888u, n1 = w1 ^ 0x88888888u;
+    const uint32_t n0 = w0 ^ 0x88888888u, n1 = w1 ^ 0x88888888u;
     int pos = __dp4a(static_cast<int>(prmt(kLo, kHi, w0)), x.x, 0);
     pos = __dp4a(static_cast<int>(prmt(kLo, kHi, w0 >> 16)), x.y, pos);
     pos = __dp4a(static_cast<int>(prmt(kLo, kHi, w1)), x.z, pos);
@@ -154,8 +154,64 @@ template <> struct Unit<4> {
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n0 >> 16)), x.y, neg);
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n1)), x.z, neg);
     neg = __dp4a(static_cast<int>(prmt(kLo, kHi, n1 >> 16)), x.w, neg);
+    return pos - neg;
+  }
+  __device__ static float product_staged(const Raw& r, const int8_t* xu, const float* du) {
+    const int isum = isum_sign_split(r.q.x, r.q.y, *reinterpret_cast<const int4*>(xu));
     const float c = __fmul_rn(ue4m3_x2p8(r.sc), *du);
-    return __fmul_rn(c, static_cast<float>(pos - neg));
+    return __fmul_rn(c, static_cast<float>(isum));
+  }
+};
+
+// NVFP4 x Q8_1 under the pair32 contract (Arms::nvfp4_dot; quant.h dot_nvfp4_q8_1_pair32): unit
+// u = q8_1 block u, 32 values = NVFP4 sub-blocks 2u and 2u + 1 (one 16-byte load of nibbles, the
+// two canonical scale bytes as one 16-bit load). e0 = sw0 * isum0 is exact, t = fma(sw1, isum1,
+// e0) rounds once, the product t * dx once. Scales decode as Unit<4>'s: s' = ue4m3 * 2^-8 =
+// sw * 2^-7, so e0' and t' are e0 and t times 2^-7 (both normal: |t| >= 2^-10 when nonzero, so
+// the fma rounds the same real value) and t' * (2^7 dx) is the contract's p bit for bit. Against
+// Unit<4> per 32 values: one activation-scale product, load and sum instead of two.
+template <> struct Unit<6> {
+  static constexpr int kGroup = 4;  // 4 x 18 bytes in flight per thread
+  struct Raw { uint4 q; uint32_t sc; };
+  struct Dec { float s0, s1; int v[8]; };
+  __host__ __device__ static int64_t count(int64_t cols) { return cols / 32; }
+  __device__ static void load(Raw& r, const uint8_t* wrow, int64_t cols, int u) {
+    r.q = reinterpret_cast<const uint4*>(wrow)[u];
+    r.sc = reinterpret_cast<const uint16_t*>(wrow + cols / 2)[u];
+  }
+  __device__ static float pair(float s0, int i0, float s1, int i1) {
+    return __fmaf_rn(s1, static_cast<float>(i1), __fmul_rn(s0, static_cast<float>(i0)));
+  }
+  __device__ static Dec decode(const Raw& r) {
+    Dec d;
+    d.s0 = ue4m3_x2p8(r.sc & 0xffu);
+    d.s1 = ue4m3_x2p8(r.sc >> 8);
+    e2m1x2_seq8(r.q.x, d.v[0], d.v[1]);
+    e2m1x2_seq8(r.q.y, d.v[2], d.v[3]);
+    e2m1x2_seq8(r.q.z, d.v[4], d.v[5]);
+    e2m1x2_seq8(r.q.w, d.v[6], d.v[7]);
+    return d;
+  }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+    const Q81* xb = p.xq + xr * (p.w.cols / 32) + u;
+    const int* xi = reinterpret_cast<const int*>(xb->qs);
+    int i0 = 0, i1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      i0 = __dp4a(d.v[k], xi[k], i0);
+      i1 = __dp4a(d.v[4 + k], xi[4 + k], i1);
+    }
+    const float t = __fmul_rn(pair(d.s0, i0, d.s1, i1), 128.0f);  // t' * 2^7 = t, exact
+    return __fmul_rn(t, dev_fp16_fast(xb->d));
+  }
+  // Against the staged planes: codes split by sign as Unit<4>'s, the scale plane times 2^7.
+  static constexpr float kStagedScale = 128.0f;
+  static constexpr int kValues = 32, kUnitsPerScale = 1;
+  __device__ static float product_staged(const Raw& r, const int8_t* xu, const float* du) {
+    const int4* x = reinterpret_cast<const int4*>(xu);
+    const int i0 = Unit<4>::isum_sign_split(r.q.x, r.q.y, x[0]);
+    const int i1 = Unit<4>::isum_sign_split(r.q.z, r.q.w, x[1]);
+    return __fmul_rn(pair(ue4m3_x2p8(r.sc & 0xffu), i0, ue4m3_x2p8(r.sc >> 8), i1), *du);
   }
 };
 
@@ -325,7 +381,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   // int8 plane and an f32 scale plane (the fp16 d converted once), so a lane reads a unit's
   // activations with one or two 16-byte loads instead of a 32-bit load per 4 values scattered
   // over 36-byte blocks (L1 traffic that otherwise bounds the kernel). Same integers, same floats.
-  constexpr bool kStage = NT == 1 && (W == 3 || W == 4);
+  constexpr bool kStage = NT == 1 && (W == 3 || W == 4 || W == 6);
   extern __shared__ uint4 x_planes[];
   const int8_t* xs = reinterpret_cast<const int8_t*>(x_planes);
   const float* xd = reinterpret_cast<const float*>(xs + p.w.cols);
@@ -697,6 +753,7 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
 template <int W> struct StreamShape;
 template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 34 B per lane in flight
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
+template <> struct StreamShape<6> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 18 B
 
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
           bool kCarry = false, bool kBest = false, int NV = 1>
@@ -905,10 +962,15 @@ bool launch_stream(MatvecBatch& b, cudaStream_t s, int* n_best = nullptr) {
   // warp at most 2 rows of 2 groups (4 waits), where the 8-unit form's 2640 warps leave some with
   // 2 rows of 3 (6 waits) and the rest idle after their first row (1.3 % per 9B decode step;
   // measured on that shape only).
+  // pair32 (W = 6) takes the same bytes per lane in flight in units of 32 values.
   using SS = StreamShape<W>;
   if constexpr (W == 4) {
     if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, true, kBest>(b, s, n_best);
     if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, true, kBest>(b, s, n_best);
+  }
+  if constexpr (W == 6) {
+    if (nu % 192 == 0) return launch_stream_as<W, true, 6, 4, true, kBest>(b, s, n_best);
+    if (nu % 128 == 0) return launch_stream_as<W, true, 4, 5, true, kBest>(b, s, n_best);
   }
   if (nu % (32 * SS::kGroup) == 0) return launch_stream_as<W, true, SS::kGroup, SS::kBlocksPerSM, false, kBest>(b, s, n_best);
   return launch_stream_as<W, false, SS::kGroup, SS::kBlocksPerSM, false, kBest>(b, s, n_best);
@@ -930,6 +992,10 @@ bool launch_stream_rows(MatvecBatch& b, cudaStream_t s) {
   if constexpr (W == 4) {
     if (nu % 384 == 0) return launch_stream_as<W, true, 12, 4, false, false, kStreamRows>(b, s, nullptr);
     if (nu % 256 == 0) return launch_stream_as<W, true, 8, 5, false, false, kStreamRows>(b, s, nullptr);
+  }
+  if constexpr (W == 6) {
+    if (nu % 192 == 0) return launch_stream_as<W, true, 6, 4, false, false, kStreamRows>(b, s, nullptr);
+    if (nu % 128 == 0) return launch_stream_as<W, true, 4, 5, false, false, kStreamRows>(b, s, nullptr);
   }
   // Q8_0 at 4 blocks per SM: its four accumulators and row pointers spill at 8 (64 registers)
   constexpr int kBlocks = W == 3 ? 4 : SS::kBlocksPerSM;
@@ -955,7 +1021,7 @@ void launch(const MatvecBatch& b, cudaStream_t s) {
   if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
   const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
   size_t smem = 0;  // the staged activation planes of m = 1 with q8_1 activations (kStage)
-  if constexpr (NT == 1 && (W == 3 || W == 4)) smem = stage_smem(b, matvec_kernel<W, kBlock, NT>);
+  if constexpr (NT == 1 && (W == 3 || W == 4 || W == 6)) smem = stage_smem(b, matvec_kernel<W, kBlock, NT>);
   launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
 }
 
@@ -966,12 +1032,15 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     const int64_t rows = b.p[j].w.slab_rows;
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(kBlock ? rows : ceil_div(rows, kWarpRows));
   }
-  if constexpr (!kBlock && (W == 3 || W == 4)) {
+  if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
     if (!b.p[0].slab_of && b.p[0].n_out == 1 && launch_stream<W>(b, s)) return;
     // a few activation rows (a batched decode step, a short prompt): one streamed launch instead
     // of the token tile, which holds one unit per lane in flight
     if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return;
-    // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
+  }
+  // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile (W4A8's
+  // sub16 contract and Q8_0; pair32 takes the token tiles below)
+  if constexpr (!kBlock && (W == 3 || W == 4)) {
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
       if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1, 8>(b, s);
       // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that
@@ -1006,8 +1075,8 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
     if (p.w.cols >= (int64_t{1} << 31)) fail("matvec: row length ", p.w.cols, " exceeds 2^31 - 1 values");
     if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr) ||
-        (p.x4 == nullptr) != (ps[0].x4 == nullptr))
-      fail("matvec: matrices of one launch must share type, n_out, slab form and activation form");
+        (p.x4 == nullptr) != (ps[0].x4 == nullptr) || p.nvfp4_dot != ps[0].nvfp4_dot)
+      fail("matvec: matrices of one launch must share type, n_out, slab form, activation form and NVFP4 dot");
     if (p.x4 && p.w.type != DType::NVFP4)
       fail("matvec: W4A4 activations (x4) go with NVFP4 weights, not ", dtype_name(p.w.type));
     b.p[b.n++] = p;
@@ -1018,7 +1087,9 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     case DType::F16: return launch_family<1>(b, family, s);
     case DType::BF16: return launch_family<2>(b, family, s);
     case DType::Q8_0: return launch_family<3>(b, family, s);
-    case DType::NVFP4: return b.p[0].x4 ? launch_family<5>(b, family, s) : launch_family<4>(b, family, s);
+    case DType::NVFP4:
+      if (b.p[0].x4) return launch_family<5>(b, family, s);
+      return b.p[0].nvfp4_dot == Nvfp4Dot::pair32 ? launch_family<6>(b, family, s) : launch_family<4>(b, family, s);
     default: break;
   }
   fail("matvec: weight type ", dtype_name(b.p[0].w.type), " has no kernel (F32, F16, BF16, Q8_0, NVFP4)");
@@ -1036,7 +1107,9 @@ int matvec_run_best(const MatvecParams& p, DecodeMatvec family, RowBest* best, i
     b.p[0] = p;
     b.best = best;
     int n_best = max_best;
-    const bool ran = p.w.type == DType::Q8_0 ? launch_stream<3, true>(b, s, &n_best) : launch_stream<4, true>(b, s, &n_best);
+    const bool ran = p.w.type == DType::Q8_0           ? launch_stream<3, true>(b, s, &n_best)
+                     : p.nvfp4_dot == Nvfp4Dot::pair32 ? launch_stream<6, true>(b, s, &n_best)
+                                                       : launch_stream<4, true>(b, s, &n_best);
     if (ran) return n_best;
   }
   matvec_run(p, family, s);

@@ -6,7 +6,9 @@
 // bitwise: a lane per unit strided by the threads of a row, then the butterfly); for NVFP4
 // weights alternatively W4A4 fp4 activations (A4, quant.h's dot_nvfp4_fp4act: the prefill arm
 // prefill_act = w4a4); f32 for F32 / F16 / BF16 weights (unit = 8 consecutive values, an fma
-// chain, then the same reduction).
+// chain, then the same reduction). NVFP4 x q8_1 follows W4A8's contract or its pair32 variant
+// (Arms::nvfp4_dot, MatvecParams::nvfp4_dot; quant.h dot_nvfp4_q8_1_pair32): pair32 never takes
+// the tensor-core tiles, so more than 4 output vectors run the token tiles.
 //
 // Two reduction families (Arms::decode_matvec):
 //   mmvq  — warp per row: 32 lanes stride the units, warp butterfly (quant.h DotOrder::warp32);
@@ -43,6 +45,7 @@ struct MatvecParams {
   float* y = nullptr;           // y[a * ld_y + r], r < w.slab_rows
   int64_t ld_y = 0;
   bool add_to_y = false;        // y = y + result (the residual add, same two roundings)
+  Nvfp4Dot nvfp4_dot = Nvfp4Dot::sub16;  // NVFP4 x q8_1: quant.h dot_nvfp4_q8_1 or its pair32 variant
 };
 
 void matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s);

@@ -147,6 +147,7 @@ Counters Model::counters() const {
     n.w4a4_launches += c.w4a4_launches;
     n.mla_latent_launches += c.mla_latent_launches;
     n.flash_attn_launches += c.flash_attn_launches;
+    n.nvfp4_pair32_launches += c.nvfp4_pair32_launches;
     n.batch_steps += c.batch_steps;
     n.handovers += c.handovers;
     n.batched_cores += c.batched_cores;

@@ -66,7 +66,7 @@ namespace memra {
 // The arms a one-token step's launches depend on (the prefill arms never reach it): a decode
 // graph captured under other values of these is stale (decode_graph.cu, decode_batch.cu).
 inline auto decode_arms(const Arms& a) {
-  return std::tuple{a.decode_matvec, a.fuse_norm_quant, a.launch_overlap, a.mla_decode};
+  return std::tuple{a.decode_matvec, a.fuse_norm_quant, a.launch_overlap, a.mla_decode, a.nvfp4_dot};
 }
 
 struct Cache::Impl {
@@ -289,6 +289,10 @@ struct Model::Impl {
   // y[a] (+)= W x[a / x_div]: f32 or q8_1 activations by the weight type.
   void mv(const cuda::DMat& w, const float* xf, int64_t ld, const cuda::Q81* xq, float* y, int64_t ld_y, int64_t n_out,
           bool add, int x_div = 1, const int32_t* slab = nullptr);
+  // Counters::nvfp4_pair32_launches: a launch of NVFP4 weights against q8_1 activations under pair32.
+  void count_pair32(const cuda::MatvecParams& p) {
+    if (p.w.type == DType::NVFP4 && !p.x4 && p.nvfp4_dot == Nvfp4Dot::pair32) ++counters.nvfp4_pair32_launches;
+  }
   struct Job {
     const cuda::DevMatrix* w;
     float* y;

@@ -1,5 +1,6 @@
 // The dot-product contracts of memra/quant.h: integer sums per unit, one f32 scaling per unit,
 // partials combined in a fixed order. A GPU kernel reproduces these bit for bit (test/ops).
+#include <cmath>
 #include <vector>
 
 #include "memra/error.h"
@@ -79,6 +80,21 @@ float dot_nvfp4_q8_1(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n, DotOrde
     }
   }
   return accumulate_partials(p.data(), nb * 4, order);
+}
+
+float dot_nvfp4_q8_1_pair32(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n, DotOrder order) {
+  const int64_t nb = checked_units("dot_nvfp4_q8_1_pair32(nvfp4 x q8_1, pair32)", n, kNvfp4BlockSize);
+  std::vector<float> p(static_cast<size_t>(nb * 2));
+  for (int64_t b = 0; b < nb * 2; ++b) {
+    const BlockNvfp4& wb = w[b / 2];
+    const int s = 2 * static_cast<int>(b % 2);  // the unit's first sub-block
+    const int32_t i0 = isum_e2m1_x_int8(wb.qs + 8 * s, a[b].qs);
+    const int32_t i1 = isum_e2m1_x_int8(wb.qs + 8 * (s + 1), a[b].qs + 16);
+    const float e0 = ue4m3_to_f32_half(wb.d[s]) * static_cast<float>(i0);  // exact
+    const float t = std::fma(ue4m3_to_f32_half(wb.d[s + 1]), static_cast<float>(i1), e0);
+    p[static_cast<size_t>(b)] = t * fp16_to_f32(a[b].d);
+  }
+  return accumulate_partials(p.data(), nb * 2, order);
 }
 
 float dot_nvfp4_fp4act(const BlockNvfp4* w, const BlockFp4Act* a, int64_t n, DotOrder order) {

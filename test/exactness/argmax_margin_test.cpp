@@ -20,6 +20,8 @@
 //            its config B is tokenwise decode_step over the prompt under the arm, not forward_last.
 //   flash    prefill_attn = flash: the key-tiled online-softmax attention for calls of more than
 //            one token (the Qwen families' attention layers).
+//   pair32   nvfp4_dot = pair32: NVFP4 x q8_1 mat-vec dots per q8_1 block (quant.h
+//            dot_nvfp4_q8_1_pair32; NVFP4 fixtures). A decode arm, as latent.
 // Fixtures: every tiny one the arm applies to, and the realistic ones (file_fixture.h "real-*").
 // The gate DECIDES whether an arm is servable; none of these arms is the default (the default is
 // the decode-identical form), so a case reports the verdict it finds — class counts, windows,
@@ -69,7 +71,7 @@ const std::vector<std::string>& margin_prompts() {
 }
 
 // The arms the project serves (their cases assert PASS); "gemm", "chunked", "w4a4", "latent",
-// "flash" are candidates.
+// "flash", "pair32" are candidates.
 const std::set<std::string> kServable = {};
 
 Arms arm_under_test(const Model& gpu, const std::string& arm) {
@@ -84,8 +86,10 @@ Arms arm_under_test(const Model& gpu, const std::string& arm) {
     a.mla_decode = MlaDecode::latent;
   else if (arm == "flash")
     a.prefill_attn = PrefillAttn::flash;
+  else if (arm == "pair32")
+    a.nvfp4_dot = Nvfp4Dot::pair32;
   else
-    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4, latent, flash)");
+    fail("ArgmaxMargin: no arm '", arm, "' (gemm, chunked, w4a4, latent, flash, pair32)");
   return a;
 }
 
@@ -94,8 +98,12 @@ int64_t arm_counter(const Counters& c, const std::string& arm) {
   if (arm == "chunked") return c.gdn_chunked_launches;
   if (arm == "latent") return c.mla_latent_launches;
   if (arm == "flash") return c.flash_attn_launches;
+  if (arm == "pair32") return c.nvfp4_pair32_launches;
   return c.w4a4_launches;
 }
+
+// The decode arms: config B is tokenwise decode under the arm, not forward_last.
+bool decode_arm(const std::string& arm) { return arm == "latent" || arm == "pair32"; }
 
 // One window: config A rows by tokenwise decode, config B by forward_last per truncation (a
 // decode arm's config B: tokenwise decode under the arm).
@@ -111,7 +119,7 @@ testing::MarginWindow margin_window(Model& gpu, const std::vector<int32_t>& prom
   }
   testing::ScopedArms<Model> scoped(gpu, arm_under_test(gpu, arm));
   const int64_t before = arm_counter(gpu.counters(), arm);
-  if (arm == "latent") {
+  if (decode_arm(arm)) {
     Cache cb = gpu.new_cache(static_cast<int64_t>(T));
     for (size_t i = 0; i < T; ++i) {
       std::vector<float> row = gpu.decode_step(prompt[i], cb).logits;
@@ -197,6 +205,10 @@ INSTANTIATE_TEST_SUITE_P(TinyFlash, MarginGate,
 // GLM-5's hybrid (its f32 HF directory): the chunked arm over its KDA layers.
 INSTANTIATE_TEST_SUITE_P(TinyGlm5NextChunked, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases({"glm5-next-f32"}, {"chunked"})), testing::CaseName());
+// The pair32 NVFP4 dot contract on every NVFP4 fixture (every family's mat-vecs and MoE experts).
+INSTANTIATE_TEST_SUITE_P(TinyPair32, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"nvfp4"}), {"pair32"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(TinyW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::file_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
@@ -235,11 +247,14 @@ INSTANTIATE_TEST_SUITE_P(RealFlash, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"q8_0", "nvfp4"}),
                                                                  {"flash"})),
                          testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(RealPair32, MarginGate,
+                         ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"pair32"})),
+                         testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4", "flash"})),
+                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4", "flash", "pair32"})),
                          testing::CaseName());
 
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------

@@ -17,6 +17,8 @@
 //                 and B change no bit).
 //   gate2 graphed the same with the batched steps replayed from the graph captured per B
 //                 (decode_graph arm): every call a replay (batch_replays), the same bits.
+//   pair32        gate1 strict and gate2 (eager, graphed) under nvfp4_dot = pair32 on the NVFP4
+//                 fixtures (DecodeBatchPair32).
 // Non-vacuity: the model's batch_steps counter must have counted every batched call (a gate
 // whose batched body never ran fails), and gate2's batched_cores every attention, GDN, KDA and
 // MLA layer of every call (each took all its sequences in one launch per kernel). Cases are GateCases named by fixture model id
@@ -456,6 +458,31 @@ TEST_P(DecodeBatch, Gate3aDeviceGreedyIsHostArgmax) { gate3a(model(), report());
 TEST_P(DecodeBatch, Gate3bSampledDrawsIgnoreBatchMates) { gate3b(model(), false, report()); }
 TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model(), report()); }
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(testing::gate_cases(kFixtures)), testing::CaseName());
+
+// The pair32 NVFP4 dot (Arms::nvfp4_dot) on the NVFP4 fixtures: its chains keep gate1's B = 1
+// identity and law 2 (batch-mates change no bit), eager and graphed. pair32 has no tensor-core
+// tile, so B >= 5 runs the token tiles: the gate covers the streamed rows and those tiles.
+class DecodeBatchPair32 : public DecodeBatch {
+ protected:
+  static Arms pair32(Arms a) {
+    a.nvfp4_dot = Nvfp4Dot::pair32;
+    return a;
+  }
+  void gate2_pair32(bool graph) {
+    testing::ScopedArms<Model> arm(*model().gpu, pair32(model().gpu->arms()));
+    const int64_t before = model().gpu->counters().nvfp4_pair32_launches;
+    gate2(model(), false, report(), graph);
+    EXPECT_GT(model().gpu->counters().nvfp4_pair32_launches, before) << model().fx.id << ": vacuous: pair32 never ran";
+  }
+};
+TEST_P(DecodeBatchPair32, Gate1Strict) { gate1_strict(model(), pair32(Arms{}), "pair32 arms", report()); }
+TEST_P(DecodeBatchPair32, Gate2BatchMatesChangeNoBit) { gate2_pair32(false); }
+TEST_P(DecodeBatchPair32, Gate2GraphedStepsChangeNoBit) { gate2_pair32(true); }
+INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatchPair32,
+                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
+                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                                                  gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true)})),
+                         testing::CaseName());
 
 // With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
 // body does not run.

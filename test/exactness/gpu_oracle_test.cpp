@@ -158,10 +158,9 @@ void launch_overlap_body(Loaded& m, bool broken, testing::ReportPart out) {
 }
 
 // prime(p[:n-1]) + decode(p[n-1]) == forward_last(p), bitwise: every kernel computes a token's
-// values by the same operations whatever the number of tokens in the call.
-TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
-  Loaded& m = model();
-  Arms a = m.gpu->arms();  // the law's arms (model.h), whatever the model's defaults
+// values by the same operations whatever the number of tokens in the call. Under `arms` with the
+// decode-identical prefill forms (the law's arms, model.h), whatever the model's defaults.
+void prime_decode_equals_forward_last(Loaded& m, Arms a, testing::Report& rep) {
   a.gdn_prefill = GdnPrefill::recurrent;
   a.prefill_matmul = PrefillMatmul::mmvq;
   testing::ScopedArms<Model> arm(*m.gpu, a);
@@ -174,17 +173,39 @@ TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
   int differing = 0;
   for (size_t j = 0; j < full.size(); ++j)
     differing += std::bit_cast<uint32_t>(full[j]) != std::bit_cast<uint32_t>(s.logits[j]);
-  report().set_arms("law", a);
-  report().figure("differing_logits", differing);
+  rep.set_arms("law", a);
+  rep.figure("differing_logits", differing);
   EXPECT_THAT(s.logits, testing::BitIdentical(full)) << "forward_last and prime+decode differ in bits";
   EXPECT_EQ(cache.pos(), kPrompt);
 }
+
+TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) { prime_decode_equals_forward_last(model(), model().gpu->arms(), report()); }
 
 // Every tiny fixture: 4 families x F32/BF16/Q8_0/NVFP4 GGUF + BF16 HF.
 INSTANTIATE_TEST_SUITE_P(
     Tiny, GpuGate,
     ::testing::ValuesIn(testing::gate_cases(fixture_ids({DType::F32, DType::BF16, DType::Q8_0, DType::NVFP4}, true))),
     testing::CaseName());
+// The law under nvfp4_dot = pair32 on the NVFP4 fixtures: the arm's prefill (the token tiles) and
+// its decode (the streamed rows) follow one contract, so they stay bit-identical; the arm engaged.
+class Pair32Law : public GpuGate {};
+TEST_P(Pair32Law, PrimeDecodeEqualsForwardLast) {
+  Arms a = model().gpu->arms();
+  a.nvfp4_dot = Nvfp4Dot::pair32;
+  const int64_t before = model().gpu->counters().nvfp4_pair32_launches;
+  prime_decode_equals_forward_last(model(), a, report());
+  EXPECT_GT(model().gpu->counters().nvfp4_pair32_launches, before) << "vacuous: pair32 never ran";
+}
+// Every NVFP4 tiny fixture: the 4 Qwen families, GLM-5 (HF), DeepSeek-V4 (GGUF).
+INSTANTIATE_TEST_SUITE_P(Tiny, Pair32Law,
+                         ::testing::ValuesIn(testing::gate_cases(
+                             {gpu_test::fixture_id(Family::Qwen3, DType::NVFP4, false),
+                              gpu_test::fixture_id(Family::Qwen3Next, DType::NVFP4, false),
+                              gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
+                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                              gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true),
+                              gpu_test::fixture_id(Family::DeepseekV4, DType::NVFP4, false)})),
+                         testing::CaseName());
 // The same inputs and arms give the same bits run after run: two logits streams, one sha256.
 class Determinism : public GpuGate {};
 TEST_P(Determinism, RunToRunSha256) {

@@ -8,7 +8,9 @@
 // weights against quant.h's Fp4Act activations, uploaded decoded as the device's A4 blocks) are
 // checked the same way, against memra::dot_nvfp4_fp4act. Five or more dense q8_1 output vectors in
 // the mmvq family run the int8 tensor-core tiles (matvec_mma_kernel): the same chains, checked
-// the same way.
+// the same way. The pair32 cases (Arms::nvfp4_dot) take a q8_1 block as the unit, checked against
+// their own recomputation and quant.h's dot_nvfp4_q8_1_pair32; on their wider rows the W4A8
+// reference must differ somewhere (else the case could not tell the two contracts apart).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -37,6 +39,7 @@ struct MatvecCase : OpCase {
   bool w4a4 = false;  // NVFP4 weights against W4A4 (fp4) activations instead of q8_1
   bool add = false;   // add_to_y: y += result (the residual add of wo / wout / down), y preset
   bool x_shift = false;  // xq one q8_1 block into its buffer: 4-byte aligned, not 16 (the tiles' 4-byte copies)
+  Nvfp4Dot dot = Nvfp4Dot::sub16;  // NVFP4 x q8_1: W4A8's contract or its pair32 variant
   MatvecCase(DType t, int64_t r, int64_t c, int64_t n, DecodeMatvec a, int s, int m = 1, bool fp4 = false)
       : type(t), rows(r), cols(c), n_out(n), arm(a), slabs(s), parts(m), w4a4(fp4) {}
   MatvecCase adding() const {
@@ -49,12 +52,18 @@ struct MatvecCase : OpCase {
     c.x_shift = true;
     return c;
   }
+  MatvecCase pair32() const {
+    MatvecCase c = *this;
+    c.dot = Nvfp4Dot::pair32;
+    return c;
+  }
   std::string vars() const override {
     Vars v;
     v("type", dtype_name(type))("rows", rows)("cols", cols)("n_out", n_out)("arm", to_string(arm))("slabs", slabs)("parts", parts);
     if (w4a4) v("act", "w4a4");
     if (add) v("y", "add");
     if (x_shift) v("xq", "shifted");
+    if (dot != Nvfp4Dot::sub16) v("dot", to_string(dot));
     return v.str();
   }
 };
@@ -111,14 +120,42 @@ std::vector<MatvecCase> cases() {
     v.emplace_back(DType::NVFP4, 9, 512, 6, a, 3, 1, true);
     v.emplace_back(DType::NVFP4, 45, 4096, 16, a, 1, 3, true);
   }
+  // NVFP4 under pair32 (a unit is a q8_1 block): the streamed forms (one row and 2..4 rows,
+  // every group width: 4096 + 192, 4096, 12288 wide), the token tiles that take more vectors
+  // (pair32 has no tensor-core tile), the MoE form, matrices sharing a launch, the residual add;
+  // both reduction families.
+  for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
+    const DType t = DType::NVFP4;
+    v.push_back(MatvecCase(t, 7, 64, 1, a, 1).pair32());
+    v.push_back(MatvecCase(t, 37, 4096 + 192, 1, a, 1).pair32());
+    v.push_back(MatvecCase(t, 37, 4096, 1, a, 1).pair32());
+    v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).pair32());
+    v.push_back(MatvecCase(t, 37, 12288, 1, a, 1).pair32().adding());
+    v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).pair32().adding());
+    v.push_back(MatvecCase(t, 37, 4096, 3, a, 1).pair32());
+    v.push_back(MatvecCase(t, 45, 12288, 4, a, 1, 3).pair32());
+    v.push_back(MatvecCase(t, 37, 4096 + 192, 13, a, 1).pair32());
+    v.push_back(MatvecCase(t, 37, 1024 + 64, 37, a, 1).pair32());
+    v.push_back(MatvecCase(t, 53, 12288, 17, a, 1).pair32().adding());
+    v.push_back(MatvecCase(t, 9, 512, 6, a, 3).pair32());
+  }
   return v;
 }
 
 // Per-unit partials of one row against one activation row, in unit order (x4: W4A4 activations
 // for NVFP4 weights instead of xq).
 std::vector<float> partials(DType t, const uint8_t* w, const BlockQ8_1* xq, const float* xf, int64_t cols,
-                            const BlockFp4Act* x4 = nullptr) {
+                            const BlockFp4Act* x4 = nullptr, Nvfp4Dot dot = Nvfp4Dot::sub16) {
   std::vector<float> p;
+  // NVFP4 sub-block s of 16 values against the 16 int8 values at a: the exact integer sum
+  auto isum16 = [](const uint8_t* blk, int s, const int8_t* a) {
+    int32_t isum = 0;
+    for (int j = 0; j < 8; ++j) {
+      isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] & 0xf)} * a[j];
+      isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] >> 4)} * a[j + 8];
+    }
+    return isum;
+  };
   if (x4) {
     for (int64_t u = 0; u < cols / 16; ++u) {
       const uint8_t* blk = w + (u / 4) * 36;
@@ -142,19 +179,24 @@ std::vector<float> partials(DType t, const uint8_t* w, const BlockQ8_1* xq, cons
       const float c = fp16_to_f32(d) * fp16_to_f32(xq[b].d);
       p.push_back(c * static_cast<float>(isum));
     }
+  } else if (t == DType::NVFP4 && dot == Nvfp4Dot::pair32) {
+    // unit b = q8_1 block b: sub-blocks 2b, 2b + 1; the two scaled sums are exact in double and
+    // so is their sum (multiples of 2^-10 below 2^23): one rounding to f32 is the fma's
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* blk = w + (b / 2) * 36;
+      const int s = 2 * static_cast<int>(b % 2);
+      const double e0 = double{ue4m3_to_f32_half(blk[s])} * isum16(blk, s, xq[b].qs);
+      const double e1 = double{ue4m3_to_f32_half(blk[s + 1])} * isum16(blk, s + 1, xq[b].qs + 16);
+      const float tb = static_cast<float>(e0 + e1);
+      p.push_back(static_cast<float>(double{tb} * fp16_to_f32(xq[b].d)));  // exact in double, one rounding
+    }
   } else if (t == DType::NVFP4) {
     for (int64_t u = 0; u < cols / 16; ++u) {
       const uint8_t* blk = w + (u / 4) * 36;
       const int s = static_cast<int>(u % 4);
       const BlockQ8_1& a = xq[u / 2];
-      const int off = (s % 2) * 16;
-      int32_t isum = 0;
-      for (int j = 0; j < 8; ++j) {
-        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] & 0xf)} * a.qs[off + j];
-        isum += int32_t{e2m1_doubled(blk[4 + 8 * s + j] >> 4)} * a.qs[off + j + 8];
-      }
       const float c = ue4m3_to_f32_half(blk[s]) * fp16_to_f32(a.d);
-      p.push_back(c * static_cast<float>(isum));
+      p.push_back(c * static_cast<float>(isum16(blk, s, a.qs + (s % 2) * 16)));
     }
   } else {
     std::vector<float> wf(static_cast<size_t>(cols));
@@ -273,6 +315,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     p.y = dy.data();
     p.ld_y = c.rows;
     p.add_to_y = c.add;
+    p.nvfp4_dot = c.dot;
     if (c.parts == 1) {
       cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
     } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
@@ -292,6 +335,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     const std::vector<float> got = dy.download();
 
     std::vector<float> ref(got.size());
+    int differ_from_sub16 = 0;  // pair32 cases: outputs whose W4A8 value has other bits
     for (int64_t a = 0; a < c.n_out; ++a) {
       const int64_t xr = a / x_div;
       const int s = c.slabs > 1 ? slab[static_cast<size_t>(a)] : 0;
@@ -299,8 +343,12 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
         const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
         const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
         const float v =
-            reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa), c.arm);
+            reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa, c.dot), c.arm);
         const size_t i = static_cast<size_t>(a * c.rows + r);
+        if (c.dot == Nvfp4Dot::pair32)
+          differ_from_sub16 +=
+              std::bit_cast<uint32_t>(v) !=
+              std::bit_cast<uint32_t>(reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, nullptr, c.cols), c.arm));
         const volatile float scaled = v * scale[static_cast<size_t>(s)];  // rounded before the add (no fma)
         ref[i] = c.add ? y0[i] + scaled : scaled;
         if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself
@@ -310,8 +358,10 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
                       std::bit_cast<uint32_t>(dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols)));
           }
           if (c.type == DType::NVFP4 && !c.w4a4) {
+            const auto* wb = reinterpret_cast<const BlockNvfp4*>(wr);
             ASSERT_EQ(std::bit_cast<uint32_t>(v),
-                      std::bit_cast<uint32_t>(dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols)));
+                      std::bit_cast<uint32_t>(c.dot == Nvfp4Dot::pair32 ? dot_nvfp4_q8_1_pair32(wb, x, c.cols)
+                                                                        : dot_nvfp4_q8_1(wb, x, c.cols)));
           }
           if (c.w4a4) {
             ASSERT_EQ(std::bit_cast<uint32_t>(v),
@@ -323,6 +373,7 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     double norm = 0;
     for (float v : ref) norm += std::abs(v);
     ASSERT_GT(norm, 0.0) << "vacuous case: reference all zero";
+    if (c.dot == Nvfp4Dot::pair32 && c.cols >= 1024) EXPECT_GT(differ_from_sub16, 0) << "pair32 equals W4A8 here";
     EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
   });
 }

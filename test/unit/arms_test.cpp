@@ -47,6 +47,7 @@ TEST(Arms, DefaultsAreTheReferenceArms) {
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mmvq);
   EXPECT_EQ(a.mla_decode, memra::MlaDecode::expanded);
   EXPECT_EQ(a.prefill_attn, memra::PrefillAttn::split);
+  EXPECT_EQ(a.nvfp4_dot, memra::Nvfp4Dot::sub16);
   EXPECT_EQ(from_map({}), a);
 }
 
@@ -54,11 +55,11 @@ TEST(Arms, ToStringListsEveryFieldInOrder) {
   EXPECT_EQ(memra::to_string(memra::Arms{}),
             "prefill_act=w4a8 decode_matvec=mmvq fuse_norm_quant=on b1_fast=on decode_graph=off "
             "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
-            "mla_decode=expanded prefill_attn=split");
+            "mla_decode=expanded prefill_attn=split nvfp4_dot=sub16");
   EXPECT_EQ(memra::to_string(memra::Arms::equalised()),
             "prefill_act=w4a8 decode_matvec=dp4a fuse_norm_quant=off b1_fast=on decode_graph=off "
             "graph_recapture=on launch_overlap=on gdn_prefill=recurrent prefill_matmul=mmvq "
-            "mla_decode=expanded prefill_attn=split");
+            "mla_decode=expanded prefill_attn=split nvfp4_dot=sub16");
 }
 
 TEST(Arms, FromEnvReadsEveryField) {
@@ -73,6 +74,7 @@ TEST(Arms, FromEnvReadsEveryField) {
                                   {"MEMRA_PREFILL_MATMUL", "mma"},
                                   {"MEMRA_MLA_DECODE", "latent"},
                                   {"MEMRA_PREFILL_ATTN", "flash"},
+                                  {"MEMRA_NVFP4_DOT", "pair32"},
                                   {"MEMRA_UNRELATED", "whatever"}});
   EXPECT_EQ(a.prefill_act, memra::PrefillAct::w4a4);
   EXPECT_EQ(a.decode_matvec, memra::DecodeMatvec::dp4a);
@@ -85,6 +87,7 @@ TEST(Arms, FromEnvReadsEveryField) {
   EXPECT_EQ(a.prefill_matmul, memra::PrefillMatmul::mma);
   EXPECT_EQ(a.mla_decode, memra::MlaDecode::latent);
   EXPECT_EQ(a.prefill_attn, memra::PrefillAttn::flash);
+  EXPECT_EQ(a.nvfp4_dot, memra::Nvfp4Dot::pair32);
 }
 
 TEST(Arms, EmptyVariableKeepsTheDefault) {
@@ -123,6 +126,7 @@ TEST(Arms, FieldsRoundTripThroughSet) {
   a.prefill_matmul = memra::PrefillMatmul::mma;
   a.mla_decode = memra::MlaDecode::latent;
   a.prefill_attn = memra::PrefillAttn::flash;
+  a.nvfp4_dot = memra::Nvfp4Dot::pair32;
   memra::Arms b;
   for (const auto& [k, v] : a.fields()) b.set(k, v);
   EXPECT_EQ(a, b);

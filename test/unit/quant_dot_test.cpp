@@ -100,6 +100,28 @@ Partials partials_w4a8(const std::vector<BlockNvfp4>& w, const std::vector<Block
   return r;
 }
 
+// The pair32 variant (unit = q8_1 block, two sub-blocks): e_k = sw_k * isum_k are exact in
+// double and their sum too (multiples of 2^-10 below 2^23), so t = fma(sw_1, isum_1, e_0) is
+// f32(e_0 + e_1) taken from the double sum, and p = f32(t * dx) from the exact double product.
+Partials partials_w4a8_pair32(const std::vector<BlockNvfp4>& w, const std::vector<BlockQ8_1>& a) {
+  Partials r;
+  for (size_t b = 0; b < 2 * w.size(); ++b) {
+    const BlockNvfp4& wb = w[b / 2];
+    double e[2];
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * static_cast<int>(b % 2) + h;
+      int32_t isum = 0;
+      for (int k = 0; k < 16; ++k) isum += kDoubled[nib(wb.qs + 8 * s, k)] * a[b].qs[16 * h + k];
+      e[h] = double{ue4m3_half(wb.d[s])} * isum;
+    }
+    const float t = static_cast<float>(e[0] + e[1]);
+    const double dx = fp16(a[b].d);
+    r.p.push_back(static_cast<float>(double{t} * dx));
+    r.abs_sum += (std::fabs(e[0]) + std::fabs(e[1])) * std::fabs(dx);
+  }
+  return r;
+}
+
 Partials partials_w4a4(const std::vector<BlockNvfp4>& w, const std::vector<BlockFp4Act>& a) {
   Partials r;
   for (size_t i = 0; i < w.size(); ++i)
@@ -205,6 +227,8 @@ TEST(DotNvfp4Q8_1, OneBlockByHand) {
   std::memset(a[1].qs, 4, 32);  // activations 4 * 0.25 = 1.0
   // sub 0: 16 * 1.0*1 = 16; sub 1: 8 * (6*2)*1 = 96; sub 2: 16 * (-0.5*0.5)*1 = -4; sub 3: 0
   for (DotOrder o : kOrders) EXPECT_EQ(dot_nvfp4_q8_1(&h.w, a, 64, o), 108.0f);
+  // pair32: unit 0 = fma(1 * 96, 1, 0.5 * 32) * 1 = 112; unit 1 = (0 + 0.25 * -64) * 0.25 = -4
+  for (DotOrder o : kOrders) EXPECT_EQ(dot_nvfp4_q8_1_pair32(&h.w, a, 64, o), 108.0f);
 }
 
 TEST(DotNvfp4Fp4Act, OneBlockByHand) {
@@ -266,6 +290,8 @@ TEST_P(DotContract, EqualsIndependentRecomputationBitForBit) {
       if (n % 64) continue;
       ASSERT_EQ(bits(dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), n, o)),
                 bits(combine(partials_w4a8(op.w4, op.a8).p, o)));
+      ASSERT_EQ(bits(dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), n, o)),
+                bits(combine(partials_w4a8_pair32(op.w4, op.a8).p, o)));
       ASSERT_EQ(bits(dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), n, o)),
                 bits(combine(partials_w4a4(op.w4, op.a4).p, o)));
     }
@@ -281,8 +307,9 @@ double depth(int64_t units, DotOrder o) {
                                : static_cast<double>(units);
 }
 
-void expect_within_bound(float got, const Partials& p, double exact, DotOrder o) {
-  const double k = depth(static_cast<int64_t>(p.p.size()), o) + 1;
+// rounds_per_unit: 1, or 2 for pair32 (the fma, then the activation scale).
+void expect_within_bound(float got, const Partials& p, double exact, DotOrder o, int rounds_per_unit = 1) {
+  const double k = depth(static_cast<int64_t>(p.p.size()), o) + rounds_per_unit;
   const double bound = k * 0x1p-24 * p.abs_sum * 1.0001;
   EXPECT_LE(std::fabs(double{got} - exact), bound) << "units " << p.p.size();
 }
@@ -304,6 +331,8 @@ TEST_P(DotContract, WithinTheDerivedBoundOfTheF64Reference) {
     dequantize_row_fp4act(op.a4.data(), a4.data(), n);
     expect_within_bound(dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), n, o),
                         partials_w4a8(op.w4, op.a8), dot_ref(w.data(), a.data(), n), o);
+    expect_within_bound(dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), n, o),
+                        partials_w4a8_pair32(op.w4, op.a8), dot_ref(w.data(), a.data(), n), o, 2);
     expect_within_bound(dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), n, o),
                         partials_w4a4(op.w4, op.a4), dot_ref(w.data(), a4.data(), n), o);
   }
@@ -329,6 +358,18 @@ TEST(DotContractCanary, OrdersAreDistinguishableOnRandomRows) {
   }
   EXPECT_GT(differ_q8, 0);
   EXPECT_GT(differ_w4, 0);
+}
+
+// Canary: pair32 is another contract, not W4A8 by another name: on ordinary rows the two differ
+// in the last bits, so an arm that ran one under the other's name fails the op tests.
+TEST(DotContractCanary, Pair32DiffersFromW4A8OnRandomRows) {
+  int differ = 0;
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    Operands op(64 * 128, 700 + seed);
+    differ += bits(dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), op.n)) !=
+              bits(dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), op.n));
+  }
+  EXPECT_GT(differ, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,6 +408,8 @@ TEST(DotErrors, RowLengthNotAMultipleNamesTypesAndN) {
   Operands op(128, 1);
   EXPECT_THAT(error_message([&] { dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), 96); }),
               AllOf(HasSubstr("nvfp4"), HasSubstr("q8_1"), HasSubstr("96")));
+  EXPECT_THAT(error_message([&] { dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), 32); }),
+              AllOf(HasSubstr("pair32"), HasSubstr("32")));
   EXPECT_THAT(error_message([&] { dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), 32); }),
               AllOf(HasSubstr("fp4act"), HasSubstr("32")));
   EXPECT_THAT(error_message([&] { dot_q8_0_q8_1(op.w8.data(), op.a8.data(), 48); }),
