@@ -6,7 +6,8 @@
 // below changes an output vector's chain, so decode, batched decode and prefill give one row the
 // same bits; ops_mmvq checks every form against quant.h.
 //
-// Forms (one Unit<W> per weight type: load, decode, product):
+// Forms (one Unit<W> per weight type and contract: load, decode, product; W = 6 is NVFP4 under
+// the pair32 dot contract):
 //   matvec_kernel<W, kBlock, NT>: a grid of row blocks; NT output vectors (8- or 16-token tiles)
 //     share every weight load. Prefill, MoE expert launches, more than kStreamRows rows.
 //   matvec_stream_kernel: the dense m = 1 launch (and 2..kStreamRows activation rows, NV) as a
@@ -453,7 +454,8 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
 // 2, 1): the levels that join a warp's own classes in registers (two with 8 warps, one with 16),
 // the rest in shared memory, and one thread per output scales and stores as matvec_kernel does.
 // p_u = f32(f32(dw * dx) * f32(isum)) is the contract's product (the NVFP4 scale decoded as
-// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec. 16 warps per
+// ue4m3 / 2, as gemm.cu does), so every output has the bits of the m = 1 mat-vec (under pair32,
+// W = 6, a unit's two sub-blocks take an mma each and p = dx * fma(sw1, isum1, sw0 * isum0)). 16 warps per
 // SM (__launch_bounds__: two blocks of 8 or one of 16): 128 registers, the tile's occupancy
 // limit (docs/PERF.md). 32 vectors per block read each weight unit once for a B = 32 step
 // where two 16-vector blocks read it twice (the second from L2). Weights go
@@ -475,7 +477,7 @@ constexpr int kMmaStages = 4;  // activation ring slots: copies run 3 steps ahea
 // 32: 149504.
 template <int W, int NTILE>
 __host__ __device__ constexpr size_t mma_ring_bytes() {
-  return static_cast<size_t>(kMmaStages) * 8 * NTILE * ((W == 3 ? 32 : 16) * sizeof(Q81) + 16);
+  return static_cast<size_t>(kMmaStages) * 8 * NTILE * ((W == 4 ? 16 : 32) * sizeof(Q81) + 16);
 }
 
 // KW warps per block (8: two blocks per SM; 16 for 32 vectors: one block per SM, the same warps),
@@ -503,12 +505,13 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
   // is a lane base fixed here plus a per-step term plus an immediate per class: no index
   // arithmetic per unit. Weights: the unit's 4 bytes of rows g and g + 8 at k = 4q (and 4q + 16
   // for Q8_0) and the two rows' scales (4-byte loads: a planar row and a q8_1 block's values are
-  // 4-byte aligned only).
-  constexpr int kUnitBytes = W == 3 ? 32 : 8, kUnitsPerBlock = W == 3 ? 1 : 2;
+  // 4-byte aligned only). NVFP4 under pair32 (W = 6): a unit is a q8_1 block, its two sub-blocks'
+  // nibbles 8 bytes apart and its two scales one 16-bit load.
+  constexpr int kUnitBytes = W == 3 ? 32 : W == 6 ? 16 : 8, kUnitsPerBlock = W == 4 ? 2 : 1;
   const uint8_t* const qa = wa + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
   const uint8_t* const qb = wb + kUnitBytes * warp + (W == 3 ? 4 : 2) * q;
-  const uint8_t* const sa = wa + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
-  const uint8_t* const sb = wb + (W == 3 ? cols + 2 * warp : cols / 2 + warp);
+  const uint8_t* const sa = wa + (W == 3 ? cols + 2 * warp : W == 6 ? cols / 2 + 2 * warp : cols / 2 + warp);
+  const uint8_t* const sb = wb + (W == 3 ? cols + 2 * warp : W == 6 ? cols / 2 + 2 * warp : cols / 2 + warp);
 
   // Activations: a step's q8_1 blocks of the block's kVec vectors (contiguous in each vector's
   // row, 1152 bytes for Q8_0, 576 for NVFP4's 16 blocks) are copied into a ring of kMmaStages
@@ -579,13 +582,14 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
   // In a slot: the B fragment of n-tile n reads vector 8n + g at the unit's block, byte bq of its
   // values (an NVFP4 unit is half a block: unit parity = warp parity, as u0 and KW c are even);
   // the accumulators' scales are vectors 8n + 2q and 8n + 2q + 1's d.
-  const int bq = (W == 3 ? 0 : (warp & 1) * 16) + 4 * q;
+  const int bq = (W == 4 ? (warp & 1) * 16 : 0) + 4 * q;
   const int blk_w = (warp / kUnitsPerBlock) * static_cast<int>(sizeof(Q81));
   const int xb_off = g * kVecStride + blk_w + 4 + bq, xd_off = 2 * q * kVecStride + blk_w;
 
   struct Frag {
     int a0, a1, a2, a3;
-    uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits
+    uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits;
+                      // pair32: the rows' two scale bytes, row g in the low half of s0
   };
   auto load_w = [&](int du) {  // unit warp + du
     Frag f;
@@ -594,6 +598,14 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
       f.a2 = *reinterpret_cast<const int*>(qa + 32 * du + 16);
       f.a1 = *reinterpret_cast<const int*>(qb + 32 * du);
       f.a3 = *reinterpret_cast<const int*>(qb + 32 * du + 16);
+      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] |
+             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
+      f.s1 = 0;
+    } else if constexpr (W == 6) {
+      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du));  // sub-block 0
+      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du));
+      f.a2 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du + 8));  // sub-block 1
+      f.a3 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du + 8));
       f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] |
              static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
       f.s1 = 0;
@@ -647,18 +659,35 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
       const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0)) : __uint_as_float(cur[c].s0);
       const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0 >> 16)) : __uint_as_float(cur[c].s1);
       constexpr int kClassBlk = kTileWarps / kUnitsPerBlock * static_cast<int>(sizeof(Q81));  // per class c
+      [[maybe_unused]] float sw[4] = {};  // pair32: row g's sub-block scales sw0, sw1, then row g + 8's (ue4m3 / 2)
+      if constexpr (W == 6)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) sw[k] = dev_ue4m3_half(static_cast<uint8_t>(cur[c].s0 >> (8 * k)));
 #pragma unroll
       for (int n = 0; n < NTILE; ++n) {
         const uint8_t* xb = slot + xb_off + 8 * n * kVecStride + kClassBlk * c;
         const uint8_t* xd = slot + xd_off + 8 * n * kVecStride + kClassBlk * c;
+        const float dx0 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd)),
+                    dx1 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd + kVecStride));
+        if constexpr (W == 6) {  // pair32: p = dx * fma(sw1, isum1, sw0 * isum0) per row and vector
+          int r[4], r1[4];
+          mma_k16(r, cur[c].a0, cur[c].a1, *reinterpret_cast<const int*>(xb));
+          mma_k16(r1, cur[c].a2, cur[c].a3, *reinterpret_cast<const int*>(xb + 16));
+          auto pair = [](float s0, int i0, float s1, int i1) {
+            return __fmaf_rn(s1, mma_isum(i1), __fmul_rn(s0, mma_isum(i0)));
+          };
+          acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(pair(sw[0], r[0], sw[1], r1[0]), dx0));
+          acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(pair(sw[0], r[1], sw[1], r1[1]), dx1));
+          acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(pair(sw[2], r[2], sw[3], r1[2]), dx0));
+          acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(pair(sw[2], r[3], sw[3], r1[3]), dx1));
+          continue;
+        }
         int r[4];
         if constexpr (W == 3)
           mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, *reinterpret_cast<const int*>(xb),
                   *reinterpret_cast<const int*>(xb + 16));
         else
           mma_k16(r, cur[c].a0, cur[c].a1, *reinterpret_cast<const int*>(xb));
-        const float dx0 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd)),
-                    dx1 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd + kVecStride));
         acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
         acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
         acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));
@@ -1038,9 +1067,8 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
     // of the token tile, which holds one unit per lane in flight
     if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return;
   }
-  // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile (W4A8's
-  // sub16 contract and Q8_0; pair32 takes the token tiles below)
-  if constexpr (!kBlock && (W == 3 || W == 4)) {
+  // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
+  if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
       if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1, 8>(b, s);
       // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that

@@ -7,8 +7,7 @@
 // weights alternatively W4A4 fp4 activations (A4, quant.h's dot_nvfp4_fp4act: the prefill arm
 // prefill_act = w4a4); f32 for F32 / F16 / BF16 weights (unit = 8 consecutive values, an fma
 // chain, then the same reduction). NVFP4 x q8_1 follows W4A8's contract or its pair32 variant
-// (Arms::nvfp4_dot, MatvecParams::nvfp4_dot; quant.h dot_nvfp4_q8_1_pair32): pair32 never takes
-// the tensor-core tiles, so more than 4 output vectors run the token tiles.
+// (Arms::nvfp4_dot, MatvecParams::nvfp4_dot; quant.h dot_nvfp4_q8_1_pair32), in every form.
 //
 // Two reduction families (Arms::decode_matvec):
 //   mmvq  — warp per row: 32 lanes stride the units, warp butterfly (quant.h DotOrder::warp32);

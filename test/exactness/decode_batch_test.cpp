@@ -460,8 +460,8 @@ TEST_P(DecodeBatch, Gate3cLeanStepParksTheSameLogits) { gate3c(model(), report()
 INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatch, ::testing::ValuesIn(testing::gate_cases(kFixtures)), testing::CaseName());
 
 // The pair32 NVFP4 dot (Arms::nvfp4_dot) on the NVFP4 fixtures: its chains keep gate1's B = 1
-// identity and law 2 (batch-mates change no bit), eager and graphed. pair32 has no tensor-core
-// tile, so B >= 5 runs the token tiles: the gate covers the streamed rows and those tiles.
+// identity and law 2 (batch-mates change no bit), eager and graphed: the streamed rows (B <= 4)
+// and the tensor-core tiles (B >= 5) under the pair32 contract.
 class DecodeBatchPair32 : public DecodeBatch {
  protected:
   static Arms pair32(Arms a) {

@@ -121,9 +121,10 @@ std::vector<MatvecCase> cases() {
     v.emplace_back(DType::NVFP4, 45, 4096, 16, a, 1, 3, true);
   }
   // NVFP4 under pair32 (a unit is a q8_1 block): the streamed forms (one row and 2..4 rows,
-  // every group width: 4096 + 192, 4096, 12288 wide), the token tiles that take more vectors
-  // (pair32 has no tensor-core tile), the MoE form, matrices sharing a launch, the residual add;
-  // both reduction families.
+  // every group width: 4096 + 192, 4096, 12288 wide), the tensor-core tiles (mmvq) and token
+  // tiles (dp4a) of more vectors, the MoE form, matrices sharing a launch, the residual add.
+  // The tiles' n-tile counts and copy forms: one (8 vectors), two, four (32-vector blocks, ragged),
+  // an unaligned xq.
   for (DecodeMatvec a : {DecodeMatvec::mmvq, DecodeMatvec::dp4a}) {
     const DType t = DType::NVFP4;
     v.push_back(MatvecCase(t, 7, 64, 1, a, 1).pair32());
@@ -138,6 +139,10 @@ std::vector<MatvecCase> cases() {
     v.push_back(MatvecCase(t, 37, 1024 + 64, 37, a, 1).pair32());
     v.push_back(MatvecCase(t, 53, 12288, 17, a, 1).pair32().adding());
     v.push_back(MatvecCase(t, 9, 512, 6, a, 3).pair32());
+    v.push_back(MatvecCase(t, 16, 4096, 8, a, 1).pair32());
+    v.push_back(MatvecCase(t, 37, 4096 + 192, 40, a, 1).pair32());
+    v.push_back(MatvecCase(t, 45, 4096, 64, a, 1, 3).pair32());
+    v.push_back(MatvecCase(t, 37, 4096, 24, a, 1).pair32().shifted());
   }
   return v;
 }
