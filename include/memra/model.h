@@ -101,8 +101,8 @@ struct Counters {
   int64_t gemm_routed_launches = 0;  // of which MoE expert GEMMs grouped by expert
   int64_t gdn_chunked_launches = 0;  // chunked (WY) GDN / KDA prefill launches
   int64_t w4a4_launches = 0;  // NVFP4 mat-mul launches under prefill_act = w4a4
-  int64_t mla_latent_launches = 0;  // MLA attentions taken in the absorbed latent form (mla_decode = latent)
-  int64_t flash_attn_launches = 0;  // attentions taken in the flash form (prefill_attn = flash)
+  int64_t mla_latent_launches = 0;    // MLA attentions taken in the absorbed latent form (mla_decode = latent)
+  int64_t flash_attn_launches = 0;    // attentions taken in the flash form (prefill_attn = flash)
   int64_t nvfp4_pair32_launches = 0;  // NVFP4 x q8_1 mat-vec launches under nvfp4_dot = pair32
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
   int64_t handovers = 0;      // stage-to-stage hand-overs of a split model (one per stage boundary per call)

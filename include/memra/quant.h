@@ -141,8 +141,7 @@ float dot_nvfp4_q8_1(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n,
                      DotOrder order = DotOrder::warp32);
 // W4A8 under the pair32 variant (above): unit = q8_1 block b, the weight's sub-blocks 2b, 2b + 1
 // (scales sw_k = ue4m3_to_f32_half); p_b = fp16(a.d) * fma(sw_1, isum_1, sw_0 * isum_0).
-float dot_nvfp4_q8_1_pair32(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n,
-                            DotOrder order = DotOrder::warp32);
+float dot_nvfp4_q8_1_pair32(const BlockNvfp4* w, const BlockQ8_1* a, int64_t n, DotOrder order = DotOrder::warp32);
 // W4A4: unit = sub-block s of block i of both; isum = Σ e2m1_doubled(w) * e2m1_doubled(a)
 // (|isum| <= 16*144); c = ue4m3_to_f32_half(w.d[s]) * ue4m3_to_f32_half(a.d[s]).
 float dot_nvfp4_fp4act(const BlockNvfp4* w, const BlockFp4Act* a, int64_t n,

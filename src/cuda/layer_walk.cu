@@ -1104,8 +1104,8 @@ void Model::Impl::part(Cache::Impl& ci, int64_t T, int64_t ctx_bound, bool greed
   // writes it where the next step's embedding reads it and into the cache's history, and
   // advances the position (the full-vocabulary scan and advance_pos were two launches).
   // (one output vector: never the GEMM, never W4A4 — mv()'s other two forms)
-  const cuda::MatvecParams p =
-      mv_params(arms, weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(), c.n_vocab, 1, false, 1, nullptr);
+  const cuda::MatvecParams p = mv_params(arms, weights.lm_head(), ws.hn.data(), D, ws.hnq.data(), ws.logits.data(),
+                                         c.n_vocab, 1, false, 1, nullptr);
   count_pair32(p);
   const int nb =
       cuda::matvec_run_best(p, arms.decode_matvec, ws.row_best.data(), static_cast<int>(ws.row_best.size()), s);

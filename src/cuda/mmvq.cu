@@ -171,10 +171,17 @@ template <> struct Unit<4> {
 // sw * 2^-7, so e0' and t' are e0 and t times 2^-7 (both normal: |t| >= 2^-10 when nonzero, so
 // the fma rounds the same real value) and t' * (2^7 dx) is the contract's p bit for bit. Against
 // Unit<4> per 32 values: one activation-scale product, load and sum instead of two.
-template <> struct Unit<6> {
+template <>
+struct Unit<6> {
   static constexpr int kGroup = 4;  // 4 x 18 bytes in flight per thread
-  struct Raw { uint4 q; uint32_t sc; };
-  struct Dec { float s0, s1; int v[8]; };
+  struct Raw {
+    uint4 q;
+    uint32_t sc;
+  };
+  struct Dec {
+    float s0, s1;
+    int v[8];
+  };
   __host__ __device__ static int64_t count(int64_t cols) { return cols / 32; }
   __device__ static void load(Raw& r, const uint8_t* wrow, int64_t cols, int u) {
     r.q = reinterpret_cast<const uint4*>(wrow)[u];
@@ -782,7 +789,10 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
 template <int W> struct StreamShape;
 template <> struct StreamShape<3> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 34 B per lane in flight
 template <> struct StreamShape<4> { enum : int { kGroup = 4, kBlocksPerSM = 8 }; };  // 4 x 9 B
-template <> struct StreamShape<6> { enum : int { kGroup = 2, kBlocksPerSM = 8 }; };  // 2 x 18 B
+template <>
+struct StreamShape<6> {
+  enum : int { kGroup = 2, kBlocksPerSM = 8 };
+};  // 2 x 18 B
 
 template <int W, bool kFull, int G = StreamShape<W>::kGroup, int kMinBlocks = StreamShape<W>::kBlocksPerSM,
           bool kCarry = false, bool kBest = false, int NV = 1>

@@ -254,7 +254,8 @@ INSTANTIATE_TEST_SUITE_P(RealW4a4, MarginGate,
                          ::testing::ValuesIn(testing::gate_cases(gpu_test::real_fixture_ids({"nvfp4"}), {"w4a4"})),
                          testing::CaseName());
 INSTANTIATE_TEST_SUITE_P(User, MarginGate,
-                         ::testing::ValuesIn(testing::gate_cases({"user"}, {"gemm", "chunked", "w4a4", "flash", "pair32"})),
+                         ::testing::ValuesIn(testing::gate_cases({"user"},
+                                                                 {"gemm", "chunked", "w4a4", "flash", "pair32"})),
                          testing::CaseName());
 
 // --- canaries (their suites end in Canary: label canary, --gtest_filter='*Canary.*') ---------------

@@ -478,11 +478,12 @@ class DecodeBatchPair32 : public DecodeBatch {
 TEST_P(DecodeBatchPair32, Gate1Strict) { gate1_strict(model(), pair32(Arms{}), "pair32 arms", report()); }
 TEST_P(DecodeBatchPair32, Gate2BatchMatesChangeNoBit) { gate2_pair32(false); }
 TEST_P(DecodeBatchPair32, Gate2GraphedStepsChangeNoBit) { gate2_pair32(true); }
-INSTANTIATE_TEST_SUITE_P(Tiny, DecodeBatchPair32,
-                         ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
-                                                                  gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
-                                                                  gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true)})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, DecodeBatchPair32,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true)})),
+    testing::CaseName());
 
 // With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
 // body does not run.

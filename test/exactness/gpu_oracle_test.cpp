@@ -179,7 +179,9 @@ void prime_decode_equals_forward_last(Loaded& m, Arms a, testing::Report& rep) {
   EXPECT_EQ(cache.pos(), kPrompt);
 }
 
-TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) { prime_decode_equals_forward_last(model(), model().gpu->arms(), report()); }
+TEST_P(GpuGate, PrimeDecodeEqualsForwardLast) {
+  prime_decode_equals_forward_last(model(), model().gpu->arms(), report());
+}
 
 // Every tiny fixture: 4 families x F32/BF16/Q8_0/NVFP4 GGUF + BF16 HF.
 INSTANTIATE_TEST_SUITE_P(
@@ -197,15 +199,15 @@ TEST_P(Pair32Law, PrimeDecodeEqualsForwardLast) {
   EXPECT_GT(model().gpu->counters().nvfp4_pair32_launches, before) << "vacuous: pair32 never ran";
 }
 // Every NVFP4 tiny fixture: the 4 Qwen families, GLM-5 (HF), DeepSeek-V4 (GGUF).
-INSTANTIATE_TEST_SUITE_P(Tiny, Pair32Law,
-                         ::testing::ValuesIn(testing::gate_cases(
-                             {gpu_test::fixture_id(Family::Qwen3, DType::NVFP4, false),
-                              gpu_test::fixture_id(Family::Qwen3Next, DType::NVFP4, false),
-                              gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
-                              gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
-                              gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true),
-                              gpu_test::fixture_id(Family::DeepseekV4, DType::NVFP4, false)})),
-                         testing::CaseName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, Pair32Law,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::Qwen3Next, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::Qwen35Moe, DType::NVFP4, false),
+                                             gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true),
+                                             gpu_test::fixture_id(Family::DeepseekV4, DType::NVFP4, false)})),
+    testing::CaseName());
 // The same inputs and arms give the same bits run after run: two logits streams, one sha256.
 class Determinism : public GpuGate {};
 TEST_P(Determinism, RunToRunSha256) {

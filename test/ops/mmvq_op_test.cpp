@@ -347,13 +347,13 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
       for (int64_t r = 0; r < c.rows; ++r) {
         const uint8_t* wr = w.data() + (s * c.rows + r) * rb;
         const BlockFp4Act* xa = c.w4a4 ? x4.data() + xr * c.cols / 64 : nullptr;
-        const float v =
-            reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa, c.dot), c.arm);
+        const float v = reduce(
+            partials(c.type, wr, xq.data() + xr * c.cols / 32, xf.data() + xr * c.cols, c.cols, xa, c.dot), c.arm);
         const size_t i = static_cast<size_t>(a * c.rows + r);
         if (c.dot == Nvfp4Dot::pair32)
-          differ_from_sub16 +=
-              std::bit_cast<uint32_t>(v) !=
-              std::bit_cast<uint32_t>(reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, nullptr, c.cols), c.arm));
+          differ_from_sub16 += std::bit_cast<uint32_t>(v) !=
+                               std::bit_cast<uint32_t>(
+                                   reduce(partials(c.type, wr, xq.data() + xr * c.cols / 32, nullptr, c.cols), c.arm));
         const volatile float scaled = v * scale[static_cast<size_t>(s)];  // rounded before the add (no fma)
         ref[i] = c.add ? y0[i] + scaled : scaled;
         if (c.arm == DecodeMatvec::mmvq && r == 0) {  // the quant.h contract itself

@@ -331,8 +331,8 @@ TEST_P(DotContract, WithinTheDerivedBoundOfTheF64Reference) {
     dequantize_row_fp4act(op.a4.data(), a4.data(), n);
     expect_within_bound(dot_nvfp4_q8_1(op.w4.data(), op.a8.data(), n, o),
                         partials_w4a8(op.w4, op.a8), dot_ref(w.data(), a.data(), n), o);
-    expect_within_bound(dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), n, o),
-                        partials_w4a8_pair32(op.w4, op.a8), dot_ref(w.data(), a.data(), n), o, 2);
+    expect_within_bound(dot_nvfp4_q8_1_pair32(op.w4.data(), op.a8.data(), n, o), partials_w4a8_pair32(op.w4, op.a8),
+                        dot_ref(w.data(), a.data(), n), o, 2);
     expect_within_bound(dot_nvfp4_fp4act(op.w4.data(), op.a4.data(), n, o),
                         partials_w4a4(op.w4, op.a4), dot_ref(w.data(), a4.data(), n), o);
   }
