@@ -51,8 +51,9 @@ enum class PrefillAttn { split, flash };
 // NVFP4 x q8_1 dots of the mat-vec family (decode, batched decode, the mmvq prefill, MoE experts):
 // W4A8's unit of one 16-value sub-block (sub16: quant.h dot_nvfp4_q8_1), or a q8_1 block's two
 // sub-blocks combined with one fma before one multiply by the activation scale (pair32:
-// dot_nvfp4_q8_1_pair32; fewer instructions per byte in the issue-bound m = 1 stream). The
-// tensor-core GEMM (prefill_matmul = mma) and W4A4 keep their own contracts.
+// dot_nvfp4_q8_1_pair32; one f32 epilogue per 32 values: faster batched tiles, not a faster m = 1
+// stream, docs/PERF.md). The tensor-core GEMM (prefill_matmul = mma) and W4A4 keep their own
+// contracts.
 enum class Nvfp4Dot { sub16, pair32 };
 
 // X(field, type, default, equalised value, doc). Enum values are spelled as their enumerator

@@ -36,7 +36,7 @@
 //   3'. e_0 = f32(sw_0 * f32(isum_0)), exact (4 x 15 significant bits, no underflow);
 //       t_b = fma(sw_1, f32(isum_1), e_0), one rounding; p_b = f32(t_b * fp16(a.d)), one rounding.
 //   Two roundings per 32 values where W4A8 has one per 16, and one activation-scale product
-//   instead of two: fewer instructions per unit in the issue-bound m = 1 NVFP4 mat-vec.
+//   instead of two: fewer f32 operations per unit (docs/quant.md says where that pays).
 //
 // provides: BlockQ8_0, BlockQ8_1, BlockNvfp4, BlockMxfp4, BlockFp4Act, dequantize_row,
 //           quantize_row, quantize_row_{q8_0,q8_1,nvfp4,mxfp4,fp4act}, nvfp4_tensor_scale,

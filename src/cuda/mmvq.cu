@@ -170,7 +170,8 @@ template <> struct Unit<4> {
 // e0) rounds once, the product t * dx once. Scales decode as Unit<4>'s: s' = ue4m3 * 2^-8 =
 // sw * 2^-7, so e0' and t' are e0 and t times 2^-7 (both normal: |t| >= 2^-10 when nonzero, so
 // the fma rounds the same real value) and t' * (2^7 dx) is the contract's p bit for bit. Against
-// Unit<4> per 32 values: one activation-scale product, load and sum instead of two.
+// Unit<4> per 32 values: one activation-scale product, load and sum instead of two (3 % fewer
+// SASS instructions in the stream, which measured no faster: docs/PERF.md).
 template <>
 struct Unit<6> {
   static constexpr int kGroup = 4;  // 4 x 18 bytes in flight per thread
