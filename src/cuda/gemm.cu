@@ -91,6 +91,15 @@ template <> struct GemmUnit<4> {  // NVFP4: 16-value unit, 8 bytes of nibbles, a
   static constexpr int kVals = 16, kBytes = 8;
 };
 
+// A launch's matrices: up to gemm_multi dense ones over the same activations (a layer's q, k
+// and v), their row tiles concatenated along grid y, or one routed launch. A block's job is the
+// one whose row tiles hold blockIdx.y; each job's outputs are computed as by a launch of its own.
+struct GemmJobs {
+  GemmParams job[gemm_multi];
+  int64_t tile_end[gemm_multi] = {};  // row tiles of jobs 0..j
+  int n = 0;
+};
+
 // TOK: tokens (output vectors) per block, two halves of TOK / 16 n-tiles.
 template <int W, int TOK>
 struct GemmTile {
@@ -150,8 +159,12 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, const int64_t* xrow
 // The 32-vector instance is held to 64 registers (no spills) so that two blocks share an SM: a
 // routed launch is ~1200 short blocks (a 35B-A3B layer: 256 experts x ~16 vectors x 4 row tiles).
 template <int W, int TOK>
-__global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1) gemm_kernel(GemmParams p) {
+__global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
+    gemm_kernel(const __grid_constant__ GemmJobs jobs) {
   using T = GemmTile<W, TOK>;
+  int job = 0;
+  while (job + 1 < jobs.n && blockIdx.y >= jobs.tile_end[job]) ++job;
+  const GemmParams& p = jobs.job[job];
   static_assert(T::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
   extern __shared__ __align__(16) uint8_t smem[];
   float* dxs = reinterpret_cast<float*>(smem + 2 * T::kStageBytes);  // [kChunkBlocks][TOK]
@@ -163,7 +176,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1) gemm_kerne
   const int64_t rows = p.w.slab_rows;
   const bool routed = p.order != nullptr;
   int slab = 0;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kGemmRows;
+  const int64_t r0 = (blockIdx.y - (job ? jobs.tile_end[job - 1] : 0)) * kGemmRows;
   const int64_t nu = p.w.cols / GemmUnit<W>::kVals;
   const int64_t n_chunks = (nu + T::kUnits - 1) / T::kUnits;
   auto units_of = [&](int64_t ch) { return static_cast<int>(imin(T::kUnits, nu - ch * T::kUnits)); };
@@ -325,33 +338,77 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_bf16_kernel(GemmParams p) {
 }
 
 template <int W, int TOK>
-void launch_int8_tok(const GemmParams& p, cudaStream_t s) {
-  const int64_t gy = ceil_div(p.w.slab_rows, kGemmRows);
-  if (gy > 65535) fail("gemm: ", p.w.slab_rows, " rows exceed the grid");
+void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
+  const GemmParams& p = jobs.job[0];
+  const int64_t gy = jobs.tile_end[jobs.n - 1];
+  if (gy > 65535) fail("gemm: ", gy, " row tiles exceed the grid");
   // token tiles fastest: the blocks that share a weight tile run together, so it streams from
   // DRAM once and the other token tiles read it from L2
   const int64_t gx = p.order ? p.max_tiles : ceil_div(p.T, TOK);
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
   constexpr int smem = GemmTile<W, TOK>::kSmem;
-  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, p);
+  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, jobs);
 }
 
-// Routed launches and calls of at most 32 tokens (a batched decode step's rows) take the
-// 32-token tile, whose blocks are a quarter of the 128-token tile's mma work and fit two to an
-// SM; larger calls the 128-token tile. Every output's chain is the same in both.
+int sm_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
+// Routed launches take the 32-token tile; a dense launch the one gemm_token_tile names for all
+// its matrices' rows (or the one p.token_tile forces). Every output's chain is the same in both.
 template <int W>
-void launch_int8(const GemmParams& p, cudaStream_t s) {
-  if (p.order || p.T <= kRoutedTokens) return launch_int8_tok<W, kRoutedTokens>(p, s);
-  launch_int8_tok<W, kGemmTokens>(p, s);
+void launch_int8(const GemmJobs& jobs, cudaStream_t s) {
+  const GemmParams& p = jobs.job[0];
+  const int tok = p.order        ? kRoutedTokens
+                  : p.token_tile ? p.token_tile
+                                 : gemm_token_tile(jobs.tile_end[jobs.n - 1] * kGemmRows, p.T, sm_count());
+  if (tok == kRoutedTokens) return launch_int8_tok<W, kRoutedTokens>(jobs, s);
+  if (tok != kGemmTokens) fail("gemm: token_tile ", tok, " is none of 0, ", kRoutedTokens, ", ", kGemmTokens);
+  launch_int8_tok<W, kGemmTokens>(jobs, s);
 }
 
 }  // namespace
 
 // --- launchers / dispatch
 
-void gemm_run(const GemmParams& p, cudaStream_t s) {
-  if (p.T == 0 || p.w.slab_rows == 0) return;
+int gemm_token_tile(int64_t rows, int64_t T, int sms) {
+  if (T <= kRoutedTokens) return kRoutedTokens;
+  const int64_t blocks = ceil_div(rows, kGemmRows) * ceil_div(T, kGemmTokens);
+  return 2 * blocks >= sms ? kGemmTokens : kRoutedTokens;
+}
+
+void gemm_run(const GemmParams& p, cudaStream_t s) { gemm_run_multi(&p, 1, s); }
+
+void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s) {
+  if (n < 1 || n > gemm_multi) fail("gemm: ", n, " matrices in one launch (1..", gemm_multi, ")");
+  const GemmParams& p = ps[0];
+  if (n > 1) {
+    if (p.order || (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4))
+      fail("gemm: a launch of several matrices takes dense Q8_0 / NVFP4 ones, not ", p.order ? "routed " : "",
+           dtype_name(p.w.type));
+    for (int j = 1; j < n; ++j)
+      if (ps[j].order || ps[j].w.type != p.w.type || ps[j].w.cols != p.w.cols || ps[j].xq != p.xq || ps[j].T != p.T ||
+          ps[j].token_tile != p.token_tile)
+        fail("gemm: matrix ", j, " of a launch differs from matrix 0 in type (", dtype_name(ps[j].w.type), " / ",
+             dtype_name(p.w.type), "), cols (", ps[j].w.cols, " / ", p.w.cols, "), activations, T (", ps[j].T, " / ",
+             p.T, ") or token tile");
+  }
+  if (p.T == 0) return;
+  GemmJobs jobs;
+  for (int j = 0; j < n; ++j) {
+    if (ps[j].w.slab_rows == 0) continue;
+    jobs.job[jobs.n] = ps[j];
+    jobs.tile_end[jobs.n] = (jobs.n ? jobs.tile_end[jobs.n - 1] : 0) + ceil_div(ps[j].w.slab_rows, kGemmRows);
+    ++jobs.n;
+  }
+  if (jobs.n == 0) return;
   if (p.order) {
     if (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4)
       fail("gemm: routed launches take Q8_0 / NVFP4 experts, not ", dtype_name(p.w.type));
@@ -365,8 +422,10 @@ void gemm_run(const GemmParams& p, cudaStream_t s) {
   if (gy > 65535) fail("gemm: ", p.T, " tokens exceed the grid");
   const dim3 grid(static_cast<unsigned>(ceil_div(p.w.slab_rows, kWarps * kRowsPerWarp)), static_cast<unsigned>(gy));
   switch (p.w.type) {
-    case DType::Q8_0: return launch_int8<3>(p, s);
-    case DType::NVFP4: return launch_int8<4>(p, s);
+    case DType::Q8_0:
+      return launch_int8<3>(jobs, s);
+    case DType::NVFP4:
+      return launch_int8<4>(jobs, s);
     case DType::BF16:
       if (p.w.cols % 16 != 0 || p.ld_xf % 2 != 0 || p.xf == nullptr)
         fail("gemm: BF16 needs cols a multiple of 16 (", p.w.cols, ") and f32 activations with an even stride (", p.ld_xf, ")");

@@ -8,8 +8,8 @@
 // for bit (test/ops/gemm_op_test.cpp). It differs from the m=1 mat-vec (warp32 order) by
 // floating-point composition only.
 //
-// Tiles (int8): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches: x
-// 32 vectors of one slab's group); a warp owns 16 rows and half the tokens, in n-tiles of 8 (32
+// Tiles (int8): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches, calls
+// of <= 32 tokens and grids too small to fill the card: x 32 vectors; gemm_token_tile); a warp owns 16 rows and half the tokens, in n-tiles of 8 (32
 // f32 accumulators per thread at 128 tokens); K goes in 256-value chunks staged in shared memory
 // by cp.async with the rows' scales, two stages (each weight byte is read once per token tile,
 // each activation byte once per 128 rows). BF16: 4 warps x 64 rows x 128 tokens, fragments
@@ -25,7 +25,7 @@
 // (test/ops/gemm_op_test.cpp, which also shows the bound rejects bf16_rn(x) alone).
 // Deterministic: the same shapes, the same instruction order.
 //
-// provides: GemmParams, gemm_run, gemm_supported
+// provides: GemmParams, gemm_run, gemm_run_multi, gemm_multi, gemm_supported, gemm_token_tile
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,13 +54,31 @@ struct GemmParams {
   const int32_t* n_tiles = nullptr;      // [1]
   int64_t max_tiles = 0;
   int n_slab = 1, x_div = 1;
+  // Dense int8 launches: 0 takes gemm_token_tile's choice; 32 or 128 forces that tile (op tests
+  // run every case under both: the bits must not depend on it).
+  int token_tile = 0;
 };
 inline constexpr int gemm_routed_tile = 32;  // vectors per routed tile (a group averages T k / E)
+
+// The token tile of a dense int8 launch of `rows` weight rows over T tokens on a card of `sms`
+// SMs. Calls of at most 32 tokens (a batched decode step's rows) take the 32-token tile. Larger
+// ones take the 128-token tile, whose blocks reuse each weight fragment over 8 n-tiles, where
+// its grid (one block per SM) covers at least half the SMs; else the 32-token tile, 4x the
+// blocks at a quarter of the work each and two per SM: a 1024-row matrix over 512 tokens is 32
+// blocks of 128 tokens, a quarter of an H200, and 128 of 32.
+int gemm_token_tile(int64_t rows, int64_t T, int sms);
 
 // The weight types and row lengths the GEMM takes (BF16 k-steps are 16 values).
 inline bool gemm_supported(DType t, int64_t cols) {
   return t == DType::Q8_0 || t == DType::NVFP4 || (t == DType::BF16 && cols % 16 == 0);
 }
 void gemm_run(const GemmParams& p, cudaStream_t s);
+
+// Up to gemm_multi dense Q8_0 / NVFP4 GEMMs over the same activations (xq, T, cols, type; a
+// layer's q, k and v) in one launch: their row tiles share the grid, so a model whose matrices
+// are each less than a wave of blocks (Qwen3-0.6B over 512 tokens: 8 to 24 row tiles per matrix)
+// fills the card. Each output is the bits of its matrix's own gemm_run.
+inline constexpr int gemm_multi = 4;
+void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s);
 
 }  // namespace memra::cuda

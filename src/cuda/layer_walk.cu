@@ -203,8 +203,10 @@ bool Model::Impl::use_gemm(const DMat& m, int64_t n_out, const int32_t* slab) co
          cuda::gemm_supported(m.type, m.cols);
 }
 
-void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T,
-                       bool add) {
+namespace {
+
+cuda::GemmParams gemm_params(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y,
+                             int64_t T, bool add) {
   cuda::GemmParams g;
   g.w = m;
   g.T = T;
@@ -217,7 +219,14 @@ void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq
     g.xf = xf;
     g.ld_xf = ld;
   }
-  cuda::gemm_run(g, s);
+  return g;
+}
+
+}  // namespace
+
+void Model::Impl::gemm(const DMat& m, const float* xf, int64_t ld, const Q81* xq, float* y, int64_t ld_y, int64_t T,
+                       bool add) {
+  cuda::gemm_run(gemm_params(m, xf, ld, xq, y, ld_y, T, add), s);
   ++counters.gemm_launches;
 }
 
@@ -264,13 +273,28 @@ void Model::Impl::mv(const DMat& m, const float* xf, int64_t ld, const Q81* xq, 
 void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int64_t ld, const Q81* xq, int64_t n_out,
                            int x_div, const int32_t* slab) {
   std::vector<cuda::MatvecParams> ps;
+  std::vector<cuda::GemmParams> gs;
   for (const Job& j : jobs) {
     if (j.w->empty()) continue;
-    if (x_div == 1 && use_gemm(j.w->m, n_out, slab)) {
-      gemm(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false);
-      continue;
-    }
-    ps.push_back(mv_params(arms, j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
+    if (x_div == 1 && use_gemm(j.w->m, n_out, slab))
+      gs.push_back(gemm_params(j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false));
+    else
+      ps.push_back(mv_params(arms, j.w->m, xf, ld, xq, j.y, j.w->m.slab_rows, n_out, false, x_div, slab));
+  }
+  // the GEMMs: the int8 ones of one type in one launch (their row tiles share the grid), BF16 alone
+  std::vector<bool> launched(gs.size(), false);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    if (launched[i]) continue;
+    cuda::GemmParams batch[cuda::gemm_multi];
+    int n = 0;
+    const bool int8 = cuda::uses_q8_1(gs[i].w.type);
+    for (size_t k = i; k < gs.size() && n < (int8 ? cuda::gemm_multi : 1); ++k)
+      if (!launched[k] && gs[k].w.type == gs[i].w.type) {
+        batch[n++] = gs[k];
+        launched[k] = true;
+      }
+    cuda::gemm_run_multi(batch, n, s);
+    ++counters.gemm_launches;
   }
   // the group's activation rows as W4A4 once, for all its NVFP4 matrices
   const cuda::A4* a4 = nullptr;

@@ -21,35 +21,43 @@
 namespace memra::ops {
 namespace {
 
+// One launch of rows.size() matrices (rows[j] rows each, the same cols) over T tokens; one
+// matrix is gemm_run's launch, several gemm_run_multi's.
 struct GemmCase : OpCase {
   DType type;
-  int64_t rows, cols, T;
-  GemmCase(DType t, int64_t r, int64_t c, int64_t n) : type(t), rows(r), cols(c), T(n) {}
+  std::vector<int64_t> rows;
+  int64_t cols, T;
+  GemmCase(DType t, std::vector<int64_t> r, int64_t c, int64_t n) : type(t), rows(std::move(r)), cols(c), T(n) {}
   std::string vars() const override {
-    return Vars()("type", dtype_name(type))("rows", rows)("cols", cols)("T", T).str();
+    std::string r;
+    for (int64_t n : rows) r += (r.empty() ? "" : "+") + std::to_string(n);
+    return Vars()("type", dtype_name(type))("rows", r)("cols", cols)("T", T).str();
   }
 };
 
 std::vector<GemmCase> cases() {
   std::vector<GemmCase> v;
   for (DType t : {DType::Q8_0, DType::NVFP4}) {
-    v.emplace_back(t, 16, 64, 8);
-    v.emplace_back(t, 37, 512, 5);
-    v.emplace_back(t, 100, 1024 + 64, 131);
-    v.emplace_back(t, 64, 256, 300);
-    v.emplace_back(
-        t, 300, 4096 + 512,
-        260);  // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
+    v.emplace_back(t, std::vector<int64_t>{16}, 64, 8);
+    v.emplace_back(t, std::vector<int64_t>{37}, 512, 5);
+    v.emplace_back(t, std::vector<int64_t>{100}, 1024 + 64, 131);
+    v.emplace_back(t, std::vector<int64_t>{64}, 256, 300);
+    // the tiles: 128 rows x 128 tokens, 256-value chunks (a partial last row block, token tile and chunk)
+    v.emplace_back(t, std::vector<int64_t>{300}, 4096 + 512, 260);
   }
-  v.emplace_back(DType::Q8_0, 40, 96, 17);  // an odd number of units: a 3-unit chunk
+  v.emplace_back(DType::Q8_0, std::vector<int64_t>{40}, 96, 17);  // an odd number of units: a 3-unit chunk
   for (DType t : {DType::Q8_0, DType::NVFP4}) {
-    v.emplace_back(t, 128, 256, 128);  // exactly one row block, token tile and chunk
+    v.emplace_back(t, std::vector<int64_t>{128}, 256, 128);  // exactly one row block, token tile and chunk
     // each one past it: two tiles with a ragged tail in M, N and K (one block past the chunk)
-    v.emplace_back(t, 129, 256 + type_traits(t).block_elems, 129);
+    v.emplace_back(t, std::vector<int64_t>{129}, 256 + type_traits(t).block_elems, 129);
     // calls of <= 32 tokens (a batched decode step's rows) take the 32-token tile: exactly one,
-    // and one past it (the 128-token tile)
-    v.emplace_back(t, 300, 4096 + 512, 32);
-    v.emplace_back(t, 129, 256 + type_traits(t).block_elems, 33);
+    // and one past it
+    v.emplace_back(t, std::vector<int64_t>{300}, 4096 + 512, 32);
+    v.emplace_back(t, std::vector<int64_t>{129}, 256 + type_traits(t).block_elems, 33);
+    // several matrices in one launch (a layer's q, k, v, gate): ragged row tiles, a job of one
+    // partial tile between two larger ones, the most a launch takes
+    v.emplace_back(t, std::vector<int64_t>{300, 37, 129, 128}, 1024 + 64, 131);
+    v.emplace_back(t, std::vector<int64_t>{256, 16}, 4096 + 512, 33);
   }
   return v;
 }
@@ -60,61 +68,114 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
   for_each_seed([&](uint64_t seed) {
     const GemmCase& c = GetParam();
     Engine e = Engine::open(testing::test_device());
+    const auto st = reinterpret_cast<cudaStream_t>(e.stream());
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<float> U(-1.0f, 1.0f);
-    const int64_t rb = row_bytes(c.type, c.cols);
-    std::vector<float> wf(static_cast<size_t>(c.rows * c.cols));
-    for (float& v : wf) v = U(rng) * 0.1f;
-    std::vector<uint8_t> w(static_cast<size_t>(rb * c.rows + 16));
-    float scale = 0.75f;
-    if (c.type == DType::NVFP4)
-      scale = quantize_nvfp4_tensor(wf.data(), w.data(), c.rows, c.cols);
-    else
-      for (int64_t r = 0; r < c.rows; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+    const int64_t rb = row_bytes(c.type, c.cols), stride = cuda::planar_row_stride(c.type, c.cols);
     std::vector<float> xf(static_cast<size_t>(c.T * c.cols));
     for (float& v : xf) v = U(rng);
     std::vector<BlockQ8_1> xq(static_cast<size_t>(c.T * c.cols / 32));
     for (int64_t t = 0; t < c.T; ++t) quantize_row_q8_1(xf.data() + t * c.cols, xq.data() + t * c.cols / 32, c.cols);
-
-    DeviceBuffer<uint8_t> dw(e, w.size());
-    dw.upload(w);
-    // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
-    const int64_t stride = cuda::planar_row_stride(c.type, c.cols);
-    DeviceBuffer<uint8_t> dplanar(e, static_cast<size_t>(stride * c.rows + 16));
-    cuda::to_planar(c.type, dw.data(), dplanar.data(), c.rows, c.cols, stride,
-                    reinterpret_cast<cudaStream_t>(e.stream()));
-    DeviceBuffer<float> ds(e, 1), dy(e, static_cast<size_t>(c.T * c.rows));
-    ds.upload(std::vector<float>{scale});
     DeviceBuffer<BlockQ8_1> dx(e, xq.size());
     dx.upload(xq);
-    dy.fill_bytes(0xFF);
-    cuda::GemmParams p;
-    p.w.type = c.type;
-    p.w.rows = c.rows;
-    p.w.cols = c.cols;
-    p.w.row_bytes = stride;
-    p.w.slab_rows = c.rows;
-    p.w.data = dplanar.data();
-    p.w.slab_scale = ds.data();
-    p.xq = reinterpret_cast<const cuda::Q81*>(dx.data());
-    p.T = c.T;
-    p.y = dy.data();
-    p.ld_y = c.rows;
-    cuda::gemm_run(p, reinterpret_cast<cudaStream_t>(e.stream()));
-    e.synchronize();
-    const std::vector<float> got = dy.download();
-    std::vector<float> ref(got.size());
-    for (int64_t t = 0; t < c.T; ++t)
-      for (int64_t r = 0; r < c.rows; ++r) {
-        const uint8_t* wr = w.data() + r * rb;
-        const BlockQ8_1* x = xq.data() + t * c.cols / 32;
-        const float d = c.type == DType::Q8_0
-                            ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
-                            : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
-        ref[static_cast<size_t>(t * c.rows + r)] = d * scale;
+
+    const size_t n = c.rows.size();
+    std::vector<DeviceBuffer<uint8_t>> dplanar;
+    std::vector<DeviceBuffer<float>> ds, dy;
+    std::vector<std::vector<float>> ref(n);
+    std::vector<cuda::GemmParams> ps(n);
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t rows = c.rows[j];
+      std::vector<float> wf(static_cast<size_t>(rows * c.cols));
+      for (float& v : wf) v = U(rng) * 0.1f;
+      std::vector<uint8_t> w(static_cast<size_t>(rb * rows + 16));
+      float scale = 0.75f;
+      if (c.type == DType::NVFP4)
+        scale = quantize_nvfp4_tensor(wf.data(), w.data(), rows, c.cols);
+      else
+        for (int64_t r = 0; r < rows; ++r) quantize_row(c.type, wf.data() + r * c.cols, w.data() + r * rb, c.cols);
+      DeviceBuffer<uint8_t> dw(e, w.size());
+      dw.upload(w);
+      // the device layout: planar rows, as the model uploads them (cuda/planar.cuh)
+      dplanar.emplace_back(e, static_cast<size_t>(stride * rows + 16));
+      cuda::to_planar(c.type, dw.data(), dplanar.back().data(), rows, c.cols, stride, st);
+      ds.emplace_back(e, 1);
+      ds.back().upload(std::vector<float>{scale});
+      dy.emplace_back(e, static_cast<size_t>(c.T * rows));
+      e.synchronize();  // dw's copy into planar rows is done before dw leaves
+
+      cuda::GemmParams& p = ps[j];
+      p.w.type = c.type;
+      p.w.rows = rows;
+      p.w.cols = c.cols;
+      p.w.row_bytes = stride;
+      p.w.slab_rows = rows;
+      p.w.data = dplanar.back().data();
+      p.w.slab_scale = ds.back().data();
+      p.xq = reinterpret_cast<const cuda::Q81*>(dx.data());
+      p.T = c.T;
+      p.y = dy.back().data();
+      p.ld_y = rows;
+      ref[j].resize(static_cast<size_t>(c.T * rows));
+      for (int64_t t = 0; t < c.T; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          const uint8_t* wr = w.data() + r * rb;
+          const BlockQ8_1* x = xq.data() + t * c.cols / 32;
+          const float d =
+              c.type == DType::Q8_0
+                  ? dot_q8_0_q8_1(reinterpret_cast<const BlockQ8_0*>(wr), x, c.cols, DotOrder::sequential)
+                  : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
+          ref[j][static_cast<size_t>(t * rows + r)] = d * scale;
+        }
+    }
+    // the chosen token tile, then each tile forced: no bit may depend on it
+    for (int tile : {0, cuda::gemm_routed_tile, 128}) {
+      for (size_t j = 0; j < n; ++j) {
+        dy[j].fill_bytes(0xFF);
+        ps[j].token_tile = tile;
       }
-    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+      if (n == 1)
+        cuda::gemm_run(ps[0], st);
+      else
+        cuda::gemm_run_multi(ps.data(), static_cast<int>(n), st);
+      e.synchronize();
+      for (size_t j = 0; j < n; ++j) {
+        SCOPED_TRACE(Vars()("token_tile", tile)("matrix", j).str());
+        EXPECT_TRUE(compare_to_contract(dy[j].download(), ref[j], Tolerance::exact()));
+      }
+    }
   });
+}
+
+// A launch of several matrices takes dense ones of one type, cols and activation rows: anything
+// else is an error naming the difference, not a launch that reads one matrix's rows as another's.
+TEST(GemmMulti, RejectsMismatchedMatrices) {
+  cuda::GemmParams a, b;
+  a.w.type = b.w.type = DType::Q8_0;
+  a.w.rows = a.w.slab_rows = b.w.rows = b.w.slab_rows = 16;
+  a.w.cols = 64;
+  b.w.cols = 96;
+  a.T = b.T = 8;
+  const cuda::GemmParams ps[2] = {a, b};
+  try {
+    cuda::gemm_run_multi(ps, 2, nullptr);
+    ADD_FAILURE() << "a launch of matrices with different cols ran";
+  } catch (const std::exception& ex) {
+    EXPECT_NE(std::string(ex.what()).find("cols (96 / 64)"), std::string::npos) << ex.what();
+  }
+  const cuda::GemmParams five[5] = {a, a, a, a, a};
+  EXPECT_THROW(cuda::gemm_run_multi(five, 5, nullptr), std::exception);
+}
+
+// The dense tile choice: the 128-token tile where its grid covers half the card, else the
+// 32-token one (the bits are the same either way: GemmOp runs both).
+TEST(GemmTokenTile, FillsTheCard) {
+  EXPECT_EQ(cuda::gemm_token_tile(4096, 32, 132), 32);    // a batched decode step's rows
+  EXPECT_EQ(cuda::gemm_token_tile(1024, 512, 132), 32);   // Qwen3-0.6B o / down: 32 blocks of 128
+  EXPECT_EQ(cuda::gemm_token_tile(4096, 512, 132), 128);  // 128 blocks
+  EXPECT_EQ(cuda::gemm_token_tile(4096, 128, 132), 32);   // 32 blocks of 128
+  EXPECT_EQ(cuda::gemm_token_tile(1024, 2048, 132), 128);
+  EXPECT_EQ(cuda::gemm_token_tile(1024, 512, 64), 128);  // a smaller card: 32 blocks are half of it
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
