@@ -296,11 +296,9 @@ void BM_DecodeBatch(benchmark::State& st, Shape s, const char* arm, int B) {
 // layers it serves);
 // "mmvq_serial": mmvq with launch_overlap off; "w4a4" (NVFP4 shapes): mmvq with the W4A4
 // activation contract (prefill_act = w4a4), the test arm of the ArmFork gate.
-void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
-  Model& m = model_for(s);
+void set_prefill_arm(Model& m, const std::string& name) {
   set_arm(m, "mmvq");
   Arms a = m.arms();
-  const std::string name = arm;
   const bool fast = name == "gemm" || name == "flash";
   a.prefill_matmul = fast ? PrefillMatmul::mma : PrefillMatmul::mmvq;
   if (fast) a.gdn_prefill = GdnPrefill::chunked;
@@ -308,14 +306,23 @@ void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
   a.launch_overlap = name != "mmvq_serial";
   a.prefill_act = name == "w4a4" ? PrefillAct::w4a4 : PrefillAct::w4a8;
   m.set_arms(a);
+}
+
+void BM_Prefill(benchmark::State& st, Shape s, const char* arm, int T) {
+  Model& m = model_for(s);
+  set_prefill_arm(m, arm);
   label(st, s, m);
   std::vector<int32_t> prompt(static_cast<size_t>(T));
   for (int i = 0; i < T; ++i) prompt[i] = (i * 7919) % 100000;
+  // One cache for every iteration, reset outside the timed span (as llama-bench clears its KV
+  // cache between repetitions): the figure is the prefill, not the allocation of a new cache.
+  Cache c = m.new_cache(T);
   Timer t;
   for (auto _ : st) {
+    c.reset();
     t.start();
-    auto l = m.forward_last(prompt);
-    benchmark::DoNotOptimize(l.data());
+    Prime p = m.prime_cache(prompt, c);
+    benchmark::DoNotOptimize(p.logits.data());
     st.SetIterationTime(t.stop_s());
   }
   st.SetItemsProcessed(st.iterations() * T);
@@ -614,20 +621,16 @@ void add_context() {
 
 // MEMRA_BENCH_PROFILE=<shape name>: no benchmarks; build that shape, prime it, then run 2 eager
 // decode steps between cudaProfilerStart/Stop (for `ncu --profile-from-start off`: per-kernel
-// times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=mmvq,
-// gemm or flash (gemm with prefill_attn = flash): one 512-token forward_last instead; with MEMRA_BENCH_PROFILE_BATCH=<B>: one eager
+// times of exactly those launches, without the setup's). With MEMRA_BENCH_PROFILE_PREFILL=<a
+// Prefill benchmark arm> (mmvq, gemm, flash, ...: the same arms): one 512-token forward_last instead; with MEMRA_BENCH_PROFILE_BATCH=<B>: one eager
 // batched step of B sequences (BM_DecodeBatch's step, after one untimed step).
 int profile_decode(const std::string& name) {
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     Model& m = model_for(s);
     set_arm(m, "mmvq");
-    if (const char* what = std::getenv("MEMRA_BENCH_PROFILE_PREFILL")) {  // "mmvq", "gemm" or "flash"
-      Arms a = m.arms();
-      const std::string form = what;
-      a.prefill_matmul = form == "gemm" || form == "flash" ? PrefillMatmul::mma : PrefillMatmul::mmvq;
-      a.prefill_attn = form == "flash" ? PrefillAttn::flash : PrefillAttn::split;
-      m.set_arms(a);
+    if (const char* what = std::getenv("MEMRA_BENCH_PROFILE_PREFILL")) {  // a Prefill arm: mmvq, gemm, flash, ...
+      set_prefill_arm(m, what);
       std::vector<int32_t> prompt(512);
       for (int i = 0; i < 512; ++i) prompt[i] = (i * 7919) % 100000;
       m.forward_last(prompt);  // warm-up (scratch allocation)

@@ -98,6 +98,7 @@ struct GemmJobs {
   GemmParams job[gemm_multi];
   int64_t tile_end[gemm_multi] = {};  // row tiles of jobs 0..j
   int n = 0;
+  bool x16 = false;  // stage_b: every activation row's chunks start on 16-byte boundaries
 };
 
 // TOK: tokens (output vectors) per block, two halves of TOK / 16 n-tiles.
@@ -117,32 +118,56 @@ struct GemmTile {
 // Chunk `ch`'s weight rows (A) of the block into stage memory: 16-byte copies of each row's
 // unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
 // 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
-// piece ends inside the row: planar rows are padded to 16 bytes).
+// piece ends inside the row: planar rows are padded to 16 bytes). A full chunk's piece count is
+// a constant (P), so the loop's division by it is a multiply: the staging loops, not the mma and
+// its epilogue, were the largest part of the kernel's instructions with a run-time divisor.
+template <int W, int TOK, int P>
+__device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, int64_t r0, int64_t ch, int pieces,
+                                               uint8_t* sa, uint8_t* ss) {
+  using T = GemmTile<W, TOK>;
+  const int per_row = (P ? P : pieces) + 1;  // + the scale piece
+  const int64_t rows = p.w.slab_rows;
+  const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
+#pragma unroll 1
+  for (int i = threadIdx.x; i < kGemmRows * per_row; i += 32 * kGemmWarps) {
+    const int rr = i / per_row, k = i % per_row;
+    const int64_t r = slab * rows + imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
+    const uint8_t* row = p.w.data + r * p.w.row_bytes;
+    if (k < per_row - 1)
+      cp_async16(sa + rr * T::kAStride + 16 * k, row + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k);
+    else
+      cp_async16(ss + rr * 16, row + scale_plane + 16 * ch);
+  }
+}
+
 template <int W, int TOK>
 __device__ __forceinline__ void stage_a(const GemmParams& p, int slab, int64_t r0, int64_t ch, int nu_c, uint8_t* sa,
                                         uint8_t* ss) {
   using T = GemmTile<W, TOK>;
-  const int pieces = nu_c * GemmUnit<W>::kBytes / 16;  // per row
-  const int64_t rows = p.w.slab_rows;
-  const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
-  for (int i = threadIdx.x; i < kGemmRows * (pieces + 1); i += 32 * kGemmWarps) {
-    const int rr = i / (pieces + 1), k = i % (pieces + 1);
-    const int64_t r = slab * rows + imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
-    const uint8_t* row = p.w.data + r * p.w.row_bytes;
-    if (k < pieces)
-      cp_async16(reinterpret_cast<float*>(sa + rr * T::kAStride + 16 * k),
-                 reinterpret_cast<const float*>(row + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k));
-    else
-      cp_async16(reinterpret_cast<float*>(ss + rr * 16), reinterpret_cast<const float*>(row + scale_plane + 16 * ch));
-  }
+  constexpr int kFull = T::kUnits * GemmUnit<W>::kBytes / 16;
+  if (nu_c == T::kUnits) return stage_a_pieces<W, TOK, kFull>(p, slab, r0, ch, kFull, sa, ss);
+  stage_a_pieces<W, TOK, 0>(p, slab, r0, ch, nu_c * GemmUnit<W>::kBytes / 16, sa, ss);
 }
 
 // Chunk `ch`'s q8_1 blocks of the block's tokens (B) into stage memory, as stored (36-byte
-// blocks: fp16 d, fp16 s, 32 int8), by 4-byte copies (a block is only 4-byte aligned); token tt
-// reads activation row xrow[tt].
+// blocks: fp16 d, fp16 s, 32 int8); token tt reads activation row xrow[tt]. A full chunk of
+// activation rows whose blocks lie on 16-byte boundaries (x16: cols / 32 a multiple of 4 and
+// xq 16-byte aligned, so every row's chunk of 8 blocks, 288 bytes, starts on one) goes in 18
+// 16-byte copies per token; else 4-byte copies (a block is only 4-byte aligned).
 template <int TOK>
-__device__ __forceinline__ void stage_b(const GemmParams& p, const int64_t* xrow, int64_t ch, int nb_c, uint8_t* sb) {
+__device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int64_t* xrow, int64_t ch, int nb_c,
+                                        uint8_t* sb) {
   const int64_t nqb = p.w.cols / 32;
+  if (x16 && nb_c == kChunkBlocks) {
+    constexpr int kPieces = kChunkBlocks * 36 / 16;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < TOK * kPieces; i += 32 * kGemmWarps) {
+      const int tt = i / kPieces, k = i % kPieces;
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(p.xq + xrow[tt] * nqb + ch * kChunkBlocks) + 16 * k;
+      cp_async16(sb + tt * kBStride + 16 * k, src);
+    }
+    return;
+  }
   const int words = nb_c * 9;  // per token
   for (int i = threadIdx.x; i < TOK * words; i += 32 * kGemmWarps) {
     const int tt = i / words, k = i % words;
@@ -163,7 +188,8 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     gemm_kernel(const __grid_constant__ GemmJobs jobs) {
   using T = GemmTile<W, TOK>;
   int job = 0;
-  while (job + 1 < jobs.n && blockIdx.y >= jobs.tile_end[job]) ++job;
+#pragma unroll
+  for (int j = 0; j + 1 < gemm_multi; ++j) job += j + 1 < jobs.n && blockIdx.y >= jobs.tile_end[j];
   const GemmParams& p = jobs.job[job];
   static_assert(T::kUnits * (W == 3 ? 2 : 1) == 16, "a chunk's scales are one 16-byte piece per row");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -203,7 +229,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     }
   }
   __syncthreads();
-  stage_b<TOK>(p, xrow, 0, blocks_of(0), smem + T::kABytes);
+  stage_b<TOK>(p, jobs.x16, xrow, 0, blocks_of(0), smem + T::kABytes);
   cp_async_commit();
 
   constexpr int kHalfTiles = T::kHalfTiles;
@@ -216,7 +242,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
       uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
       stage_a<W, TOK>(p, slab, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
-      stage_b<TOK>(p, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
+      stage_b<TOK>(p, jobs.x16, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
     cp_async_wait_group<1>();
@@ -409,6 +435,7 @@ void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s) {
     ++jobs.n;
   }
   if (jobs.n == 0) return;
+  jobs.x16 = p.w.cols / 32 % 4 == 0 && reinterpret_cast<uintptr_t>(p.xq) % 16 == 0;
   if (p.order) {
     if (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4)
       fail("gemm: routed launches take Q8_0 / NVFP4 experts, not ", dtype_name(p.w.type));

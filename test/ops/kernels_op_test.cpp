@@ -529,59 +529,67 @@ TEST_F(Kernels, MlaCoreBatchedEqualsOneLaunchPerSequence) {
 // cos/sin in f64 on both sides (rope.cuh rope_angles, oracle rope_neox), so the angle's error is
 // a few f64 ulp of pos * inv_freq (~3e-11 rad at 128k) and the result still differs from the
 // oracle only by the f32 RMSNorm: the bound does not grow with the position, and is not allowed to.
+// Head shapes: a whole number of the kernel's 4-head blocks at head_dim 64 (128-thread blocks),
+// and 7 heads at head_dim 256 (256-thread blocks), whose second block holds a query, the key and
+// the value of one token.
 TEST_F(Kernels, QkPrepMatchesOracleNormRope) {
+  struct Heads {
+    int H, KV, hd;
+  };
   seeded([&] {
-    for (int64_t pos0 : {int64_t{37}, int64_t{32766}, int64_t{131066}})
-      for (int n_rot : {16, 64}) {
-        SCOPED_TRACE(::testing::Message() << "pos0=" << pos0 << " n_rot=" << n_rot);
-        const int T = 5, H = 4, KV = 2, hd = 64;
-        const int64_t ctx = pos0 + T;
-        auto q = rnd(T * H * hd), k = rnd(T * KV * hd), v = rnd(T * KV * hd), qn = rnd(hd, 0.5f, 1.5f),
-             kn = rnd(hd, 0.5f, 1.5f);
-        auto dq = up(q), dk = up(k), dv = up(v), dqn = up(qn), dkn = up(kn);
-        DeviceBuffer<float> kc(e(), ctx * KV * hd), vc(e(), ctx * KV * hd);
-        kc.fill_bytes(0xFF);
-        vc.fill_bytes(0xFF);
-        auto dpos = up(std::vector<int64_t>{pos0});
-        cuda::QkPrepParams p;
-        p.q = dq.data();
-        p.k = dk.data();
-        p.v = dv.data();
-        p.q_norm = dqn.data();
-        p.k_norm = dkn.data();
-        p.k_cache = kc.data();
-        p.v_cache = vc.data();
-        p.pos0 = dpos.data();
-        p.T = T;
-        p.H = H;
-        p.KV = KV;
-        p.hd = hd;
-        p.n_rot = n_rot;
-        p.eps = 1e-6f;
-        p.theta = 1e6;
-        cuda::qk_prep_run(p, s());
-        e().synchronize();
-        auto gq = dq.download(), gk = kc.download(), gv = vc.download();
-        std::vector<float> rq = q, rk(T * KV * hd), got_k(T * KV * hd), got_v(T * KV * hd);
-        for (int t = 0; t < T; ++t) {
-          for (int h = 0; h < H; ++h) {
-            float* x = rq.data() + (t * H + h) * hd;
-            oo::rmsnorm(x, qn.data(), hd, 1e-6, x);
-            oo::rope_neox(x, n_rot, pos0 + t, 1e6);
+    for (const Heads hs : {Heads{4, 2, 64}, Heads{5, 1, 256}})
+      for (int64_t pos0 : {int64_t{37}, int64_t{32766}, int64_t{131066}})
+        for (int n_rot : {16, 64}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "H=" << hs.H << " KV=" << hs.KV << " hd=" << hs.hd << " pos0=" << pos0 << " n_rot=" << n_rot);
+          const int T = 5, H = hs.H, KV = hs.KV, hd = hs.hd;
+          const int64_t ctx = pos0 + T;
+          auto q = rnd(T * H * hd), k = rnd(T * KV * hd), v = rnd(T * KV * hd), qn = rnd(hd, 0.5f, 1.5f),
+               kn = rnd(hd, 0.5f, 1.5f);
+          auto dq = up(q), dk = up(k), dv = up(v), dqn = up(qn), dkn = up(kn);
+          DeviceBuffer<float> kc(e(), ctx * KV * hd), vc(e(), ctx * KV * hd);
+          kc.fill_bytes(0xFF);
+          vc.fill_bytes(0xFF);
+          auto dpos = up(std::vector<int64_t>{pos0});
+          cuda::QkPrepParams p;
+          p.q = dq.data();
+          p.k = dk.data();
+          p.v = dv.data();
+          p.q_norm = dqn.data();
+          p.k_norm = dkn.data();
+          p.k_cache = kc.data();
+          p.v_cache = vc.data();
+          p.pos0 = dpos.data();
+          p.T = T;
+          p.H = H;
+          p.KV = KV;
+          p.hd = hd;
+          p.n_rot = n_rot;
+          p.eps = 1e-6f;
+          p.theta = 1e6;
+          cuda::qk_prep_run(p, s());
+          e().synchronize();
+          auto gq = dq.download(), gk = kc.download(), gv = vc.download();
+          std::vector<float> rq = q, rk(T * KV * hd), got_k(T * KV * hd), got_v(T * KV * hd);
+          for (int t = 0; t < T; ++t) {
+            for (int h = 0; h < H; ++h) {
+              float* x = rq.data() + (t * H + h) * hd;
+              oo::rmsnorm(x, qn.data(), hd, 1e-6, x);
+              oo::rope_neox(x, n_rot, pos0 + t, 1e6);
+            }
+            for (int h = 0; h < KV; ++h) {
+              float* x = rk.data() + (t * KV + h) * hd;
+              std::memcpy(x, k.data() + (t * KV + h) * hd, hd * 4);
+              oo::rmsnorm(x, kn.data(), hd, 1e-6, x);
+              oo::rope_neox(x, n_rot, pos0 + t, 1e6);
+            }
+            std::memcpy(got_k.data() + t * KV * hd, gk.data() + (pos0 + t) * KV * hd, KV * hd * 4);
+            std::memcpy(got_v.data() + t * KV * hd, gv.data() + (pos0 + t) * KV * hd, KV * hd * 4);
           }
-          for (int h = 0; h < KV; ++h) {
-            float* x = rk.data() + (t * KV + h) * hd;
-            std::memcpy(x, k.data() + (t * KV + h) * hd, hd * 4);
-            oo::rmsnorm(x, kn.data(), hd, 1e-6, x);
-            oo::rope_neox(x, n_rot, pos0 + t, 1e6);
-          }
-          std::memcpy(got_k.data() + t * KV * hd, gk.data() + (pos0 + t) * KV * hd, KV * hd * 4);
-          std::memcpy(got_v.data() + t * KV * hd, gv.data() + (pos0 + t) * KV * hd, KV * hd * 4);
+          EXPECT_TRUE(compare_to_contract(gq, rq, nmse_bound(NmseOp::qk_prep)));
+          EXPECT_TRUE(compare_to_contract(got_k, rk, nmse_bound(NmseOp::qk_prep)));
+          EXPECT_TRUE(compare_to_contract(got_v, v, Tolerance::exact()));
         }
-        EXPECT_TRUE(compare_to_contract(gq, rq, nmse_bound(NmseOp::qk_prep)));
-        EXPECT_TRUE(compare_to_contract(got_k, rk, nmse_bound(NmseOp::qk_prep)));
-        EXPECT_TRUE(compare_to_contract(got_v, v, Tolerance::exact()));
-      }
   });
 }
 
