@@ -810,8 +810,9 @@ class Render(unittest.TestCase):
             by.setdefault(p["section"], []).append(p)
         # prefill: the committed runs hold Prefill128/512/2048 of both arms (h200-57e3002-prefill-lengths)
         # and Prefill8192 of the gemm arm (h200-2db8ab4-prefill-lengths) on an H200, and 512/2048/8192 of
-        # gemm and flash on an H100 (h100-e61d3b2-flash-prefill): one curve per arm and card, never
-        # a curve that mixes the cards' points
+        # gemm and flash on an H100 (h100-e61d3b2-flash-prefill), and 128/512/2048 of flash on an H100
+        # (h100-33c75f0-prefill-staging): one curve per arm and card, never a curve that mixes the
+        # cards' points
         self.assertEqual(set(by), {"history", "arms", "roofline", "batch", "prefill", "versus"})
         pre = {p["title"]: p for p in by["prefill"]}
         curve = {s["label"]: [pt["x"] for pt in s["data"]]
@@ -819,7 +820,7 @@ class Render(unittest.TestCase):
         self.assertEqual(curve["gemm, H200"], [128, 512, 2048, 8192])
         self.assertEqual(curve["mmvq, H200"], [128, 512, 2048])
         self.assertEqual(curve["gemm, H100 80GB HBM3"], [512, 2048, 8192])
-        self.assertEqual(curve["flash, H100 80GB HBM3"], [512, 2048, 8192])
+        self.assertEqual(curve["flash, H100 80GB HBM3"], [128, 512, 2048, 8192])
         hist = {p["title"]: p for p in by["history"]}
         g = hist["Decode/qwen35-9b/q8_0/graph_stream"]
         i = g["labels"].index("d617128")
