@@ -119,8 +119,9 @@ struct GemmTile {
 // unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
 // 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
 // piece ends inside the row: planar rows are padded to 16 bytes). A full chunk's piece count is
-// a constant (P), so the loop's division by it is a multiply: the staging loops, not the mma and
-// its epilogue, were the largest part of the kernel's instructions with a run-time divisor.
+// a constant (P), so the loop's division by it is a multiply: with a run-time divisor (and the
+// activations' 4-byte copies) the staging was about 16 of the ~41 instructions the kernel issued
+// per mma (docs/gpu.md, "Prefill GEMM").
 template <int W, int TOK, int P>
 __device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, int64_t r0, int64_t ch, int pieces,
                                                uint8_t* sa, uint8_t* ss) {
