@@ -678,6 +678,72 @@ int profile_decode(const std::string& name) {
 // per launch and replay: the launch's name and blocks, when its first block was resident
 // (ready), when its dependencies resolved (go: first and last block), in ns from the replay's
 // first go. go of the next launch minus go of this one is this launch's share of the step.
+//
+// With MEMRA_BENCH_TIMELINE_PREFILL=<a Prefill arm> (mmvq, gemm, flash, ...): 4 eager 512-token
+// prefills (prime_cache into a reset cache) instead of graph replays, one row per launch and run
+// with host_ns, when the host was about to enqueue it (from the run's first launch; another clock
+// than the GPU's). A launch whose first block became resident (ready) only as its dependencies
+// resolved (go), where its predecessor was short, was enqueued late: the host's share of a prefill.
+int timeline_prefill(Model& m, const char* arm) {
+  namespace tl = cuda::timeline;
+  set_prefill_arm(m, arm);
+  constexpr int kT = 512, kRuns = 4;
+  std::vector<int32_t> prompt(kT);
+  for (int i = 0; i < kT; ++i) prompt[i] = (i * 7919) % 100000;
+  Cache c = m.new_cache(kT);
+  m.prime_cache(prompt, c);  // warm-up (scratch allocation)
+  std::vector<std::string> names;
+  std::vector<uint64_t> host;
+  std::vector<size_t> run_start;  // index of each run's first launch
+  tl::start(1u << 23);
+  for (int r = 0; r < kRuns; ++r) {
+    c.reset();
+    tl::launch_names().clear();
+    tl::launch_host_ns().clear();
+    tl::note_launches() = true;
+    m.prime_cache(prompt, c);
+    tl::note_launches() = false;
+    run_start.push_back(names.size());
+    names.insert(names.end(), tl::launch_names().begin(), tl::launch_names().end());
+    const uint64_t h0 = tl::launch_host_ns().empty() ? 0 : tl::launch_host_ns().front();
+    for (uint64_t h : tl::launch_host_ns()) host.push_back(h - h0);
+  }
+  run_start.push_back(names.size());
+  std::vector<tl::Mark> marks = tl::stop();
+  std::sort(marks.begin(), marks.end(),
+            [](const tl::Mark& a, const tl::Mark& b) { return a.grid != b.grid ? a.grid < b.grid : a.t_go < b.t_go; });
+  struct Row {
+    uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0;
+    size_t blocks = 0;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    if (i == 0 || marks[i].grid != marks[i - 1].grid) rows.emplace_back();
+    Row& r = rows.back();
+    r.ready = std::min(r.ready, marks[i].t_ready);
+    r.go = std::min(r.go, marks[i].t_go);
+    r.last_go = std::max(r.last_go, marks[i].t_go);
+    ++r.blocks;
+  }
+  if (rows.size() != names.size()) {
+    std::fprintf(stderr, "MEMRA_BENCH_TIMELINE_PREFILL: %zu grids recorded for %zu launches\n", rows.size(),
+                 names.size());
+    return 1;
+  }
+  std::printf("run,launch,name,blocks,host_ns,ready_ns,go_ns,last_go_ns\n");
+  for (int r = 0; r < kRuns; ++r) {
+    const uint64_t origin = rows[run_start[r]].go;
+    for (size_t k = run_start[r]; k < run_start[r + 1]; ++k) {
+      const Row& x = rows[k];
+      std::printf("%d,%zu,%s,%zu,%llu,%lld,%lld,%lld\n", r, k - run_start[r], names[k].c_str(), x.blocks,
+                  static_cast<unsigned long long>(host[k]),
+                  static_cast<long long>(x.ready) - static_cast<long long>(origin),
+                  static_cast<long long>(x.go - origin), static_cast<long long>(x.last_go - origin));
+    }
+  }
+  return 0;
+}
+
 int timeline_decode(const std::string& name) {
   namespace tl = cuda::timeline;
   if (!tl::available()) {
@@ -687,6 +753,7 @@ int timeline_decode(const std::string& name) {
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     Model& m = model_for(s);
+    if (const char* pre = std::getenv("MEMRA_BENCH_TIMELINE_PREFILL")) return timeline_prefill(m, pre);
     const char* arm = std::getenv("MEMRA_BENCH_TIMELINE_ARM");
     set_arm(m, arm ? arm : "graph");
     Cache c = m.new_cache(64);

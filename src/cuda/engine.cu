@@ -176,6 +176,10 @@ std::vector<std::string>& launch_names() {
   static std::vector<std::string> v;
   return v;
 }
+std::vector<uint64_t>& launch_host_ns() {
+  static std::vector<uint64_t> v;
+  return v;
+}
 bool& note_launches() {
   static bool on = false;
   return on;

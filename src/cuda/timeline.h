@@ -14,9 +14,10 @@
 // false), never in a timed arm; the atomics it adds perturb what they measure by a little.
 //
 // provides: timeline::Mark, timeline::available, timeline::start, timeline::stop,
-//           timeline::launch_names, timeline::note_launch
+//           timeline::launch_names, timeline::launch_host_ns, timeline::note_launch
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,8 +44,13 @@ std::vector<Mark> stop();
 // clear it, capture a graph, and its nodes' names are here in the order their grids run.
 std::vector<std::string>& launch_names();
 bool& note_launches();
+// Host time (steady_clock ns) at which each noted launch was about to be enqueued, beside its
+// name: a launch whose host time trails its predecessor's completion is one the host was late with.
+std::vector<uint64_t>& launch_host_ns();
 inline void note_launch(const char* name) {
-  if (note_launches()) launch_names().emplace_back(name);
+  if (!note_launches()) return;
+  launch_names().emplace_back(name);
+  launch_host_ns().push_back(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
 }
 
 }  // namespace memra::cuda::timeline
