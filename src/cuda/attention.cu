@@ -609,16 +609,6 @@ int64_t attention_workspace_floats(int64_t T, int64_t n_ctx, int H, int hd) {
 
 namespace {
 
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
-    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 // A decode grid's splits per head: all of them when that is one wave of blocks (per_sm of the
 // kernel resident per SM by its registers), else as many as make one wave, each block then
 // taking every gridDim.x-th split. A graph's grid is sized for the cache's max_ctx (decode_graph.cu):

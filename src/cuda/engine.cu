@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -140,6 +141,19 @@ void allow_dynamic_smem(const void* kernel, size_t smem) {
   if (smem <= it->second.allowed) return;
   MEMRA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   it->second.allowed = smem;
+}
+
+int sm_count() {
+  static std::atomic<int> counts[64] = {};  // per device ordinal; 0: not asked yet
+  int dev = 0;
+  MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) fail("sm_count: device ordinal ", dev, " past the 64 remembered");
+  int n = counts[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    counts[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
 }
 
 void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s) {

@@ -378,16 +378,6 @@ void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, jobs);
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
-    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
-  return sms;
-}
-
 // Routed launches take the 32-token tile; a dense launch the one gemm_token_tile names for all
 // its matrices' rows (or the one p.token_tile forces). Every output's chain is the same in both.
 template <int W>

@@ -24,7 +24,8 @@
 // on architectures before sm_90. Results never depend on the arm: the same kernels run on the
 // same operands in the same order (DESIGN.md law 3); the gate LaunchOverlap.BitIdentical checks it.
 //
-// provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, allow_dynamic_smem, launch_kernel
+// provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, allow_dynamic_smem, sm_count,
+//           launch_kernel
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,6 +82,10 @@ void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s);
 // a model where nothing had raised the limit before). Remembered per (device, kernel); only
 // this function sets the attribute, so the remembered limit is the kernel's.
 void allow_dynamic_smem(const void* kernel, size_t smem);
+
+// The current device's SM count (remembered per device): what a launcher sizes a grid against
+// when it has no Engine at hand (the GEMM's token tile, the decode attention's splits).
+int sm_count();
 
 // kernel<<<grid, block, smem, s>>>(args...), with the PDL attribute when launch_overlap() is on,
 // and the launch checked under `name` (a bad configuration fails here, named). Any dynamic
