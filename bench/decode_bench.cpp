@@ -682,7 +682,8 @@ int profile_decode(const std::string& name) {
 // With MEMRA_BENCH_TIMELINE_PREFILL=<a Prefill arm> (mmvq, gemm, flash, ...): 4 eager 512-token
 // prefills (prime_cache into a reset cache) instead of graph replays, one row per launch and run
 // with host_ns, when the host was about to enqueue it (from the run's first launch; another clock
-// than the GPU's). A launch whose first block became resident (ready) only as its dependencies
+// than the GPU's), and the SMs its blocks ran on (sms) and the most blocks on one (max_per_sm):
+// a grid of fewer blocks than SMs that doubles up on some runs at half speed there. A launch whose first block became resident (ready) only as its dependencies
 // resolved (go), where its predecessor was short, was enqueued late: the host's share of a prefill.
 int timeline_prefill(Model& m, const char* arm) {
   namespace tl = cuda::timeline;
@@ -715,6 +716,7 @@ int timeline_prefill(Model& m, const char* arm) {
   struct Row {
     uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0;
     size_t blocks = 0;
+    std::map<uint32_t, int> per_sm;  // blocks on each SM
   };
   std::vector<Row> rows;
   for (size_t i = 0; i < marks.size(); ++i) {
@@ -724,19 +726,22 @@ int timeline_prefill(Model& m, const char* arm) {
     r.go = std::min(r.go, marks[i].t_go);
     r.last_go = std::max(r.last_go, marks[i].t_go);
     ++r.blocks;
+    ++r.per_sm[marks[i].sm];
   }
   if (rows.size() != names.size()) {
     std::fprintf(stderr, "MEMRA_BENCH_TIMELINE_PREFILL: %zu grids recorded for %zu launches\n", rows.size(),
                  names.size());
     return 1;
   }
-  std::printf("run,launch,name,blocks,host_ns,ready_ns,go_ns,last_go_ns\n");
+  std::printf("run,launch,name,blocks,sms,max_per_sm,host_ns,ready_ns,go_ns,last_go_ns\n");
   for (int r = 0; r < kRuns; ++r) {
     const uint64_t origin = rows[run_start[r]].go;
     for (size_t k = run_start[r]; k < run_start[r + 1]; ++k) {
       const Row& x = rows[k];
-      std::printf("%d,%zu,%s,%zu,%llu,%lld,%lld,%lld\n", r, k - run_start[r], names[k].c_str(), x.blocks,
-                  static_cast<unsigned long long>(host[k]),
+      int most = 0;
+      for (const auto& [sm, n] : x.per_sm) most = std::max(most, n);
+      std::printf("%d,%zu,%s,%zu,%zu,%d,%llu,%lld,%lld,%lld\n", r, k - run_start[r], names[k].c_str(), x.blocks,
+                  x.per_sm.size(), most, static_cast<unsigned long long>(host[k]),
                   static_cast<long long>(x.ready) - static_cast<long long>(origin),
                   static_cast<long long>(x.go - origin), static_cast<long long>(x.last_go - origin));
     }

@@ -143,17 +143,34 @@ void allow_dynamic_smem(const void* kernel, size_t smem) {
   it->second.allowed = smem;
 }
 
-int sm_count() {
-  static std::atomic<int> counts[64] = {};  // per device ordinal; 0: not asked yet
+namespace {
+
+// The current device's value of `attr`, asked once per device ordinal (`cache`: 0 = not asked yet)
+int remembered_attr(cudaDeviceAttr attr, std::atomic<int> (&cache)[64], const char* what) {
   int dev = 0;
   MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) fail("sm_count: device ordinal ", dev, " past the 64 remembered");
-  int n = counts[dev].load(std::memory_order_relaxed);
+  if (dev < 0 || dev >= 64) fail(what, ": device ordinal ", dev, " past the 64 remembered");
+  int n = cache[dev].load(std::memory_order_relaxed);
   if (n == 0) {
-    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    counts[dev].store(n, std::memory_order_relaxed);
+    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&n, attr, dev));
+    cache[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+}  // namespace
+
+int sm_count() {
+  static std::atomic<int> counts[64] = {};
+  return remembered_attr(cudaDevAttrMultiProcessorCount, counts, "sm_count");
+}
+
+size_t spread_smem(size_t smem, int64_t blocks) {
+  static std::atomic<int> per_sm[64] = {};
+  if (blocks > sm_count()) return smem;
+  const size_t half =
+      static_cast<size_t>(remembered_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor, per_sm, "spread_smem")) / 2 + 1;
+  return std::max(smem, half);
 }
 
 void launch_check(cudaError_t launch_result, const char* name, cudaStream_t s) {

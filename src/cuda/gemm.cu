@@ -302,7 +302,6 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
-
   const float scale = p.w.slab_scale[slab];
 #pragma unroll
   for (int n = 0; n < kHalfTiles; ++n) {
@@ -374,7 +373,7 @@ void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   const int64_t gx = p.order ? p.max_tiles : ceil_div(p.T, TOK);
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
-  constexpr int smem = GemmTile<W, TOK>::kSmem;
+  const size_t smem = spread_smem(GemmTile<W, TOK>::kSmem, gx * gy);  // the 32-token tile fits two per SM
   launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, jobs);
 }
 

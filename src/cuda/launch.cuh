@@ -25,7 +25,7 @@
 // same operands in the same order (DESIGN.md law 3); the gate LaunchOverlap.BitIdentical checks it.
 //
 // provides: pdl_wait, pdl_release, launch_overlap, ScopedLaunchOverlap, allow_dynamic_smem, sm_count,
-//           launch_kernel
+//           spread_smem, launch_kernel
 #pragma once
 
 #include <cuda_runtime.h>
@@ -86,6 +86,13 @@ void allow_dynamic_smem(const void* kernel, size_t smem);
 // The current device's SM count (remembered per device): what a launcher sizes a grid against
 // when it has no Engine at hand (the GEMM's token tile, the decode attention's splits).
 int sm_count();
+
+// Dynamic shared memory for a grid meant to run one block per SM: `smem`, raised to just over
+// half an SM's shared memory where the grid has no more blocks than the device has SMs, so that no
+// SM can take two. Why: the block scheduler packs such a grid two to an SM where two fit (the
+// prefill timeline: a 128-block GEMM of the 32-token tile on 68 of 132 SMs, the 0.6B's flash
+// attention on 64), each pair sharing one SM while the rest of the card idles.
+size_t spread_smem(size_t smem, int64_t blocks);
 
 // kernel<<<grid, block, smem, s>>>(args...), with the PDL attribute when launch_overlap() is on,
 // and the launch checked under `name` (a bad configuration fails here, named). Any dynamic
