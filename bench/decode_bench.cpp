@@ -672,18 +672,39 @@ int profile_decode(const std::string& name) {
   return 2;
 }
 
+// One launch of a recorded timeline: its first block resident (ready), its dependencies resolved
+// (go: first and last block), its blocks, and how they lay over the SMs.
+struct TimelineRow {
+  uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0;
+  size_t blocks = 0;
+  std::map<uint32_t, int> per_sm;  // blocks on each SM
+  void add(const cuda::timeline::Mark& mk) {
+    ready = std::min(ready, mk.t_ready);
+    go = std::min(go, mk.t_go);
+    last_go = std::max(last_go, mk.t_go);
+    ++blocks;
+    ++per_sm[mk.sm];
+  }
+  int max_per_sm() const {
+    int most = 0;
+    for (const auto& [sm, n] : per_sm) most = std::max(most, n);
+    return most;
+  }
+};
+
 // MEMRA_BENCH_TIMELINE=<shape name> (a build with -DMEMRA_TIMELINE=ON, cuda/timeline.h): no
 // benchmarks; prime that shape, capture its decode step (arm MEMRA_BENCH_TIMELINE_ARM: graph, the
 // default, or graph_serial), replay it 16 times while the kernels record, and print one CSV row
-// per launch and replay: the launch's name and blocks, when its first block was resident
-// (ready), when its dependencies resolved (go: first and last block), in ns from the replay's
-// first go. go of the next launch minus go of this one is this launch's share of the step.
+// per launch and replay: the launch's name and blocks, the SMs they ran on (sms) and the most on
+// one (max_per_sm), when its first block was resident (ready), when its dependencies resolved (go:
+// first and last block), in ns from the replay's first go. go of the next launch minus go of this
+// one is this launch's share of the step.
 //
 // With MEMRA_BENCH_TIMELINE_PREFILL=<a Prefill arm> (mmvq, gemm, flash, ...): 4 eager 512-token
 // prefills (prime_cache into a reset cache) instead of graph replays, one row per launch and run
 // with host_ns, when the host was about to enqueue it (from the run's first launch; another clock
-// than the GPU's), and the SMs its blocks ran on (sms) and the most blocks on one (max_per_sm):
-// a grid of fewer blocks than SMs that doubles up on some runs at half speed there. A launch whose first block became resident (ready) only as its dependencies
+// than the GPU's). A grid of fewer blocks than SMs with max_per_sm 2 was packed two to an SM
+// (launch.cuh spread_smem). A launch whose first block became resident (ready) only as its dependencies
 // resolved (go), where its predecessor was short, was enqueued late: the host's share of a prefill.
 int timeline_prefill(Model& m, const char* arm) {
   namespace tl = cuda::timeline;
@@ -713,20 +734,10 @@ int timeline_prefill(Model& m, const char* arm) {
   std::vector<tl::Mark> marks = tl::stop();
   std::sort(marks.begin(), marks.end(),
             [](const tl::Mark& a, const tl::Mark& b) { return a.grid != b.grid ? a.grid < b.grid : a.t_go < b.t_go; });
-  struct Row {
-    uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0;
-    size_t blocks = 0;
-    std::map<uint32_t, int> per_sm;  // blocks on each SM
-  };
-  std::vector<Row> rows;
+  std::vector<TimelineRow> rows;
   for (size_t i = 0; i < marks.size(); ++i) {
     if (i == 0 || marks[i].grid != marks[i - 1].grid) rows.emplace_back();
-    Row& r = rows.back();
-    r.ready = std::min(r.ready, marks[i].t_ready);
-    r.go = std::min(r.go, marks[i].t_go);
-    r.last_go = std::max(r.last_go, marks[i].t_go);
-    ++r.blocks;
-    ++r.per_sm[marks[i].sm];
+    rows.back().add(marks[i]);
   }
   if (rows.size() != names.size()) {
     std::fprintf(stderr, "MEMRA_BENCH_TIMELINE_PREFILL: %zu grids recorded for %zu launches\n", rows.size(),
@@ -737,11 +748,9 @@ int timeline_prefill(Model& m, const char* arm) {
   for (int r = 0; r < kRuns; ++r) {
     const uint64_t origin = rows[run_start[r]].go;
     for (size_t k = run_start[r]; k < run_start[r + 1]; ++k) {
-      const Row& x = rows[k];
-      int most = 0;
-      for (const auto& [sm, n] : x.per_sm) most = std::max(most, n);
+      const TimelineRow& x = rows[k];
       std::printf("%d,%zu,%s,%zu,%zu,%d,%llu,%lld,%lld,%lld\n", r, k - run_start[r], names[k].c_str(), x.blocks,
-                  x.per_sm.size(), most, static_cast<unsigned long long>(host[k]),
+                  x.per_sm.size(), x.max_per_sm(), static_cast<unsigned long long>(host[k]),
                   static_cast<long long>(x.ready) - static_cast<long long>(origin),
                   static_cast<long long>(x.go - origin), static_cast<long long>(x.last_go - origin));
     }
@@ -792,8 +801,7 @@ int timeline_decode(const std::string& name) {
       std::fprintf(stderr, "MEMRA_BENCH_TIMELINE: %zu grids recorded for %zu captured launches\n", nodes, names.size());
       return 1;
     }
-    struct Row { uint64_t ready = UINT64_MAX, go = UINT64_MAX, last_go = 0; size_t blocks = 0; };
-    std::vector<std::vector<Row>> rows(kReplays, std::vector<Row>(nodes));
+    std::vector<std::vector<TimelineRow>> rows(kReplays, std::vector<TimelineRow>(nodes));
     for (size_t k = 0; k < nodes; ++k) {
       const size_t n = first[k + 1] - first[k];
       if (n % kReplays != 0) {
@@ -801,23 +809,16 @@ int timeline_decode(const std::string& name) {
                      kReplays);
         return 1;
       }
-      for (size_t i = 0; i < n; ++i) {
-        const tl::Mark& mk = marks[first[k] + i];
-        Row& r = rows[i / (n / kReplays)][k];
-        r.ready = std::min(r.ready, mk.t_ready);
-        r.go = std::min(r.go, mk.t_go);
-        r.last_go = std::max(r.last_go, mk.t_go);
-        ++r.blocks;
-      }
+      for (size_t i = 0; i < n; ++i) { rows[i / (n / kReplays)][k].add(marks[first[k] + i]); }
     }
-    std::printf("replay,launch,name,blocks,ready_ns,go_ns,last_go_ns\n");
+    std::printf("replay,launch,name,blocks,sms,max_per_sm,ready_ns,go_ns,last_go_ns\n");
     for (int r = 0; r < kReplays; ++r) {
       uint64_t origin = UINT64_MAX;
-      for (const Row& x : rows[r]) origin = std::min(origin, x.go);
+      for (const TimelineRow& x : rows[r]) origin = std::min(origin, x.go);
       for (size_t k = 0; k < nodes; ++k) {
-        const Row& x = rows[r][k];
-        std::printf("%d,%zu,%s,%zu,%lld,%lld,%lld\n", r, k, names[k].c_str(), x.blocks,
-                    static_cast<long long>(x.ready) - static_cast<long long>(origin),
+        const TimelineRow& x = rows[r][k];
+        std::printf("%d,%zu,%s,%zu,%zu,%d,%lld,%lld,%lld\n", r, k, names[k].c_str(), x.blocks, x.per_sm.size(),
+                    x.max_per_sm(), static_cast<long long>(x.ready) - static_cast<long long>(origin),
                     static_cast<long long>(x.go - origin), static_cast<long long>(x.last_go - origin));
       }
     }

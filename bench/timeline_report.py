@@ -2,7 +2,7 @@
 """bench/timeline_report.py — where a replayed decode step goes, from the in-graph timeline.
 
 Input: the CSV that `MEMRA_BENCH_TIMELINE=<shape> bench_decode` prints in a `-DMEMRA_TIMELINE=ON`
-build (one row per launch and replay: replay, launch, name, blocks, ready_ns, go_ns, last_go_ns;
+build (one row per launch and replay: replay, launch, name, blocks, sms, max_per_sm, ready_ns, go_ns, last_go_ns;
 times from the replay's first go). A launch's share of the step is the go of the launch after
 it minus its own go (when its dependencies resolved to when the next kernel's did); medians over
 the replays.
