@@ -686,8 +686,8 @@ void flash_attention_run(const AttnParams& p, cudaStream_t s) {
     fail("flash attention: the one-launch decode form (AttnParams::prep / seqs) is attention_run's");
   if (p.out_q && p.hd % 32 != 0) fail("flash attention: q8_1 output needs head_dim % 32 == 0, head_dim = ", p.hd);
   const dim3 grid(static_cast<unsigned>(ceil_div(p.T, kFlashQueries)), static_cast<unsigned>(p.H));
-  auto launch = [&](auto kernel, size_t smem) {  // head_dim 128: two blocks fit an SM
-    launch_kernel("attn_flash_kernel", kernel, grid, kFlashThreads, spread_smem(smem, int64_t{grid.x} * grid.y), s, p);
+  auto launch = [&](auto kernel, size_t smem) {
+    launch_kernel("attn_flash_kernel", kernel, grid, kFlashThreads, smem, s, p);
   };
   switch (p.hd) {
     case 16:

@@ -373,7 +373,7 @@ void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   const int64_t gx = p.order ? p.max_tiles : ceil_div(p.T, TOK);
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
-  const size_t smem = spread_smem(GemmTile<W, TOK>::kSmem, gx * gy);  // the 32-token tile fits two per SM
+  constexpr int smem = GemmTile<W, TOK>::kSmem;
   launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, jobs);
 }
 

@@ -87,16 +87,18 @@ void allow_dynamic_smem(const void* kernel, size_t smem);
 // when it has no Engine at hand (the GEMM's token tile, the decode attention's splits).
 int sm_count();
 
-// Dynamic shared memory for a grid meant to run one block per SM: `smem`, raised to just over
+// The dynamic shared memory launch_kernel gives a grid of `blocks`: `smem`, raised to just over
 // half an SM's shared memory where the grid has no more blocks than the device has SMs, so that no
-// SM can take two. Why: the block scheduler packs such a grid two to an SM where two fit (the
-// prefill timeline: a 128-block GEMM of the 32-token tile on 68 of 132 SMs, the 0.6B's flash
-// attention on 64), each pair sharing one SM while the rest of the card idles.
+// SM can take two of them. Why: the block scheduler packs such a grid onto few SMs where several
+// fit, each pack sharing one SM while the rest of the card idles (in-graph timelines on an H100:
+// a 128-block GEMM of the 32-token tile on 68 of 132 SMs and the 0.6B's flash attention on 64 in
+// prefill; a 0.6B decode step's 16-block attention on 6 SMs).
 size_t spread_smem(size_t smem, int64_t blocks);
 
 // kernel<<<grid, block, smem, s>>>(args...), with the PDL attribute when launch_overlap() is on,
-// and the launch checked under `name` (a bad configuration fails here, named). Any dynamic
-// shared memory is allowed first (allow_dynamic_smem).
+// and the launch checked under `name` (a bad configuration fails here, named). A grid of at most
+// one block per SM runs on as many SMs (spread_smem); any dynamic shared memory is allowed first
+// (allow_dynamic_smem).
 template <class... Params, class... Args>
 void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                    Args&&... args) {
@@ -106,11 +108,11 @@ void launch_kernel(const char* name, void (*kernel)(Params...), dim3 grid, dim3 
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = spread_smem(smem, static_cast<int64_t>(grid.x) * grid.y * grid.z);
   cfg.stream = s;
   cfg.attrs = attr;
   cfg.numAttrs = launch_overlap() ? 1 : 0;
-  if (smem > 0) allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  if (cfg.dynamicSmemBytes > 0) allow_dynamic_smem(reinterpret_cast<const void*>(kernel), cfg.dynamicSmemBytes);
   timeline::note_launch(name);
   launch_check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), name, s);
 }
