@@ -848,11 +848,16 @@ class Render(unittest.TestCase):
         self.assertAlmostEqual(sr["series"][1]["data"][h100] / 1e3, 3.10, delta=0.02)
         self.assertIsNone(sr["bands"][0]["lo"][h100])
         self.assertIn("one line per GPU", sr["subtitle"])
-        self.assertEqual(len(g["series"]), 1, "graph_stream ran on the H200 only: one line, its band")
-        self.assertIn("band", g)
+        self.assertEqual([x["label"] for x in g["series"]], ["median, H200", "median, H100 80GB HBM3"],
+                         "graph_stream ran on both cards (the H100 at de1a4f8): a line per card")
+        self.assertEqual(len(g["bands"]), 2)
+        self.assertAlmostEqual(g["series"][1]["data"][g["labels"].index("de1a4f8")], 1e6 / 3417.4, delta=0.5)
+        gs6 = hist["Decode/qwen3-0.6b/q8_0/graph"]
+        self.assertEqual(len(gs6["series"]), 2)
         arms = {p["title"] for p in by["arms"]}
         self.assertIn("Decode qwen35-9b q8_0: arms, latest run of each on H200", arms)
-        self.assertNotIn("Decode qwen35-9b q8_0: arms, latest run of each on H100 80GB HBM3", arms, "one arm there")
+        self.assertIn("Decode qwen35-9b q8_0: arms, latest run of each on H100 80GB HBM3", arms,
+                      "graph, graph_stream and mmvq there (de1a4f8)")
         for p in plots:
             pts = [v for s in p["series"] for v in s["data"] if v is not None]
             self.assertTrue(pts, p["title"])
