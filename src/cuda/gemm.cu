@@ -118,15 +118,37 @@ struct GemmTile {
 // Chunk `ch`'s weight rows (A) of the block into stage memory: 16-byte copies of each row's
 // unit bytes (planar rows: the chunk's qs / nibbles are contiguous and 16-byte aligned), and the
 // 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
-// piece ends inside the row: planar rows are padded to 16 bytes). A full chunk's piece count is
-// a constant (P), so the loop's division by it is a multiply: with a run-time divisor (and the
-// activations' 4-byte copies) the staging was about 16 of the ~41 instructions the kernel issued
-// per mma (docs/gpu.md, "Prefill GEMM").
+// piece ends inside the row: planar rows are padded to 16 bytes).
+//
+// A full chunk (stage_a_full): kThreadsPerRow threads per row, each the same P / kThreadsPerRow
+// pieces of its row every chunk, so a thread forms its row's address once per chunk and a copy
+// is an add. Walking the pieces as one flat index instead (a division, a clamped row and a 64-bit
+// row product per copy) cost more instructions than the 32-token tile's mma and epilogue: the
+// staging is per block, the same for 32 tokens as for 128.
+constexpr int kThreadsPerRow = 32 * kGemmWarps / kGemmRows;
+static_assert(32 * kGemmWarps % kGemmRows == 0);
+
 template <int W, int TOK, int P>
+__device__ __forceinline__ void stage_a_full(const GemmParams& p, int slab, int64_t r0, int64_t ch, uint8_t* sa,
+                                             uint8_t* ss) {
+  using T = GemmTile<W, TOK>;
+  static_assert(P % kThreadsPerRow == 0);
+  const int rr = static_cast<int>(threadIdx.x) / kThreadsPerRow, k0 = static_cast<int>(threadIdx.x) % kThreadsPerRow;
+  const int64_t rows = p.w.slab_rows;
+  const uint8_t* row = p.w.data + (slab * rows + imin(r0 + rr, rows - 1)) * p.w.row_bytes;  // clamped: never stored
+  const uint8_t* src = row + ch * T::kUnits * GemmUnit<W>::kBytes + 16 * k0;
+  uint8_t* dst = sa + rr * T::kAStride + 16 * k0;
+#pragma unroll
+  for (int j = 0; j < P / kThreadsPerRow; ++j) cp_async16(dst + 16 * kThreadsPerRow * j, src + 16 * kThreadsPerRow * j);
+  if (k0 == 0) cp_async16(ss + rr * 16, row + (W == 3 ? p.w.cols : p.w.cols / 2) + 16 * ch);
+}
+
+// The partial last chunk: its `pieces` per row and the scale piece, one flat index.
+template <int W, int TOK>
 __device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, int64_t r0, int64_t ch, int pieces,
                                                uint8_t* sa, uint8_t* ss) {
   using T = GemmTile<W, TOK>;
-  const int per_row = (P ? P : pieces) + 1;  // + the scale piece
+  const int per_row = pieces + 1;  // + the scale piece
   const int64_t rows = p.w.slab_rows;
   const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
 #pragma unroll 1
@@ -146,8 +168,8 @@ __device__ __forceinline__ void stage_a(const GemmParams& p, int slab, int64_t r
                                         uint8_t* ss) {
   using T = GemmTile<W, TOK>;
   constexpr int kFull = T::kUnits * GemmUnit<W>::kBytes / 16;
-  if (nu_c == T::kUnits) return stage_a_pieces<W, TOK, kFull>(p, slab, r0, ch, kFull, sa, ss);
-  stage_a_pieces<W, TOK, 0>(p, slab, r0, ch, nu_c * GemmUnit<W>::kBytes / 16, sa, ss);
+  if (nu_c == T::kUnits) return stage_a_full<W, TOK, kFull>(p, slab, r0, ch, sa, ss);
+  stage_a_pieces<W, TOK>(p, slab, r0, ch, nu_c * GemmUnit<W>::kBytes / 16, sa, ss);
 }
 
 // Chunk `ch`'s q8_1 blocks of the block's tokens (B) into stage memory, as stored (36-byte
