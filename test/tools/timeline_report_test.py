@@ -3,7 +3,8 @@
 
 Two replays of four launches (a norm, a mat-vec, a norm, a mat-vec): shares are the next go minus
 this go, medians over the replays; kernel totals group by name and block count; an A/B with
-the same sequence names the launch that moved; malformed files exit 2 with the reason.
+the same sequence names the launch that moved; malformed files exit 2 with the reason; a file
+with placement columns (the prefill mode's layout) counts the grids packed onto few SMs.
 """
 import json
 import os
@@ -86,6 +87,30 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 2 and "bad3.csv:2" in err, f"the bad line named (got {rc}: {err.strip()})")
     rc, _, err = run(os.path.join(d, "absent.csv"))
     check(rc == 2 and "absent.csv" in err, "a missing file named")
+
+    # placement columns, the prefill mode's layout (runs, host_ns): the widest launch covers 132
+    # SMs; a 16-block launch with 3 blocks on one SM in one run is packed, a 660-block one with 5
+    # per SM is not (more blocks than SMs), nor is a 16-block one spread over 16
+    placed = os.path.join(d, "placed.csv")
+    with open(placed, "w") as f:
+        f.write("run,launch,name,blocks,sms,max_per_sm,host_ns,ready_ns,go_ns,last_go_ns\n")
+        for rep, most in ((0, 3), (1, 1)):
+            f.write(f"{rep},0,attn,16,6,{most},0,-100,0,10\n")
+            f.write(f"{rep},1,matvec,660,132,5,10,2000,3000,3100\n")
+            f.write(f"{rep},2,attn,16,16,1,20,9000,9500,9600\n")
+            f.write(f"{rep},3,matvec,660,132,5,30,10000,11000,11100\n")
+    rc, out, err = run(placed, "--json", "--launches", "0:4")
+    check(rc == 0, f"placement: exit 0 (got {rc}, {err.strip()})")
+    doc = json.loads(out) if rc == 0 else {}
+    check(doc.get("packed", {}).get("launches") == 1, "placement: one packed launch")
+    check(abs(doc.get("packed", {}).get("share_us", 0) - 3.0) < 1e-9, "placement: its share, 3 us")
+    check(doc.get("kernels", {}).get("attn[16]", {}).get("packed") == 1, "placement: counted under attn[16]")
+    check([p.get("packed") for p in doc.get("per_launch", [])] == [True, False, False, False],
+          "placement: launch 0 only")
+    rc, out, _ = run(placed)
+    check(rc == 0 and "packed grids: 1 launches, 3.0 us" in out, "placement text: the packed line")
+    rc, out, _ = run(a, "--json")
+    check(rc == 0 and "packed" not in json.loads(out), "no placement columns: no packed figures")
 
 print("timeline_report: %d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)
