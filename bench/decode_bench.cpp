@@ -781,7 +781,7 @@ int timeline_decode(const std::string& name) {
     const std::vector<std::string> names = tl::launch_names();
     for (int i = 0; i < 4; ++i) tok = m.decode_greedy(tok, c);
     constexpr int kReplays = 16;
-    tl::start(1u << 22);
+    tl::start(1u << 24);  // 512 MB; the 35B-A3B's 16 replays overflowed 1 << 22 (~650 k marks a step)
     for (int i = 0; i < kReplays; ++i) tok = m.decode_greedy(tok, c);
     std::vector<tl::Mark> marks = tl::stop();
     // A graph node keeps its grid id across replays: group by grid id, then split each node's

@@ -235,11 +235,14 @@ std::vector<Mark> stop() {
   MEMRA_CUDA_CHECK(cudaMemcpy(&n, g_sink.count, sizeof n, cudaMemcpyDeviceToHost));
   std::vector<Mark> marks(std::min(n, g_sink.capacity));
   MEMRA_CUDA_CHECK(cudaMemcpy(marks.data(), g_sink.marks, sizeof(Mark) * marks.size(), cudaMemcpyDeviceToHost));
+  const uint32_t capacity = g_sink.capacity;
   const Sink none{};
   for (auto set : setters()) set(none);
   MEMRA_CUDA_CHECK(cudaFree(g_sink.marks));
   MEMRA_CUDA_CHECK(cudaFree(g_sink.count));
   g_sink = none;
+  // a truncated record would pass for launches with fewer blocks than they ran
+  if (n > capacity) fail("timeline: ", n, " marks recorded into room for ", capacity, ": start() with more");
   return marks;
 }
 

@@ -35,8 +35,9 @@ struct Mark {
 bool available();  // built with MEMRA_TIMELINE
 
 // Points every kernel translation unit at a device buffer of `capacity` marks (allocated here)
-// and zeroes its count; stop() copies the marks out (at most capacity, the rest dropped) and
-// detaches the buffer. Both synchronise the device.
+// and zeroes its count; stop() copies the marks out and detaches the buffer, and fails, naming
+// both counts, where more marks were recorded than the buffer held (the rest were dropped). Both
+// synchronise the device.
 void start(uint32_t capacity);
 std::vector<Mark> stop();
 
