@@ -324,6 +324,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
+
   const float scale = p.w.slab_scale[slab];
 #pragma unroll
   for (int n = 0; n < kHalfTiles; ++n) {
