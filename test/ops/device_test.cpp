@@ -1,12 +1,15 @@
 // The Engine on a real GPU: properties agree with the driver query the skip logic uses,
-// DeviceBuffer round-trips and poisons, and a failing CUDA call is reported with its name,
-// place and device.
+// DeviceBuffer round-trips and poisons, a failing CUDA call is reported with its name, place and
+// device, and launch_kernel runs a grid of fewer blocks than SMs one block per SM even where it is
+// dispatched while a busy grid drains (launch_probe.cuh; canary: the same launch without
+// spread_smem must pack).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "cuda/launch_probe.cuh"
 #include "memra/engine.h"
 #include "memra/error.h"
 #include "memra/testing/gpu.h"
@@ -66,5 +69,28 @@ TEST_F(Device, FailingCallIsNamedWithPlaceAndDevice) {
   }
   e.synchronize();  // the engine is still usable afterwards
 }
+
+// Half the SMs' worth of blocks, dispatched under PDL while a grid that fills every SM drains SM
+// by SM: each block on an SM of its own, all of them resident at once. What it catches: a small
+// grid piled onto the first SMs to free (launch.cuh, spread_smem), which a grid launched on an
+// idle card never shows.
+void expect_one_block_per_sm(bool spread) {
+  memra::Engine e = memra::Engine::open(memra::testing::test_device());
+  const int blocks = e.props().sm_count / 2;
+  const memra::cuda::Placement p =
+      memra::cuda::placement_probe(blocks, spread, reinterpret_cast<cudaStream_t>(e.stream()));
+  EXPECT_EQ(p.max_per_sm, 1) << blocks << " blocks on " << p.sms_used << " SMs";
+  EXPECT_EQ(p.sms_used, blocks);
+  EXPECT_TRUE(p.all_resident) << "a probe block left before the grid was resident: its SM may have been reused";
+}
+
+TEST_F(Device, SmallGridAfterABusyOneRunsOneBlockPerSm) { expect_one_block_per_sm(true); }
+
+class DeviceCanary : public Device {};
+
+// The same launch without spread_smem's shared memory: the scheduler packs it, so the check must
+// fail (if it passes, the probe no longer builds the draining grid and the gate above proves
+// nothing).
+TEST_F(DeviceCanary, SmallGridWithoutSpreadSmemPacks) { expect_one_block_per_sm(false); }
 
 }  // namespace
