@@ -3,7 +3,7 @@
 // int8 (gemm_kernel): shared-memory tiles (128 rows x 128 tokens, 256-value chunks, cp.async
 // double buffering) over planar weight rows (aligned 32-bit A fragments for Q8_0, NVFP4 nibbles
 // in value order: e2m1x2_seq4); f32(isum) from an mma accumulating onto 1.5 * 2^23 (no integer
-// conversion); all 16 n-tiles computed without a branch; fp16 scales through the hardware
+// conversion); a warp's n-tiles computed without a branch between them; fp16 scales through the hardware
 // conversion (dev_fp16_fast: exact, the same value for every non-NaN scale). Staging is what
 // makes the GEMM pay: read straight from global memory per mma it is L1/L2 latency-bound and
 // slower than the token-tiled mat-vec on NVFP4 and MoE shapes.
@@ -53,6 +53,7 @@ __device__ __forceinline__ void split_bf16x2(float2 x, uint32_t (&t)[3]) {
 }
 
 __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // --- kernels
 
@@ -68,12 +69,14 @@ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a
 // not of value: the mma accumulates from kMmaMagic (common.cuh mma_isum) and one f32 subtraction
 // gives f32(isum), without the quarter-rate integer-to-float conversion.
 //
-// 16 warps, warp w on rows 16 (w % 8).. and the token half w / 8 (8 n-tiles, 32 accumulators per
-// thread), and each chunk's weight scales staged in shared memory with its rows (one 16-byte
+// 16 warps, warp w on rows 16 (w % 8).. and the n-tiles of parity w / 8 (the 128-token tile: 8
+// n-tiles, 32 accumulators per thread), and each chunk's weight scales staged in shared memory with its rows (one 16-byte
 // copy per row) rather than a global load per unit inside the loop. The kernel is register- and
 // shared-memory-limited to one block per SM, so the token halves double the warps a scheduler
 // can issue from (8 warps of 16 n-tiles left 2 per scheduler, under 1 eligible). The token split
-// moves no operation: every accumulator's chain is the same.
+// moves no operation: every accumulator's chain is the same. The 32-token tile skips a warp's
+// n-tiles past the block's vectors: a routed tile holds a group's ~T k / E vectors (16 on a
+// 35B-A3B prefill of 512 tokens), and its mma and f32 epilogue on padding were half the work.
 constexpr int kRowWarps = 8;                   // warps across the rows
 constexpr int kGemmWarps = 2 * kRowWarps;      // x 2 token halves
 constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
@@ -199,6 +202,61 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int
   }
 }
 
+// One stage's units for warp (rw, half): its NT live n-tiles (n-tile n covers the block's tokens
+// 8 (2 n + half)..+7, so the two halves alternate and a block of 8 or 16 vectors gives each half
+// the same work), every unit's mma and the contract's epilogue per accumulator. NT is a template
+// argument so that the tiles' chains stay branch-free, which the scheduler interleaves.
+template <int W, int TOK, int NT>
+__device__ __forceinline__ void gemm_units(float (&acc)[TOK / 16][4], const uint8_t* sa, const uint8_t* ss, int nu_c,
+                                           int rw, int half, int lane, const float* dxs) {
+  using T = GemmTile<W, TOK>;
+  const int g = lane >> 2, q = lane & 3;
+  const uint8_t* sb = sa + T::kABytes;
+  const uint8_t* arow_a = sa + (16 * rw + g) * T::kAStride;
+  const uint8_t* arow_b = arow_a + 8 * T::kAStride;
+  const uint8_t* srow_a = ss + (16 * rw + g) * 16;
+  const uint8_t* srow_b = srow_a + 8 * 16;
+  for (int i = 0; i < nu_c; ++i) {
+    int a0, a1, a2 = 0, a3 = 0;
+    float dwa, dwb;
+    int blk, boff;  // q8_1 block of the unit in the stage, and its byte offset into qs
+    if constexpr (W == 3) {
+      a0 = *reinterpret_cast<const int*>(arow_a + 32 * i + 4 * q);
+      a2 = *reinterpret_cast<const int*>(arow_a + 32 * i + 16 + 4 * q);
+      a1 = *reinterpret_cast<const int*>(arow_b + 32 * i + 4 * q);
+      a3 = *reinterpret_cast<const int*>(arow_b + 32 * i + 16 + 4 * q);
+      dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_a)[i]);
+      dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_b)[i]);
+      blk = i;
+      boff = 0;
+    } else {
+      a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_a + 8 * i + 2 * q));
+      a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_b + 8 * i + 2 * q));
+      dwa = dev_ue4m3_half(srow_a[i]);
+      dwb = dev_ue4m3_half(srow_b[i]);
+      blk = i >> 1;
+      boff = (i & 1) * 16;
+    }
+    const float* dx = dxs + blk * TOK + 8 * half + 2 * q;
+    // the live n-tiles, also past T where a tile is partial (clamped copies of the last token,
+    // never stored)
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const uint8_t* xb = sb + (8 * (2 * n + half) + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
+      int c[4];
+      if constexpr (W == 3)
+        mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16));
+      else
+        mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb));
+      const float2 dxp = *reinterpret_cast<const float2*>(dx + 16 * n);  // tokens 2q, 2q + 1 of the tile
+      acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), mma_isum(c[0])));
+      acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), mma_isum(c[1])));
+      acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), mma_isum(c[2])));
+      acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dxp.y), mma_isum(c[3])));
+    }
+  }
+}
+
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
 // TOK tokens per block, and routed launches (GemmParams::order): block x takes tile x of the
 // tile list, TOK vectors of one slab's group (their activation and output rows gathered into
@@ -221,10 +279,11 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
   int64_t* yrow = xrow + TOK;                                            // [TOK] output rows (-1: none)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., tokens TOK / 2 * half..
+  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., n-tiles 2 n + half
   const int64_t rows = p.w.slab_rows;
   const bool routed = p.order != nullptr;
   int slab = 0;
+  int64_t nv = 0;  // the block's vectors (tokens or a group's slice), at most TOK
   const int64_t r0 = (blockIdx.y - (job ? jobs.tile_end[job - 1] : 0)) * kGemmRows;
   const int64_t nu = p.w.cols / GemmUnit<W>::kVals;
   const int64_t n_chunks = (nu + T::kUnits - 1) / T::kUnits;
@@ -238,6 +297,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     if (static_cast<int>(blockIdx.x) >= *p.n_tiles) return;  // the whole block: past the tile list
     slab = p.tile_slab[blockIdx.x];
     const int64_t j0 = p.tile_start[blockIdx.x], ge = p.group_start[slab + 1];
+    nv = ge - j0;
     for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
       const int64_t j = j0 + tt, a = p.order[j < ge ? j : ge - 1];  // clamped: never stored
       xrow[tt] = a / p.x_div;
@@ -246,6 +306,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     stage_a<W, TOK>(p, slab, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);
   } else {
     const int64_t t0 = static_cast<int64_t>(blockIdx.x) * TOK;
+    nv = p.T - t0;
     for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
       xrow[tt] = imin(t0 + tt, p.T - 1);  // clamped: tokens past T are never stored
       yrow[tt] = t0 + tt < p.T ? t0 + tt : -1;
@@ -256,6 +317,8 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
   cp_async_commit();
 
   constexpr int kHalfTiles = T::kHalfTiles;
+  // this warp's n-tiles holding any of the block's vectors (n-tile n: vectors 8 (2 n + half)..)
+  const int live = static_cast<int>(imin(kHalfTiles, imax(0, nv - 8 * half + 15) / 16));
   float acc[kHalfTiles][4];
 #pragma unroll
   for (int n = 0; n < kHalfTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
@@ -279,48 +342,13 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
       dxs[i] = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(sb + tt * kBStride + 36 * b));
     }
     __syncthreads();
-    const uint8_t* arow_a = sa + (16 * rw + g) * T::kAStride;
-    const uint8_t* arow_b = arow_a + 8 * T::kAStride;
-    const uint8_t* srow_a = ss + (16 * rw + g) * 16;
-    const uint8_t* srow_b = srow_a + 8 * 16;
-    for (int i = 0; i < nu_c; ++i) {
-      int a0, a1, a2 = 0, a3 = 0;
-      float dwa, dwb;
-      int blk, boff;  // q8_1 block of the unit in the stage, and its byte offset into qs
-      if constexpr (W == 3) {
-        a0 = *reinterpret_cast<const int*>(arow_a + 32 * i + 4 * q);
-        a2 = *reinterpret_cast<const int*>(arow_a + 32 * i + 16 + 4 * q);
-        a1 = *reinterpret_cast<const int*>(arow_b + 32 * i + 4 * q);
-        a3 = *reinterpret_cast<const int*>(arow_b + 32 * i + 16 + 4 * q);
-        dwa = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_a)[i]);
-        dwb = dev_fp16_fast(reinterpret_cast<const uint16_t*>(srow_b)[i]);
-        blk = i;
-        boff = 0;
-      } else {
-        a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_a + 8 * i + 2 * q));
-        a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(arow_b + 8 * i + 2 * q));
-        dwa = dev_ue4m3_half(srow_a[i]);
-        dwb = dev_ue4m3_half(srow_b[i]);
-        blk = i >> 1;
-        boff = (i & 1) * 16;
-      }
-      const float* dx = dxs + blk * TOK + TOK / 2 * half + 2 * q;
-      // all the half's n-tiles, also past T (clamped copies of the last token, never stored): no
-      // branch between the tiles' mma and epilogue chains, which the scheduler interleaves
-#pragma unroll
-      for (int n = 0; n < kHalfTiles; ++n) {
-        const uint8_t* xb = sb + (TOK / 2 * half + 8 * n + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
-        int c[4];
-        if constexpr (W == 3)
-          mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16));
-        else
-          mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb));
-        const float2 dxp = *reinterpret_cast<const float2*>(dx + 8 * n);  // tokens 2q, 2q + 1 of the tile
-        acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), mma_isum(c[0])));
-        acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), mma_isum(c[1])));
-        acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), mma_isum(c[2])));
-        acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(dwb, dxp.y), mma_isum(c[3])));
-      }
+    if constexpr (kHalfTiles == 2) {  // the 32-token tile: a warp's n-tiles past the block's vectors skipped
+      if (live == 2)
+        gemm_units<W, TOK, 2>(acc, sa, ss, nu_c, rw, half, lane, dxs);
+      else if (live == 1)
+        gemm_units<W, TOK, 1>(acc, sa, ss, nu_c, rw, half, lane, dxs);
+    } else {
+      gemm_units<W, TOK, kHalfTiles>(acc, sa, ss, nu_c, rw, half, lane, dxs);
     }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
@@ -331,7 +359,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t r = r0 + 16 * rw + g + (j >= 2 ? 8 : 0);
-      const int64_t t = yrow[TOK / 2 * half + 8 * n + 2 * q + (j & 1)];
+      const int64_t t = yrow[8 * (2 * n + half) + 2 * q + (j & 1)];
       if (r >= rows || t < 0) continue;
       const float v = __fmul_rn(acc[n][j], scale);
       float* out = p.y + t * p.ld_y + r;

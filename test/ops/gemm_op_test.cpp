@@ -310,8 +310,12 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
 }
 
 std::vector<RoutedCase> routed_cases() {
+  // tiles of 1..31 vectors: a warp skips its n-tiles past a tile's vectors (8 (2 n + half)..), so
+  // each count crosses what the two halves compute: slab 1's 20 vectors (the halves' second n-tiles
+  // split), 60 vectors (32 and 28), and the random groups around them
   return {RoutedCase(DType::Q8_0, 144, 512, 40, 4, 16), RoutedCase(DType::NVFP4, 144, 512 + 256, 40, 4, 16),
-          RoutedCase(DType::NVFP4, 64, 256, 7, 2, 5)};
+          RoutedCase(DType::NVFP4, 64, 256, 7, 2, 5), RoutedCase(DType::NVFP4, 80, 512, 20, 3, 6),
+          RoutedCase(DType::Q8_0, 80, 256 + 32, 60, 2, 5)};
 }
 
 INSTANTIATE_TEST_SUITE_P(Eval, GemmRoutedOp, ::testing::ValuesIn(routed_cases()), OpCaseName());
