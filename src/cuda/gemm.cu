@@ -69,16 +69,19 @@ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a
 // not of value: the mma accumulates from kMmaMagic (common.cuh mma_isum) and one f32 subtraction
 // gives f32(isum), without the quarter-rate integer-to-float conversion.
 //
-// 16 warps, warp w on rows 16 (w % 8).. and the n-tiles of parity w / 8 (the 128-token tile: 8
-// n-tiles, 32 accumulators per thread), and each chunk's weight scales staged in shared memory with its rows (one 16-byte
-// copy per row) rather than a global load per unit inside the loop. The kernel is register- and
+// Warp w takes rows 16 (w % 8).. and, where the tile has two token halves, the n-tiles of parity
+// w / 8 (the 128-token tile: 16 warps, 8 n-tiles and 32 accumulators per thread); each chunk's
+// weight scales are staged in shared memory with its rows (one 16-byte copy per row) rather than
+// a global load per unit inside the loop. The 128-token tile is register- and
 // shared-memory-limited to one block per SM, so the token halves double the warps a scheduler
 // can issue from (8 warps of 16 n-tiles left 2 per scheduler, under 1 eligible). The token split
-// moves no operation: every accumulator's chain is the same. The 32-token tile skips a warp's
-// n-tiles past the block's vectors: a routed tile holds a group's ~T k / E vectors (16 on a
-// 35B-A3B prefill of 512 tokens), and its mma and f32 epilogue on padding were half the work.
+// moves no operation: every accumulator's chain is the same, but both halves decode the same
+// weight fragments. The 32-token tile skips a warp's n-tiles past the block's vectors: a routed
+// tile holds a group's ~T k / E vectors (16 on a 35B-A3B prefill of 512 tokens), whose mma and
+// f32 epilogue on padding were half the work. Its NVFP4 instance has one half (8 warps, all 4
+// n-tiles each, 3 blocks per SM): with ~2 live n-tiles a warp, the per-unit decode of the nibbles
+// and the UE4M3 scales, done by both halves, was most of the remaining instructions.
 constexpr int kRowWarps = 8;                   // warps across the rows
-constexpr int kGemmWarps = 2 * kRowWarps;      // x 2 token halves
 constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
 constexpr int kGemmTokens = 128;               // tokens per block (16 n-tiles of 8)
 constexpr int kRoutedTokens = gemm_routed_tile;  // routed launches: a slab's group averages T k / E vectors
@@ -104,16 +107,20 @@ struct GemmJobs {
   bool x16 = false;  // stage_b: every activation row's chunks start on 16-byte boundaries
 };
 
-// TOK: tokens (output vectors) per block, two halves of TOK / 16 n-tiles.
+// TOK: tokens (output vectors) per block, in kHalves token halves of kWarpTiles n-tiles.
 template <int W, int TOK>
 struct GemmTile {
+  static constexpr int kHalves = W == 4 && TOK <= 32 ? 1 : 2;
+  static constexpr int kThreads = 32 * kRowWarps * kHalves;
+  static constexpr int kWarpTiles = TOK / 8 / kHalves;                    // n-tiles per warp
+  static constexpr int kMinBlocks = TOK > 32 ? 1 : kHalves == 2 ? 2 : 3;  // per SM (__launch_bounds__)
+  static constexpr int kThreadsPerRow = kThreads / kGemmRows;             // stage_a_full
   static constexpr int kUnits = kChunkVals / GemmUnit<W>::kVals;   // units per stage
   static constexpr int kAStride = kUnits * GemmUnit<W>::kBytes + 16;  // bytes per weight row (+16: banks)
   static constexpr int kABytes = kGemmRows * kAStride;
   static constexpr int kBBytes = TOK * kBStride;
   static constexpr int kSBytes = kGemmRows * 16;  // each row's scales of the chunk (Q8_0 8 fp16, NVFP4 16 UE4M3)
   static constexpr int kStageBytes = kABytes + kBBytes + kSBytes;
-  static constexpr int kHalfTiles = TOK / 16;      // n-tiles per warp
   // + dx [block][token] as f32, + the tokens' activation and output rows (int64)
   static constexpr int kSmem = 2 * kStageBytes + kChunkBlocks * TOK * 4 + 2 * TOK * 8;
 };
@@ -123,19 +130,17 @@ struct GemmTile {
 // 16 bytes of the row's scale plane that hold the chunk's scales into ss (a partial last chunk's
 // piece ends inside the row: planar rows are padded to 16 bytes).
 //
-// A full chunk (stage_a_full): kThreadsPerRow threads per row, each the same P / kThreadsPerRow
-// pieces of its row every chunk, so a thread forms its row's address once per chunk and a copy
+// A full chunk (stage_a_full): kThreadsPerRow threads per row (4 or 2), each the same
+// P / kThreadsPerRow pieces of its row every chunk, so a thread forms its row's address once per chunk and a copy
 // is an add. Walking the pieces as one flat index instead (a division, a clamped row and a 64-bit
 // row product per copy) cost more instructions than the 32-token tile's mma and epilogue: the
 // staging is per block, the same for 32 tokens as for 128.
-constexpr int kThreadsPerRow = 32 * kGemmWarps / kGemmRows;
-static_assert(32 * kGemmWarps % kGemmRows == 0);
-
 template <int W, int TOK, int P>
 __device__ __forceinline__ void stage_a_full(const GemmParams& p, int slab, int64_t r0, int64_t ch, uint8_t* sa,
                                              uint8_t* ss) {
   using T = GemmTile<W, TOK>;
-  static_assert(P % kThreadsPerRow == 0);
+  constexpr int kThreadsPerRow = T::kThreadsPerRow;
+  static_assert(P % kThreadsPerRow == 0 && T::kThreads % kGemmRows == 0);
   const int rr = static_cast<int>(threadIdx.x) / kThreadsPerRow, k0 = static_cast<int>(threadIdx.x) % kThreadsPerRow;
   const int64_t rows = p.w.slab_rows;
   const uint8_t* row = p.w.data + (slab * rows + imin(r0 + rr, rows - 1)) * p.w.row_bytes;  // clamped: never stored
@@ -155,7 +160,7 @@ __device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, in
   const int64_t rows = p.w.slab_rows;
   const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
 #pragma unroll 1
-  for (int i = threadIdx.x; i < kGemmRows * per_row; i += 32 * kGemmWarps) {
+  for (int i = threadIdx.x; i < kGemmRows * per_row; i += T::kThreads) {
     const int rr = i / per_row, k = i % per_row;
     const int64_t r = slab * rows + imin(r0 + rr, rows - 1);  // clamped: rows past the end are never stored
     const uint8_t* row = p.w.data + r * p.w.row_bytes;
@@ -180,14 +185,14 @@ __device__ __forceinline__ void stage_a(const GemmParams& p, int slab, int64_t r
 // activation rows whose blocks lie on 16-byte boundaries (x16: cols / 32 a multiple of 4 and
 // xq 16-byte aligned, so every row's chunk of 8 blocks, 288 bytes, starts on one) goes in 18
 // 16-byte copies per token; else 4-byte copies (a block is only 4-byte aligned).
-template <int TOK>
+template <int TOK, int NTHR>
 __device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int64_t* xrow, int64_t ch, int nb_c,
                                         uint8_t* sb) {
   const int64_t nqb = p.w.cols / 32;
   if (x16 && nb_c == kChunkBlocks) {
     constexpr int kPieces = kChunkBlocks * 36 / 16;
 #pragma unroll 1
-    for (int i = threadIdx.x; i < TOK * kPieces; i += 32 * kGemmWarps) {
+    for (int i = threadIdx.x; i < TOK * kPieces; i += NTHR) {
       const int tt = i / kPieces, k = i % kPieces;
       const uint8_t* src = reinterpret_cast<const uint8_t*>(p.xq + xrow[tt] * nqb + ch * kChunkBlocks) + 16 * k;
       cp_async16(sb + tt * kBStride + 16 * k, src);
@@ -195,7 +200,7 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int
     return;
   }
   const int words = nb_c * 9;  // per token
-  for (int i = threadIdx.x; i < TOK * words; i += 32 * kGemmWarps) {
+  for (int i = threadIdx.x; i < TOK * words; i += NTHR) {
     const int tt = i / words, k = i % words;
     const float* src = reinterpret_cast<const float*>(p.xq + xrow[tt] * nqb + ch * kChunkBlocks) + k;
     cp_async4(reinterpret_cast<float*>(sb + tt * kBStride) + k, src);
@@ -203,13 +208,14 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int
 }
 
 // One stage's units for warp (rw, half): its NT live n-tiles (n-tile n covers the block's tokens
-// 8 (2 n + half)..+7, so the two halves alternate and a block of 8 or 16 vectors gives each half
-// the same work), every unit's mma and the contract's epilogue per accumulator. NT is a template
-// argument so that the tiles' chains stay branch-free, which the scheduler interleaves.
+// 8 (H n + half)..+7 for H = kHalves, so two halves alternate and a block of 8 or 16 vectors gives
+// each the same work), every unit's mma and the contract's epilogue per accumulator. NT is a
+// template argument so that the tiles' chains stay branch-free, which the scheduler interleaves.
 template <int W, int TOK, int NT>
-__device__ __forceinline__ void gemm_units(float (&acc)[TOK / 16][4], const uint8_t* sa, const uint8_t* ss, int nu_c,
-                                           int rw, int half, int lane, const float* dxs) {
+__device__ __forceinline__ void gemm_units(float (&acc)[GemmTile<W, TOK>::kWarpTiles][4], const uint8_t* sa,
+                                           const uint8_t* ss, int nu_c, int rw, int half, int lane, const float* dxs) {
   using T = GemmTile<W, TOK>;
+  constexpr int H = T::kHalves;
   const int g = lane >> 2, q = lane & 3;
   const uint8_t* sb = sa + T::kABytes;
   const uint8_t* arow_a = sa + (16 * rw + g) * T::kAStride;
@@ -242,13 +248,13 @@ __device__ __forceinline__ void gemm_units(float (&acc)[TOK / 16][4], const uint
     // never stored)
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      const uint8_t* xb = sb + (8 * (2 * n + half) + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
+      const uint8_t* xb = sb + (8 * (H * n + half) + g) * kBStride + 36 * blk + 4 + boff + 4 * q;
       int c[4];
       if constexpr (W == 3)
         mma_k32(c, a0, a1, a2, a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16));
       else
         mma_k16(c, a0, a1, *reinterpret_cast<const int*>(xb));
-      const float2 dxp = *reinterpret_cast<const float2*>(dx + 16 * n);  // tokens 2q, 2q + 1 of the tile
+      const float2 dxp = *reinterpret_cast<const float2*>(dx + 8 * H * n);  // tokens 2q, 2q + 1 of the tile
       acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(dwa, dxp.x), mma_isum(c[0])));
       acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(dwa, dxp.y), mma_isum(c[1])));
       acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(dwb, dxp.x), mma_isum(c[2])));
@@ -257,15 +263,27 @@ __device__ __forceinline__ void gemm_units(float (&acc)[TOK / 16][4], const uint
   }
 }
 
+// gemm_units for the warp's `live` n-tiles, one instance per count from NT down
+template <int W, int TOK, int NT>
+__device__ __forceinline__ void gemm_units_live(int live, float (&acc)[GemmTile<W, TOK>::kWarpTiles][4],
+                                                const uint8_t* sa, const uint8_t* ss, int nu_c, int rw, int half,
+                                                int lane, const float* dxs) {
+  if constexpr (NT > 0) {
+    if (live == NT) return gemm_units<W, TOK, NT>(acc, sa, ss, nu_c, rw, half, lane, dxs);
+    gemm_units_live<W, TOK, NT - 1>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
+  }
+}
+
 // W: 3 = Q8_0 (unit = 32-value block, k32 mma), 4 = NVFP4 (unit = 16-value sub-block, k16 mma).
 // TOK tokens per block, and routed launches (GemmParams::order): block x takes tile x of the
 // tile list, TOK vectors of one slab's group (their activation and output rows gathered into
 // shared memory; the weight rows then staged after the wait, since a block past the list leaves
 // before reading any). Each output's chain is the dense kernel's: same bits per (row, vector).
-// The 32-vector instance is held to 64 registers (no spills) so that two blocks share an SM: a
-// routed launch is ~1200 short blocks (a 35B-A3B layer: 256 experts x ~16 vectors x 4 row tiles).
+// The 32-vector instances are held to 64 registers (two halves: two blocks of 16 warps) or 80
+// (one: three blocks of 8 warps) with no spills, so that blocks share an SM: a routed launch is
+// ~1200 short blocks (a 35B-A3B layer: 256 experts x ~16 vectors x 4 row tiles).
 template <int W, int TOK>
-__global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
+__global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::kMinBlocks)
     gemm_kernel(const __grid_constant__ GemmJobs jobs) {
   using T = GemmTile<W, TOK>;
   int job = 0;
@@ -279,7 +297,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
   int64_t* yrow = xrow + TOK;                                            // [TOK] output rows (-1: none)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., n-tiles 2 n + half
+  const int rw = warp % kRowWarps, half = warp / kRowWarps;  // rows 16 rw.., n-tiles kHalves n + half
   const int64_t rows = p.w.slab_rows;
   const bool routed = p.order != nullptr;
   int slab = 0;
@@ -298,7 +316,7 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     slab = p.tile_slab[blockIdx.x];
     const int64_t j0 = p.tile_start[blockIdx.x], ge = p.group_start[slab + 1];
     nv = ge - j0;
-    for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
+    for (int tt = threadIdx.x; tt < TOK; tt += T::kThreads) {
       const int64_t j = j0 + tt, a = p.order[j < ge ? j : ge - 1];  // clamped: never stored
       xrow[tt] = a / p.x_div;
       yrow[tt] = j < ge ? a : -1;
@@ -307,28 +325,28 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
   } else {
     const int64_t t0 = static_cast<int64_t>(blockIdx.x) * TOK;
     nv = p.T - t0;
-    for (int tt = threadIdx.x; tt < TOK; tt += 32 * kGemmWarps) {
+    for (int tt = threadIdx.x; tt < TOK; tt += T::kThreads) {
       xrow[tt] = imin(t0 + tt, p.T - 1);  // clamped: tokens past T are never stored
       yrow[tt] = t0 + tt < p.T ? t0 + tt : -1;
     }
   }
   __syncthreads();
-  stage_b<TOK>(p, jobs.x16, xrow, 0, blocks_of(0), smem + T::kABytes);
+  stage_b<TOK, T::kThreads>(p, jobs.x16, xrow, 0, blocks_of(0), smem + T::kABytes);
   cp_async_commit();
 
-  constexpr int kHalfTiles = T::kHalfTiles;
-  // this warp's n-tiles holding any of the block's vectors (n-tile n: vectors 8 (2 n + half)..)
-  const int live = static_cast<int>(imin(kHalfTiles, imax(0, nv - 8 * half + 15) / 16));
-  float acc[kHalfTiles][4];
+  constexpr int kWarpTiles = T::kWarpTiles, H = T::kHalves;
+  // this warp's n-tiles holding any of the block's vectors (n-tile n: vectors 8 (H n + half)..)
+  const int live = static_cast<int>(imin(kWarpTiles, imax(0, nv - 8 * half + 8 * H - 1) / (8 * H)));
+  float acc[kWarpTiles][4];
 #pragma unroll
-  for (int n = 0; n < kHalfTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int n = 0; n < kWarpTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
     const int st = static_cast<int>(ch & 1);
     if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
       uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
       stage_a<W, TOK>(p, slab, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
-      stage_b<TOK>(p, jobs.x16, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
+      stage_b<TOK, T::kThreads>(p, jobs.x16, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
     cp_async_wait_group<1>();
@@ -337,29 +355,25 @@ __global__ void __launch_bounds__(32 * kGemmWarps, TOK <= 32 ? 2 : 1)
     const uint8_t* sb = sa + T::kABytes;
     const uint8_t* ss = sb + T::kBBytes;
     const int nu_c = units_of(ch), nb_c = blocks_of(ch);
-    for (int i = threadIdx.x; i < nb_c * TOK; i += 32 * kGemmWarps) {  // dx as f32, [block][token]
+    for (int i = threadIdx.x; i < nb_c * TOK; i += T::kThreads) {  // dx as f32, [block][token]
       const int b = i / TOK, tt = i % TOK;
       dxs[i] = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(sb + tt * kBStride + 36 * b));
     }
     __syncthreads();
-    if constexpr (kHalfTiles == 2) {  // the 32-token tile: a warp's n-tiles past the block's vectors skipped
-      if (live == 2)
-        gemm_units<W, TOK, 2>(acc, sa, ss, nu_c, rw, half, lane, dxs);
-      else if (live == 1)
-        gemm_units<W, TOK, 1>(acc, sa, ss, nu_c, rw, half, lane, dxs);
-    } else {
-      gemm_units<W, TOK, kHalfTiles>(acc, sa, ss, nu_c, rw, half, lane, dxs);
-    }
+    if constexpr (TOK <= 32)  // a warp's n-tiles past the block's vectors skipped
+      gemm_units_live<W, TOK, kWarpTiles>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
+    else
+      gemm_units<W, TOK, kWarpTiles>(acc, sa, ss, nu_c, rw, half, lane, dxs);
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
   const float scale = p.w.slab_scale[slab];
 #pragma unroll
-  for (int n = 0; n < kHalfTiles; ++n) {
+  for (int n = 0; n < kWarpTiles; ++n) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t r = r0 + 16 * rw + g + (j >= 2 ? 8 : 0);
-      const int64_t t = yrow[8 * (2 * n + half) + 2 * q + (j & 1)];
+      const int64_t t = yrow[8 * (H * n + half) + 2 * q + (j & 1)];
       if (r >= rows || t < 0) continue;
       const float v = __fmul_rn(acc[n][j], scale);
       float* out = p.y + t * p.ld_y + r;
@@ -425,7 +439,7 @@ void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
   constexpr int smem = GemmTile<W, TOK>::kSmem;
-  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, 32 * kGemmWarps, smem, s, jobs);
+  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, GemmTile<W, TOK>::kThreads, smem, s, jobs);
 }
 
 // Routed launches take the 32-token tile; a dense launch the one gemm_token_tile names for all
