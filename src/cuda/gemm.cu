@@ -78,9 +78,10 @@ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a
 // moves no operation: every accumulator's chain is the same, but both halves decode the same
 // weight fragments. The 32-token tile skips a warp's n-tiles past the block's vectors: a routed
 // tile holds a group's ~T k / E vectors (16 on a 35B-A3B prefill of 512 tokens), whose mma and
-// f32 epilogue on padding were half the work. Its NVFP4 instance has one half (8 warps, all 4
-// n-tiles each, 3 blocks per SM): with ~2 live n-tiles a warp, the per-unit decode of the nibbles
-// and the UE4M3 scales, done by both halves, was most of the remaining instructions.
+// f32 epilogue on padding were half the work. Its NVFP4 form with one half (8 warps, all 4
+// n-tiles each, 3 blocks per SM; gemm_halves chooses) decodes each unit's nibbles and UE4M3
+// scales once: with ~2 live n-tiles a warp that decode, done by both halves, was most of the
+// remaining instructions of a routed tile.
 constexpr int kRowWarps = 8;                   // warps across the rows
 constexpr int kGemmRows = 16 * kRowWarps;      // weight rows per block
 constexpr int kGemmTokens = 128;               // tokens per block (16 n-tiles of 8)
@@ -107,10 +108,10 @@ struct GemmJobs {
   bool x16 = false;  // stage_b: every activation row's chunks start on 16-byte boundaries
 };
 
-// TOK: tokens (output vectors) per block, in kHalves token halves of kWarpTiles n-tiles.
-template <int W, int TOK>
+// TOK: tokens (output vectors) per block, in H token halves of kWarpTiles n-tiles (gemm_halves).
+template <int W, int TOK, int H>
 struct GemmTile {
-  static constexpr int kHalves = W == 4 && TOK <= 32 ? 1 : 2;
+  static constexpr int kHalves = H;
   static constexpr int kThreads = 32 * kRowWarps * kHalves;
   static constexpr int kWarpTiles = TOK / 8 / kHalves;                    // n-tiles per warp
   static constexpr int kMinBlocks = TOK > 32 ? 1 : kHalves == 2 ? 2 : 3;  // per SM (__launch_bounds__)
@@ -135,10 +136,10 @@ struct GemmTile {
 // is an add. Walking the pieces as one flat index instead (a division, a clamped row and a 64-bit
 // row product per copy) cost more instructions than the 32-token tile's mma and epilogue: the
 // staging is per block, the same for 32 tokens as for 128.
-template <int W, int TOK, int P>
+template <int W, int TOK, int H, int P>
 __device__ __forceinline__ void stage_a_full(const GemmParams& p, int slab, int64_t r0, int64_t ch, uint8_t* sa,
                                              uint8_t* ss) {
-  using T = GemmTile<W, TOK>;
+  using T = GemmTile<W, TOK, H>;
   constexpr int kThreadsPerRow = T::kThreadsPerRow;
   static_assert(P % kThreadsPerRow == 0 && T::kThreads % kGemmRows == 0);
   const int rr = static_cast<int>(threadIdx.x) / kThreadsPerRow, k0 = static_cast<int>(threadIdx.x) % kThreadsPerRow;
@@ -152,10 +153,10 @@ __device__ __forceinline__ void stage_a_full(const GemmParams& p, int slab, int6
 }
 
 // The partial last chunk: its `pieces` per row and the scale piece, one flat index.
-template <int W, int TOK>
+template <int W, int TOK, int H>
 __device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, int64_t r0, int64_t ch, int pieces,
                                                uint8_t* sa, uint8_t* ss) {
-  using T = GemmTile<W, TOK>;
+  using T = GemmTile<W, TOK, H>;
   const int per_row = pieces + 1;  // + the scale piece
   const int64_t rows = p.w.slab_rows;
   const int64_t scale_plane = W == 3 ? p.w.cols : p.w.cols / 2;
@@ -171,13 +172,13 @@ __device__ __forceinline__ void stage_a_pieces(const GemmParams& p, int slab, in
   }
 }
 
-template <int W, int TOK>
+template <int W, int TOK, int H>
 __device__ __forceinline__ void stage_a(const GemmParams& p, int slab, int64_t r0, int64_t ch, int nu_c, uint8_t* sa,
                                         uint8_t* ss) {
-  using T = GemmTile<W, TOK>;
+  using T = GemmTile<W, TOK, H>;
   constexpr int kFull = T::kUnits * GemmUnit<W>::kBytes / 16;
-  if (nu_c == T::kUnits) return stage_a_full<W, TOK, kFull>(p, slab, r0, ch, sa, ss);
-  stage_a_pieces<W, TOK>(p, slab, r0, ch, nu_c * GemmUnit<W>::kBytes / 16, sa, ss);
+  if (nu_c == T::kUnits) return stage_a_full<W, TOK, H, kFull>(p, slab, r0, ch, sa, ss);
+  stage_a_pieces<W, TOK, H>(p, slab, r0, ch, nu_c * GemmUnit<W>::kBytes / 16, sa, ss);
 }
 
 // Chunk `ch`'s q8_1 blocks of the block's tokens (B) into stage memory, as stored (36-byte
@@ -211,11 +212,10 @@ __device__ __forceinline__ void stage_b(const GemmParams& p, bool x16, const int
 // 8 (H n + half)..+7 for H = kHalves, so two halves alternate and a block of 8 or 16 vectors gives
 // each the same work), every unit's mma and the contract's epilogue per accumulator. NT is a
 // template argument so that the tiles' chains stay branch-free, which the scheduler interleaves.
-template <int W, int TOK, int NT>
-__device__ __forceinline__ void gemm_units(float (&acc)[GemmTile<W, TOK>::kWarpTiles][4], const uint8_t* sa,
+template <int W, int TOK, int H, int NT>
+__device__ __forceinline__ void gemm_units(float (&acc)[GemmTile<W, TOK, H>::kWarpTiles][4], const uint8_t* sa,
                                            const uint8_t* ss, int nu_c, int rw, int half, int lane, const float* dxs) {
-  using T = GemmTile<W, TOK>;
-  constexpr int H = T::kHalves;
+  using T = GemmTile<W, TOK, H>;
   const int g = lane >> 2, q = lane & 3;
   const uint8_t* sb = sa + T::kABytes;
   const uint8_t* arow_a = sa + (16 * rw + g) * T::kAStride;
@@ -264,13 +264,13 @@ __device__ __forceinline__ void gemm_units(float (&acc)[GemmTile<W, TOK>::kWarpT
 }
 
 // gemm_units for the warp's `live` n-tiles, one instance per count from NT down
-template <int W, int TOK, int NT>
-__device__ __forceinline__ void gemm_units_live(int live, float (&acc)[GemmTile<W, TOK>::kWarpTiles][4],
+template <int W, int TOK, int H, int NT>
+__device__ __forceinline__ void gemm_units_live(int live, float (&acc)[GemmTile<W, TOK, H>::kWarpTiles][4],
                                                 const uint8_t* sa, const uint8_t* ss, int nu_c, int rw, int half,
                                                 int lane, const float* dxs) {
   if constexpr (NT > 0) {
-    if (live == NT) return gemm_units<W, TOK, NT>(acc, sa, ss, nu_c, rw, half, lane, dxs);
-    gemm_units_live<W, TOK, NT - 1>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
+    if (live == NT) return gemm_units<W, TOK, H, NT>(acc, sa, ss, nu_c, rw, half, lane, dxs);
+    gemm_units_live<W, TOK, H, NT - 1>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
   }
 }
 
@@ -282,10 +282,10 @@ __device__ __forceinline__ void gemm_units_live(int live, float (&acc)[GemmTile<
 // The 32-vector instances are held to 64 registers (two halves: two blocks of 16 warps) or 80
 // (one: three blocks of 8 warps) with no spills, so that blocks share an SM: a routed launch is
 // ~1200 short blocks (a 35B-A3B layer: 256 experts x ~16 vectors x 4 row tiles).
-template <int W, int TOK>
-__global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::kMinBlocks)
+template <int W, int TOK, int H>
+__global__ void __launch_bounds__(GemmTile<W, TOK, H>::kThreads, GemmTile<W, TOK, H>::kMinBlocks)
     gemm_kernel(const __grid_constant__ GemmJobs jobs) {
-  using T = GemmTile<W, TOK>;
+  using T = GemmTile<W, TOK, H>;
   int job = 0;
 #pragma unroll
   for (int j = 0; j + 1 < gemm_multi; ++j) job += j + 1 < jobs.n && blockIdx.y >= jobs.tile_end[j];
@@ -308,7 +308,9 @@ __global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::
   auto units_of = [&](int64_t ch) { return static_cast<int>(imin(T::kUnits, nu - ch * T::kUnits)); };
   auto blocks_of = [&](int64_t ch) { return (units_of(ch) * GemmUnit<W>::kVals + 31) / 32; };
 
-  if (!routed) stage_a<W, TOK>(p, 0, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);  // weights only: before the wait
+  if (!routed)
+    stage_a<W, TOK, H>(p, 0, r0, 0, units_of(0), smem,
+                       smem + T::kABytes + T::kBBytes);  // weights only: before the wait
   pdl_wait();
   pdl_release();
   if (routed) {
@@ -321,7 +323,7 @@ __global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::
       xrow[tt] = a / p.x_div;
       yrow[tt] = j < ge ? a : -1;
     }
-    stage_a<W, TOK>(p, slab, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);
+    stage_a<W, TOK, H>(p, slab, r0, 0, units_of(0), smem, smem + T::kABytes + T::kBBytes);
   } else {
     const int64_t t0 = static_cast<int64_t>(blockIdx.x) * TOK;
     nv = p.T - t0;
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::
   stage_b<TOK, T::kThreads>(p, jobs.x16, xrow, 0, blocks_of(0), smem + T::kABytes);
   cp_async_commit();
 
-  constexpr int kWarpTiles = T::kWarpTiles, H = T::kHalves;
+  constexpr int kWarpTiles = T::kWarpTiles;
   // this warp's n-tiles holding any of the block's vectors (n-tile n: vectors 8 (H n + half)..)
   const int live = static_cast<int>(imin(kWarpTiles, imax(0, nv - 8 * half + 8 * H - 1) / (8 * H)));
   float acc[kWarpTiles][4];
@@ -345,7 +347,7 @@ __global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::
     const int st = static_cast<int>(ch & 1);
     if (ch + 1 < n_chunks) {  // the next chunk into the other stage, while this one is computed
       uint8_t* nxt = smem + (st ^ 1) * T::kStageBytes;
-      stage_a<W, TOK>(p, slab, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
+      stage_a<W, TOK, H>(p, slab, r0, ch + 1, units_of(ch + 1), nxt, nxt + T::kABytes + T::kBBytes);
       stage_b<TOK, T::kThreads>(p, jobs.x16, xrow, ch + 1, blocks_of(ch + 1), nxt + T::kABytes);
     }
     cp_async_commit();
@@ -361,9 +363,9 @@ __global__ void __launch_bounds__(GemmTile<W, TOK>::kThreads, GemmTile<W, TOK>::
     }
     __syncthreads();
     if constexpr (TOK <= 32)  // a warp's n-tiles past the block's vectors skipped
-      gemm_units_live<W, TOK, kWarpTiles>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
+      gemm_units_live<W, TOK, H, kWarpTiles>(live, acc, sa, ss, nu_c, rw, half, lane, dxs);
     else
-      gemm_units<W, TOK, kWarpTiles>(acc, sa, ss, nu_c, rw, half, lane, dxs);
+      gemm_units<W, TOK, H, kWarpTiles>(acc, sa, ss, nu_c, rw, half, lane, dxs);
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
@@ -428,7 +430,7 @@ __global__ void __launch_bounds__(32 * kWarps) gemm_bf16_kernel(GemmParams p) {
   }
 }
 
-template <int W, int TOK>
+template <int W, int TOK, int H>
 void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   const GemmParams& p = jobs.job[0];
   const int64_t gy = jobs.tile_end[jobs.n - 1];
@@ -438,8 +440,8 @@ void launch_int8_tok(const GemmJobs& jobs, cudaStream_t s) {
   const int64_t gx = p.order ? p.max_tiles : ceil_div(p.T, TOK);
   if (gx > 2147483647) fail("gemm: ", gx, " token tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
-  constexpr int smem = GemmTile<W, TOK>::kSmem;
-  launch_kernel("gemm_kernel", gemm_kernel<W, TOK>, grid, GemmTile<W, TOK>::kThreads, smem, s, jobs);
+  constexpr int smem = GemmTile<W, TOK, H>::kSmem;
+  launch_kernel("gemm_kernel", gemm_kernel<W, TOK, H>, grid, GemmTile<W, TOK, H>::kThreads, smem, s, jobs);
 }
 
 // Routed launches take the 32-token tile; a dense launch the one gemm_token_tile names for all
@@ -450,9 +452,16 @@ void launch_int8(const GemmJobs& jobs, cudaStream_t s) {
   const int tok = p.order        ? kRoutedTokens
                   : p.token_tile ? p.token_tile
                                  : gemm_token_tile(jobs.tile_end[jobs.n - 1] * kGemmRows, p.T, sm_count());
-  if (tok == kRoutedTokens) return launch_int8_tok<W, kRoutedTokens>(jobs, s);
+  if (tok == kRoutedTokens) {
+    const int64_t blocks = jobs.tile_end[jobs.n - 1] * (p.order ? p.max_tiles : ceil_div(p.T, kRoutedTokens));
+    const int h = p.halves ? p.halves : gemm_halves(p.w.type, p.order != nullptr, blocks, sm_count());
+    if constexpr (W == 4)
+      if (h == 1) return launch_int8_tok<W, kRoutedTokens, 1>(jobs, s);
+    if (h != 2) fail("gemm: ", h, " token halves for ", dtype_name(p.w.type), " (NVFP4 takes 1 or 2, Q8_0 2)");
+    return launch_int8_tok<W, kRoutedTokens, 2>(jobs, s);
+  }
   if (tok != kGemmTokens) fail("gemm: token_tile ", tok, " is none of 0, ", kRoutedTokens, ", ", kGemmTokens);
-  launch_int8_tok<W, kGemmTokens>(jobs, s);
+  launch_int8_tok<W, kGemmTokens, 2>(jobs, s);
 }
 
 }  // namespace
@@ -463,6 +472,10 @@ int gemm_token_tile(int64_t rows, int64_t T, int sms) {
   if (T <= kRoutedTokens) return kRoutedTokens;
   const int64_t blocks = ceil_div(rows, kGemmRows) * ceil_div(T, kGemmTokens);
   return 2 * blocks >= sms ? kGemmTokens : kRoutedTokens;
+}
+
+int gemm_halves(DType t, bool routed, int64_t blocks, int sms) {
+  return t == DType::NVFP4 && (routed || blocks <= sms) ? 1 : 2;
 }
 
 void gemm_run(const GemmParams& p, cudaStream_t s) { gemm_run_multi(&p, 1, s); }
@@ -476,10 +489,10 @@ void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s) {
            dtype_name(p.w.type));
     for (int j = 1; j < n; ++j)
       if (ps[j].order || ps[j].w.type != p.w.type || ps[j].w.cols != p.w.cols || ps[j].xq != p.xq || ps[j].T != p.T ||
-          ps[j].token_tile != p.token_tile)
+          ps[j].token_tile != p.token_tile || ps[j].halves != p.halves)
         fail("gemm: matrix ", j, " of a launch differs from matrix 0 in type (", dtype_name(ps[j].w.type), " / ",
              dtype_name(p.w.type), "), cols (", ps[j].w.cols, " / ", p.w.cols, "), activations, T (", ps[j].T, " / ",
-             p.T, ") or token tile");
+             p.T, "), token tile or halves");
   }
   if (p.T == 0) return;
   GemmJobs jobs;

@@ -57,6 +57,9 @@ struct GemmParams {
   // Dense int8 launches: 0 takes gemm_token_tile's choice; 32 or 128 forces that tile (op tests
   // run every case under both: the bits must not depend on it).
   int token_tile = 0;
+  // NVFP4 launches of the 32-token tile: 0 takes gemm_halves' choice; 1 or 2 forces that many
+  // token halves (op tests run each case under both: the bits must not depend on it).
+  int halves = 0;
 };
 inline constexpr int gemm_routed_tile = 32;  // vectors per routed tile (a group averages T k / E)
 
@@ -67,6 +70,16 @@ inline constexpr int gemm_routed_tile = 32;  // vectors per routed tile (a group
 // blocks at a quarter of the work each and two per SM: a 1024-row matrix over 512 tokens is 32
 // blocks of 128 tokens, a quarter of an H200, and 128 of 32.
 int gemm_token_tile(int64_t rows, int64_t T, int sms);
+
+// The token halves of a 32-token tile (gemm.cu): warps of two halves decode each unit's weights
+// twice, once per half; one half has every n-tile of the tile in each warp and half the warps.
+// NVFP4 (whose per-unit decode of nibbles and scales is the dear part) takes one half for routed
+// launches (~16 vectors a tile, 1536-block grids: 35B-A3B gate / up 271 -> 212 us) and grids of
+// no more blocks than SMs (the 35B-A3B shared expert's gate + up, 128 blocks: 45.6 -> 36.5 us),
+// two halves for larger dense grids (its 256-block output projections: 93.5 us with two, 103
+// with one); Q8_0 always two (its tile's shared memory allows 2 blocks per SM, 8 warps each with
+// one half).
+int gemm_halves(DType t, bool routed, int64_t blocks, int sms);
 
 // The weight types and row lengths the GEMM takes (BF16 k-steps are 16 values).
 inline bool gemm_supported(DType t, int64_t cols) {

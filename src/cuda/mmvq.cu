@@ -8,8 +8,9 @@
 //
 // Forms (one Unit<W> per weight type and contract: load, decode, product; W = 6 is NVFP4 under
 // the pair32 dot contract):
-//   matvec_kernel<W, kBlock, NT>: a grid of row blocks; NT output vectors (8- or 16-token tiles)
-//     share every weight load. Prefill, MoE expert launches, more than kStreamRows rows.
+//   matvec_kernel<W, kBlock, NT, R>: a grid of row blocks; NT output vectors (8- or 16-token
+//     tiles) share every weight load, and R rows (float weights: kMatvecRows) every activation
+//     load. Prefill, MoE expert launches, more than kStreamRows rows.
 //   matvec_stream_kernel: the dense m = 1 launch (and 2..kStreamRows activation rows, NV) as a
 //     stream: as many resident warps as fit take rows in turn, each row in groups of units per
 //     lane, the next group's weight loads in flight during the current group's arithmetic and
@@ -287,15 +288,33 @@ template <int W> struct Unit {
     }
     return d;
   }
-  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+  struct X {
+    float4 a, b;
+  };  // a unit's 8 activations
+  __device__ static X load_x(const MatvecParams& p, int64_t xr, int u) {
     const float4* xp = reinterpret_cast<const float4*>(p.xf + xr * p.ld_xf) + 2 * u;
-    const float4 a = xp[0], b = xp[1];
+    return {xp[0], xp[1]};
+  }
+  __device__ static float dot(const Dec& d, const X& x) {
+    const float4 a = x.a, b = x.b;
     float pu = 0.0f;
     pu = fmaf(d.wv[0], a.x, pu); pu = fmaf(d.wv[1], a.y, pu); pu = fmaf(d.wv[2], a.z, pu); pu = fmaf(d.wv[3], a.w, pu);
     pu = fmaf(d.wv[4], b.x, pu); pu = fmaf(d.wv[5], b.y, pu); pu = fmaf(d.wv[6], b.z, pu); pu = fmaf(d.wv[7], b.w, pu);
     return pu;
   }
+  __device__ static float product(const Dec& d, const MatvecParams& p, int64_t xr, int u) {
+    return dot(d, load_x(p, xr, u));
+  }
 };
+
+// Rows per warp of matvec_kernel's mmvq token tiles. Float weights (F32 / F16 / BF16: an MoE
+// router, kept F32) take 2 on matrices of 8 rows or more: each unit's activations, loaded from L1
+// per token, then serve two rows. With one row per warp a 512-token prefill's F32 router (256 x
+// 2048) ran at ~3 TFLOPS, bound by those loads (two 16-byte loads per 8 FMAs): 90 -> 54 us on an
+// H100. A one-row matrix (the shared expert's gate row) keeps 1: two rows per warp computed its
+// row twice (20 -> 33 us).
+template <int W, bool kBlock, int NT>
+inline constexpr int kMatvecRows = !kBlock && NT > 1 && W <= 2 ? 2 : 1;
 
 // --- the kernel
 
@@ -352,6 +371,49 @@ __device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* pl
   }
 }
 
+// R rows row.. of a float-weight token tile, one warp: each row's chain is matvec_kernel's (lane
+// l takes units l, l + 32, ... in order, then the butterfly), each unit's activations loaded once
+// for the R rows. Rows past the matrix's end repeat row `row` and are not stored.
+template <int W, int NT, int R>
+__device__ __forceinline__ void matvec_rows(const MatvecParams& p, int64_t row, int64_t rows, int64_t a0, int lane0,
+                                            int nu, int lane) {
+  using U = Unit<W>;
+  const uint8_t* wr[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) wr[i] = p.w.data + (row + i < rows ? row + i : row) * p.w.row_bytes;
+  float acc[R][NT];
+  int64_t xr[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    xr[t] = (a0 + t < p.n_out ? a0 + t : a0) / p.x_div;
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i][t] = 0.0f;
+  }
+  for (int u = lane0; u < nu; u += 32) {
+    typename U::Dec d[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      typename U::Raw r;
+      U::load(r, wr[i], p.w.cols, u);
+      d[i] = U::decode(r);
+    }
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const typename U::X x = U::load_x(p, xr[t], u);
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i][t] = __fadd_rn(acc[i][t], U::dot(d[i], x));
+    }
+  }
+  const float scale = p.w.slab_scale[0];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float v = warp_sum_xor(acc[i][t]);
+      if (lane == 0 && row + i < rows && a0 + t < p.n_out) store(p, (a0 + t) * p.ld_y + row + i, __fmul_rn(v, scale));
+    }
+}
+
 // Thread t_in_row of a row takes units t_in_row, t_in_row + TPR, ... in that order (the dot
 // contract), in groups of G units whose loads issue together; NT output vectors share each
 // decoded unit.
@@ -359,8 +421,9 @@ __device__ __forceinline__ void stage_x(const Q81* xrow, int64_t cols, uint4* pl
 // they must all be resident at once for the whole matrix to stream in one wave. Token tiles
 // (NT = 8, 16) cap at 128 (4 blocks per SM); uncapped, nvcc hoisted 16 activation-row addresses
 // and took up to 244 registers (2 blocks per SM).
-template <int W, bool kBlock, int NT>
-__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4) matvec_kernel(const __grid_constant__ MatvecBatch batch) {
+template <int W, bool kBlock, int NT, int R = 1>
+__global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4)
+    matvec_kernel(const __grid_constant__ MatvecBatch batch) {
   using U = Unit<W>;
   constexpr int TPR = kBlock ? 128 : 32;  // threads per row
   constexpr int G = NT == 1 ? U::kGroup : 1;
@@ -371,7 +434,7 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t_in_row = kBlock ? threadIdx.x : lane;
   const int64_t rows = p.w.slab_rows;
-  const int64_t row = kBlock ? bx : static_cast<int64_t>(bx) * kWarpRows + warp;
+  const int64_t row = kBlock ? bx : (static_cast<int64_t>(bx) * kWarpRows + warp) * R;  // the warp's first
   const int64_t a0 = static_cast<int64_t>(blockIdx.y) * NT;
   const bool active = row < rows;  // the last mmvq block may hold rows past the end
   // The expert id of a routed launch is written by the router kernel: wait for it first.
@@ -382,9 +445,14 @@ __global__ void __launch_bounds__(kBlock ? 128 : 32 * kWarpRows, NT == 1 ? 8 : 4
   const int nu = static_cast<int>(U::count(p.w.cols));  // < 2^31: rows of at most 2^31 values
 
   typename U::Raw raw[G];
-  if (active) load_group<W, G, TPR>(raw, wrow, p.w.cols, t_in_row, nu);  // weights only: before the wait
+  if (active && R == 1) load_group<W, G, TPR>(raw, wrow, p.w.cols, t_in_row, nu);  // weights only: before the wait
   if (!routed) pdl_wait();
   pdl_release();
+
+  if constexpr (R > 1) {  // float weights, R rows per warp
+    if (active) matvec_rows<W, NT, R>(p, row, rows, a0, t_in_row, nu, lane);
+    return;
+  }
 
   // m = 1 with q8_1 activations: the block's activation row staged once in shared memory as an
   // int8 plane and an f32 scale plane (the fp16 d converted once), so a lane reads a unit's
@@ -1055,14 +1123,22 @@ bool mma_tiles_fit(const MatvecBatch& b) {
   return tiles <= 65535;
 }
 
-template <int W, bool kBlock, int NT>
-void launch(const MatvecBatch& b, cudaStream_t s) {
+template <int W, bool kBlock, int NT, int R = 1>
+void launch(MatvecBatch& b, cudaStream_t s) {
+  if constexpr (R == 1 && kMatvecRows < W, kBlock, NT >> 1) {
+    bool wide = true;
+    for (int j = 0; j < b.n; ++j) wide = wide && b.p[j].w.slab_rows >= 8;
+    if (wide) return launch<W, kBlock, NT, kMatvecRows<W, kBlock, NT>>(b, s);
+  }
+  if constexpr (R > 1)
+    for (int j = 0; j < b.n; ++j)
+      b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(ceil_div(b.p[j].w.slab_rows, kWarpRows * R));
   const int64_t gy = ceil_div(b.p[0].n_out, NT);
   if (gy > 65535) fail("matvec: ", b.p[0].n_out, " output vectors in tiles of ", NT, " exceed the grid (65535)");
   const dim3 grid(b.block_start[b.n], static_cast<unsigned>(gy));
   size_t smem = 0;  // the staged activation planes of m = 1 with q8_1 activations (kStage)
   if constexpr (NT == 1 && (W == 3 || W == 4 || W == 6)) smem = stage_smem(b, matvec_kernel<W, kBlock, NT>);
-  launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
+  launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT, R>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
 }
 
 template <int W, bool kBlock>

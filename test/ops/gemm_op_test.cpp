@@ -128,11 +128,15 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
           ref[j][static_cast<size_t>(t * rows + r)] = d * scale;
         }
     }
-    // the chosen token tile, then each tile forced: no bit may depend on it
-    for (int tile : {0, cuda::gemm_routed_tile, 128}) {
+    // the chosen token tile, then each tile forced (NVFP4's 32-token tile in one and in two token
+    // halves, gemm_halves): no bit may depend on it
+    std::vector<std::pair<int, int>> forms = {{0, 0}, {cuda::gemm_routed_tile, 0}, {128, 0}};
+    if (c.type == DType::NVFP4) forms = {{0, 0}, {cuda::gemm_routed_tile, 1}, {cuda::gemm_routed_tile, 2}, {128, 0}};
+    for (const auto& [tile, halves] : forms) {
       for (size_t j = 0; j < n; ++j) {
         dy[j].fill_bytes(0xFF);
         ps[j].token_tile = tile;
+        ps[j].halves = halves;
       }
       if (n == 1)
         cuda::gemm_run(ps[0], st);
@@ -140,7 +144,7 @@ TEST_P(GemmOp, MatchesSequentialDotContractBitwise) {
         cuda::gemm_run_multi(ps.data(), static_cast<int>(n), st);
       e.synchronize();
       for (size_t j = 0; j < n; ++j) {
-        SCOPED_TRACE(Vars()("token_tile", tile)("matrix", j).str());
+        SCOPED_TRACE(Vars()("token_tile", tile)("halves", halves)("matrix", j).str());
         EXPECT_TRUE(compare_to_contract(dy[j].download(), ref[j], Tolerance::exact()));
       }
     }
@@ -268,8 +272,15 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
     p.tile_start = dtstart.data();
     p.n_tiles = dntiles.data();
     p.max_tiles = bound;
-    cuda::gemm_run(p, st);
-    e.synchronize();
+    // NVFP4 in one token half (the default for routed launches) and in two; Q8_0 in two
+    std::vector<std::vector<float>> runs;
+    for (int halves : c.type == DType::NVFP4 ? std::vector<int>{0, 2} : std::vector<int>{0}) {
+      p.halves = halves;
+      dy.fill_bytes(0xFF);
+      cuda::gemm_run(p, st);
+      e.synchronize();
+      runs.push_back(dy.download());
+    }
     // the grouping itself: starts are the exclusive counts, order a permutation grouped by slab
     const std::vector<int32_t> order = dorder.download(), start = dstart.download();
     std::vector<int32_t> count(static_cast<size_t>(c.E), 0);
@@ -294,8 +305,7 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
       }
     EXPECT_EQ(i, ntiles[0]);
 
-    const std::vector<float> got = dy.download();
-    std::vector<float> ref(got.size());
+    std::vector<float> ref(runs[0].size());
     for (int64_t a = 0; a < c.T * c.k; ++a)
       for (int64_t r = 0; r < c.rows; ++r) {
         const uint8_t* wr = w.data() + (ids[a] * c.rows + r) * rb;
@@ -305,7 +315,10 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
                             : dot_nvfp4_q8_1(reinterpret_cast<const BlockNvfp4*>(wr), x, c.cols, DotOrder::sequential);
         ref[static_cast<size_t>(a * c.rows + r)] = d * scales[ids[a]];
       }
-    EXPECT_TRUE(compare_to_contract(got, ref, Tolerance::exact()));
+    for (size_t i = 0; i < runs.size(); ++i) {
+      SCOPED_TRACE(Vars()("run", i).str());
+      EXPECT_TRUE(compare_to_contract(runs[i], ref, Tolerance::exact()));
+    }
   });
 }
 

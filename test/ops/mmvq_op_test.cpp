@@ -89,6 +89,11 @@ std::vector<MatvecCase> cases() {
       // epilogue (the NVFP4 ones load y with the row's weights)
       v.push_back(MatvecCase(t, 37, 12288, 1, a, 1).adding());
       v.push_back(MatvecCase(t, 45, 4096, 1, a, 1, 3).adding());
+      // token tiles of three matrices in one launch (float weights: two rows per warp, so each
+      // matrix's blocks are counted in 8-row steps) and with the residual add
+      v.emplace_back(t, 45, 1024, 13, a, 1, 3);
+      v.push_back(MatvecCase(t, 37, 1024 + 64, 37, a, 1).adding());
+      v.emplace_back(t, 1, 1024, 37, a, 1);  // one row (a shared expert's gate row): one row per warp
     }
   // The mmvq family's tensor-core tiles (5 or more dense q8_1 vectors: one n-tile up to 8, two
   // past it, four in a block of 16 warps past 16 on rows of 4 steps or more; the loop above's
