@@ -484,15 +484,22 @@ void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s) {
   if (n < 1 || n > gemm_multi) fail("gemm: ", n, " matrices in one launch (1..", gemm_multi, ")");
   const GemmParams& p = ps[0];
   if (n > 1) {
-    if (p.order || (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4))
-      fail("gemm: a launch of several matrices takes dense Q8_0 / NVFP4 ones, not ", p.order ? "routed " : "",
-           dtype_name(p.w.type));
-    for (int j = 1; j < n; ++j)
-      if (ps[j].order || ps[j].w.type != p.w.type || ps[j].w.cols != p.w.cols || ps[j].xq != p.xq || ps[j].T != p.T ||
-          ps[j].token_tile != p.token_tile || ps[j].halves != p.halves)
-        fail("gemm: matrix ", j, " of a launch differs from matrix 0 in type (", dtype_name(ps[j].w.type), " / ",
-             dtype_name(p.w.type), "), cols (", ps[j].w.cols, " / ", p.w.cols, "), activations, T (", ps[j].T, " / ",
-             p.T, "), token tile or halves");
+    if (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4)
+      fail("gemm: a launch of several matrices takes Q8_0 / NVFP4 ones, not ", dtype_name(p.w.type));
+    for (int j = 1; j < n; ++j) {
+      const GemmParams& q = ps[j];
+      if (q.w.type != p.w.type || q.w.cols != p.w.cols || q.xq != p.xq || q.T != p.T || q.token_tile != p.token_tile ||
+          q.halves != p.halves)
+        fail("gemm: matrix ", j, " of a launch differs from matrix 0 in type (", dtype_name(q.w.type), " / ",
+             dtype_name(p.w.type), "), cols (", q.w.cols, " / ", p.w.cols, "), activations, T (", q.T, " / ", p.T,
+             "), token tile or halves");
+      if (q.order != p.order || q.group_start != p.group_start || q.tile_slab != p.tile_slab ||
+          q.tile_start != p.tile_start || q.n_tiles != p.n_tiles || q.max_tiles != p.max_tiles ||
+          q.n_slab != p.n_slab || q.x_div != p.x_div)
+        fail("gemm: matrix ", j, " of a launch is ", q.order ? "routed" : "dense", " and matrix 0 ",
+             p.order ? "routed" : "dense", ": several routed matrices share one grouping (order, groups, tiles, ",
+             "slabs, x_div)");
+    }
   }
   if (p.T == 0) return;
   GemmJobs jobs;
@@ -507,10 +514,11 @@ void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s) {
   if (p.order) {
     if (p.w.type != DType::Q8_0 && p.w.type != DType::NVFP4)
       fail("gemm: routed launches take Q8_0 / NVFP4 experts, not ", dtype_name(p.w.type));
-    if (!p.group_start || !p.tile_slab || !p.tile_start || !p.n_tiles || p.n_slab < 1 || p.x_div < 1 ||
-        p.max_tiles < 0 || p.w.slab_rows * p.n_slab != p.w.rows)
-      fail("gemm: routed launch needs group_start and a tile list, n_slab (", p.n_slab, ") slabs of ", p.w.slab_rows,
-           " rows (", p.w.rows, " in all), x_div >= 1 (", p.x_div, ")");
+    for (int j = 0; j < n; ++j)
+      if (!p.group_start || !p.tile_slab || !p.tile_start || !p.n_tiles || p.n_slab < 1 || p.x_div < 1 ||
+          p.max_tiles < 0 || ps[j].w.slab_rows * p.n_slab != ps[j].w.rows)
+        fail("gemm: routed launch needs group_start and a tile list, n_slab (", p.n_slab, ") slabs of ",
+             ps[j].w.slab_rows, " rows (", ps[j].w.rows, " in all, matrix ", j, "), x_div >= 1 (", p.x_div, ")");
     if (p.max_tiles == 0) return;
   }
   const int64_t gy = ceil_div(p.T, kTokens);

@@ -90,7 +90,9 @@ void gemm_run(const GemmParams& p, cudaStream_t s);
 // Up to gemm_multi dense Q8_0 / NVFP4 GEMMs over the same activations (xq, T, cols, type; a
 // layer's q, k and v) in one launch: their row tiles share the grid, so a model whose matrices
 // are each less than a wave of blocks (Qwen3-0.6B over 512 tokens: 8 to 24 row tiles per matrix)
-// fills the card. Each output is the bits of its matrix's own gemm_run.
+// fills the card. Or routed ones over the same grouping as well (order, group and tile lists,
+// slabs, x_div: an MoE layer's expert gate and up), whose launch then has no tail of its own
+// between them. Each output is the bits of its matrix's own gemm_run.
 inline constexpr int gemm_multi = 4;
 void gemm_run_multi(const GemmParams* ps, int n, cudaStream_t s);
 

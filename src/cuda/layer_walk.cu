@@ -910,22 +910,28 @@ bool Model::Impl::use_routed_gemm(const DevMatrix& m, int64_t T) const {
          (m.m.type == DType::Q8_0 || m.m.type == DType::NVFP4) && cuda::gemm_supported(m.m.type, m.m.cols);
 }
 
-void Model::Impl::routed_gemm(const DMat& m, const Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n) {
-  cuda::GemmParams g;
-  g.w = m;
-  g.xq = xq;
-  g.T = n;
-  g.y = y;
-  g.ld_y = ld_y;
-  g.order = ws.group_order.data();
-  g.group_start = ws.group_start.data();
-  g.n_slab = static_cast<int>(c.n_expert);
-  g.tile_slab = ws.tile_slab.data();
-  g.tile_start = ws.tile_start.data();
-  g.n_tiles = ws.n_tiles.data();
-  g.max_tiles = cuda::moe_group_tile_bound(n, g.n_slab, cuda::gemm_routed_tile);
-  g.x_div = x_div;
-  cuda::gemm_run(g, s);
+// Routed GEMMs of matrices ms (each into its own ys) over one grouping, in one launch.
+void Model::Impl::routed_gemm(std::initializer_list<std::pair<const DMat*, float*>> ms, const Q81* xq, int x_div,
+                              int64_t ld_y, int64_t n) {
+  cuda::GemmParams gs[cuda::gemm_multi];
+  int k = 0;
+  for (const auto& [m, y] : ms) {
+    cuda::GemmParams& g = gs[k++];
+    g.w = *m;
+    g.xq = xq;
+    g.T = n;
+    g.y = y;
+    g.ld_y = ld_y;
+    g.order = ws.group_order.data();
+    g.group_start = ws.group_start.data();
+    g.n_slab = static_cast<int>(c.n_expert);
+    g.tile_slab = ws.tile_slab.data();
+    g.tile_start = ws.tile_start.data();
+    g.n_tiles = ws.n_tiles.data();
+    g.max_tiles = cuda::moe_group_tile_bound(n, g.n_slab, cuda::gemm_routed_tile);
+    g.x_div = x_div;
+  }
+  cuda::gemm_run_multi(gs, k, s);
   ++counters.gemm_launches;
   ++counters.gemm_routed_launches;
 }
@@ -938,15 +944,14 @@ void Model::Impl::expert_swiglu(const DevLayer& L, int64_t T, int K) {
   cuda::moe_group_run({ws.ids.data(), n, static_cast<int>(c.n_expert), ws.group_order.data(), ws.group_start.data(),
                        cuda::gemm_routed_tile, ws.tile_slab.data(), ws.tile_start.data(), ws.n_tiles.data()},
                       s);
-  if (gate_up) {
-    routed_gemm(X.gate.m, ws.hq.data(), K, ws.fg.data(), F, n);
-    routed_gemm(X.up.m, ws.hq.data(), K, ws.fu.data(), F, n);
+  if (gate_up) {  // one launch: the two share the grouping and the activations
+    routed_gemm({{&X.gate.m, ws.fg.data()}, {&X.up.m, ws.fu.data()}}, ws.hq.data(), K, F, n);
   } else {
     mv_group({{&X.gate, ws.fg.data()}, {&X.up, ws.fu.data()}}, ws.h.data(), D, ws.hq.data(), n, K, ws.ids.data());
   }
   glu(n, F);
   if (down)
-    routed_gemm(X.down.m, ws.fq.data(), 1, ws.ye.data(), D, n);
+    routed_gemm({{&X.down.m, ws.ye.data()}}, ws.fq.data(), 1, D, n);
   else
     mv(X.down.m, ws.fg.data(), F, ws.fq.data(), ws.ye.data(), D, n, false, 1, ws.ids.data());
 }

@@ -44,6 +44,7 @@
 #include <optional>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cuda/argmax.cuh"
@@ -369,7 +370,8 @@ struct Model::Impl {
   void swiglu(const cuda::DevMatrix& g, const cuda::DevMatrix& u, const cuda::DevMatrix& d, int64_t n_out, int x_div,
               const int32_t* slab, float* y, bool add);
   bool use_routed_gemm(const cuda::DevMatrix& m, int64_t T) const;
-  void routed_gemm(const cuda::DMat& m, const cuda::Q81* xq, int x_div, float* y, int64_t ld_y, int64_t n);
+  void routed_gemm(std::initializer_list<std::pair<const cuda::DMat*, float*>> ms, const cuda::Q81* xq, int x_div,
+                   int64_t ld_y, int64_t n);
   void expert_swiglu(const cuda::DevLayer& L, int64_t T, int K);
   void ffn_layer(cuda::DevLayer& L, int64_t T);  // dense or MoE, added into ws.x
   // The MoE block added into `out` (ws.x, or DeepSeek-V4's zeroed block output ws.yb): the

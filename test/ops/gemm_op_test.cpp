@@ -169,6 +169,18 @@ TEST(GemmMulti, RejectsMismatchedMatrices) {
   }
   const cuda::GemmParams five[5] = {a, a, a, a, a};
   EXPECT_THROW(cuda::gemm_run_multi(five, 5, nullptr), std::exception);
+  // a routed matrix beside a dense one: routed matrices of a launch share one grouping
+  cuda::GemmParams r = a;
+  const int32_t order[1] = {0};
+  r.order = order;
+  const cuda::GemmParams mixed[2] = {a, r};
+  try {
+    cuda::gemm_run_multi(mixed, 2, nullptr);
+    ADD_FAILURE() << "a launch of a dense and a routed matrix ran";
+  } catch (const std::exception& ex) {
+    EXPECT_NE(std::string(ex.what()).find("matrix 1 of a launch is routed and matrix 0 dense"), std::string::npos)
+        << ex.what();
+  }
 }
 
 // The dense tile choice: the 128-token tile where its grid covers half the card, else the
@@ -185,7 +197,8 @@ TEST(GemmTokenTile, FillsTheCard) {
 INSTANTIATE_TEST_SUITE_P(Eval, GemmOp, ::testing::ValuesIn(cases()), OpCaseName());
 
 // Routed launches (MoE experts): T tokens x k picks over E slabs, grouped by moe_group_run, each
-// vector a = (token a / k, slab ids[a]) against the same contract, bitwise. The picks give one
+// vector a = (token a / k, slab ids[a]) against the same contract, bitwise; alone and as one of
+// two matrices over the grouping in one launch. The picks give one
 // slab 40 vectors (two 32-vector tiles), leave slabs empty, and rows cross a partial row block.
 struct RoutedCase : OpCase {
   DType type;
@@ -280,6 +293,27 @@ TEST_P(GemmRoutedOp, GroupedByExpertMatchesSequentialDotContractBitwise) {
       cuda::gemm_run(p, st);
       e.synchronize();
       runs.push_back(dy.download());
+    }
+    // two routed matrices over the grouping in one launch (an expert gate and up): the second the
+    // same weights at twice the slab scales, so its outputs are exactly twice the first's and a
+    // block that took the other matrix's job shows
+    {
+      std::vector<float> scales2(scales);
+      for (float& v : scales2) v *= 2.0f;
+      DeviceBuffer<float> ds2(e, scales2.size()), dy2(e, static_cast<size_t>(c.T * c.k * c.rows));
+      ds2.upload(scales2);
+      cuda::GemmParams two[2] = {p, p};
+      two[0].halves = two[1].halves = 0;
+      two[1].w.slab_scale = ds2.data();
+      two[1].y = dy2.data();
+      dy.fill_bytes(0xFF);
+      dy2.fill_bytes(0xFF);
+      cuda::gemm_run_multi(two, 2, st);
+      e.synchronize();
+      runs.push_back(dy.download());
+      std::vector<float> y2 = dy2.download();
+      for (float& v : y2) v *= 0.5f;
+      runs.push_back(y2);
     }
     // the grouping itself: starts are the exclusive counts, order a permutation grouped by slab
     const std::vector<int32_t> order = dorder.download(), start = dstart.download();
