@@ -599,8 +599,8 @@ class Targets(unittest.TestCase):
                 keys |= set(gbench.load_run(os.path.join(RESULTS, f)).benches)
         for t in ts:
             for k in ("num", "den", "benchmark"):
-                if k in t:
-                    self.assertIn(t[k], keys, t["name"])
+                for key in ([] if k not in t else t[k] if isinstance(t[k], list) else [t[k]]):
+                    self.assertIn(key, keys, t["name"])
 
     def test_committed_runs_of_one_machine(self):
         with tempfile.TemporaryDirectory() as d:
@@ -618,8 +618,10 @@ class Targets(unittest.TestCase):
             elif t["kind"] == "counter":
                 want = json_median(self.BESIDE, t["benchmark"], t["counter"])
             elif t["kind"] == "versus":
-                peer, pkey = self.peer_of(t["benchmark"])
-                want = json_median(self.BESIDE, t["benchmark"]) / json_median(peer, pkey)
+                gemm = targets.benchmarks_of(t)[0]  # the run has the gemm arm, not flash
+                self.assertEqual(r["benchmark"], gemm)
+                peer, pkey = self.peer_of(gemm)
+                want = json_median(self.BESIDE, gemm) / json_median(peer, pkey)
                 self.assertEqual(r["peer_key"], pkey)
             else:
                 self.assertIsNone(r["met"], r)
@@ -631,7 +633,7 @@ class Targets(unittest.TestCase):
         self.assertEqual(checked, 11)
         self.assertEqual(res["summary"], {"met": 0, "not_met": 11, "not_measured": 1})
         self.assertIn("0 met, 11 not met, 1 not measured", out)
-        by = {(r["target"].get("num") or r["target"]["benchmark"]): r for r in rows}
+        by = {(r["target"].get("num") or targets.benchmarks_of(r["target"])[0]): r for r in rows}
         # the 0.6B prefill: 17630 over llama.cpp's 47773 tok/s, and 9B Q8_0 B = 8 over B = 1
         pre = by["Prefill512/qwen3-0.6b/q8_0/gemm"]
         self.assertAlmostEqual(pre["value"], 17630.0 / 47773.1, delta=0.0005)
@@ -641,7 +643,7 @@ class Targets(unittest.TestCase):
         rc, out, _ = run_tool("targets", self.BESIDE, *self.PEERS, "--markdown")
         self.assertEqual(rc, 1)
         self.assertIn("| prefill512 / llama.cpp pp512, qwen3-0.6b q8_0 | 0.37x | >= 1.5x | not met "
-                      "| 17,630 / 47,773 tok/s |", out)
+                      "| gemm: 17,630 / 47,773 tok/s |", out)
         self.assertIn("| batch B=8 / B=1, qwen35-9b q8_0 | 3.69x | >= 6x | not met | 1,335 / 361.5 tok/s |", out)
         self.assertIn("| decode hbm_fraction, qwen35-9b nvfp4 graph_stream | 0.547 | >= 0.75 | not met |", out)
 
@@ -658,7 +660,9 @@ class Targets(unittest.TestCase):
                 / json_median(self.ALL, "Decode/qwen3-0.6b/q8_0/mmvq"))
         self.assertAlmostEqual(g["value"], want, delta=1e-9)
         self.assertFalse(g["met"])
-        self.assertEqual(rows["prefill512 / llama.cpp pp512, qwen35-9b q8_0"]["not_measured"], "no peer run given")
+        # each alternative arm's reason, once: no peer run for gemm, no flash benchmark in that run
+        self.assertEqual(rows["prefill512 / llama.cpp pp512, qwen35-9b q8_0"]["not_measured"],
+                         "no peer run given; Prefill512/qwen35-9b/q8_0/flash not in h200-28195c8-all.json")
         self.assertIn("not measured: no peer run given", out)
 
     @staticmethod
@@ -750,6 +754,28 @@ class Targets(unittest.TestCase):
             self.assertIn("llamacpp-h200-y.json", err)
             self.assertIn("give one peer run of that shape", err)
 
+    def test_versus_alternative_arms(self):
+        # a target listing arms of one measure takes the best that measures and names it
+        alt = {"name": "pp", "kind": "versus", "min": 1.5,
+               "benchmark": ["Prefill512/s/q8_0/gemm", "Prefill512/s/q8_0/flash"]}
+        with tempfile.TemporaryDirectory() as d:
+            m, p = self.synthetic(d)
+            res, out, _ = self.check(d, [alt], m, p, want_rc=0)  # flash not in the run: gemm's 1.5
+            row = res["rows"][0]
+            self.assertEqual((row["value"], row["benchmark"]), (1.5, "Prefill512/s/q8_0/gemm"))
+            self.assertIn("gemm: 6,000 / 4,000 tok/s", out)
+            doc = load(m)
+            doc["benchmarks"].append(entry("Prefill512/s/q8_0/flash", 80.0, agg="median", items_per_second=7000.0))
+            m2 = write(d, "h200-abc1234-y.json", doc)
+            res, out, _ = self.check(d, [alt], m2, p, want_rc=0)
+            row = res["rows"][0]
+            self.assertEqual((row["value"], row["benchmark"]), (1.75, "Prefill512/s/q8_0/flash"))
+            self.assertIn("flash: 7,000 / 4,000 tok/s", out)
+            # neither measured: one reason per distinct cause
+            res, out, _ = self.check(d, [alt, {"name": "B8", "kind": "ratio", "num": "DecodeBatch/s/q8_0/B8",
+                                               "den": "DecodeBatch/s/q8_0/B1", "min": 6}], m2, want_rc=0)
+            self.assertEqual(res["rows"][0]["not_measured"], "no peer run given")
+
     def test_malformed_targets_file(self):
         good = {"name": "B8", "kind": "ratio", "num": "DecodeBatch/s/q8_0/B8", "den": "DecodeBatch/s/q8_0/B1",
                 "min": 6}
@@ -769,6 +795,11 @@ class Targets(unittest.TestCase):
             ([{"name": "bw", "kind": "versus", "benchmark": "StreamRead/4GiB", "min": 1}],
              "entry 1 ('bw'): versus pairs Decode, Prefill<N> and DecodeBatch benchmarks"),
             ([dict(good, why=3)], "\"why\" wants a string"),
+            ([{"name": "pp", "kind": "versus", "benchmark": [], "min": 1}], "\"benchmark\" wants a non-empty string"),
+            ([{"name": "pp", "kind": "versus", "benchmark": ["Prefill512/s/q8_0/gemm", 3], "min": 1}],
+             "or a non-empty list of them"),
+            ([{"name": "pp", "kind": "versus", "benchmark": ["Prefill512/s/q8_0/gemm", "StreamRead/4GiB"], "min": 1}],
+             "versus pairs Decode, Prefill<N> and DecodeBatch benchmarks, not StreamRead/4GiB"),
         ]
         with tempfile.TemporaryDirectory() as d:
             m, p = self.synthetic(d)
