@@ -89,9 +89,10 @@ endfunction()
 # - TIMEOUT defaults: 300 s (op, unit), 1800 s (gate, canary), 3600 s (slow).
 # - PREFIX: prepended to the discovered test names, for a gate file built twice (its split-model
 #   targets: test/exactness/split.h), so the two targets' cases stay apart in CTest.
-# Canaries live in their gate's own binary (one file and one target per gate): a case whose GTest
-# suite name ends in `Canary` (`Inst/DecodeGraphCanary.BrokenGraphArmFails/...`) gets the label
-# `canary` instead of `gate`, so `ctest -L canary` and `ctest -L gate` select them apart and
+# Canaries live in their gate's own binary (one file and one target per gate; an op binary may
+# hold one too, `DeviceCanary` in ops_device): a case whose GTest suite name ends in `Canary`
+# (`Inst/DecodeGraphCanary.BrokenGraphArmFails/...`) gets the label `canary` instead of `gate`
+# (or `op`), so `ctest -L canary` and `ctest -L gate` select them apart and
 # --gtest_filter='*Canary.*' runs a gate's canaries alone.
 function(memra_add_gate target)
   cmake_parse_arguments(G "" "GPUS;SLOTS;TIMEOUT;PREFIX" "SOURCES;ARCHS;LABELS;LIBS;PROPERTIES" ${ARGN})
@@ -153,9 +154,9 @@ function(memra_add_gate target)
     XML_OUTPUT_DIR ${PROJECT_BINARY_DIR}/test-results/gtest
     PROPERTIES TIMEOUT ${G_TIMEOUT} RESOURCE_GROUPS "${G_GPUS},gpus:${G_SLOTS}"
                ${extra_props} ${G_PROPERTIES})
-  if("gate" IN_LIST labels)
+  if("gate" IN_LIST labels OR "op" IN_LIST labels)
     set(canary_labels ${labels})
-    list(TRANSFORM canary_labels REPLACE "^gate$" "canary")
+    list(TRANSFORM canary_labels REPLACE "^(gate|op)$" "canary")
     _memra_label_discovered(${target} "${labels}" "Canary[.]" "${canary_labels}")
   else()
     _memra_label_discovered(${target} "${labels}")
