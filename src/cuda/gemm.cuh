@@ -11,7 +11,7 @@
 // Tiles (int8): a block of 16 warps covers 128 weight rows x 128 tokens (routed launches, calls
 // of <= 32 tokens and grids too small to fill the card: x 32 vectors; gemm_token_tile); a warp
 // owns 16 rows and half the tokens, in n-tiles of 8 (32 f32 accumulators per thread at 128
-// tokens); K goes in 256-value chunks staged in shared memory by cp.async with the rows' scales,
+// tokens; NVFP4's 32-vector tile may run as 8 warps owning all of them: gemm_halves); K goes in 256-value chunks staged in shared memory by cp.async with the rows' scales,
 // two stages (each weight byte is read once per token tile, each activation byte once per 128
 // rows). BF16: 4 warps x 64 rows x 128 tokens, fragments straight from global memory.
 //
