@@ -62,6 +62,12 @@ Placement placement_probe(int blocks, bool spread, cudaStream_t s) {
   try {
     MEMRA_CUDA_CHECK(cudaMemsetAsync(buf, 0xFF, sizeof(int) * blocks, s));
     MEMRA_CUDA_CHECK(cudaMemsetAsync(buf + blocks, 0, sizeof(int) * (blocks + 1), s));
+    // Both kernels loaded first: under lazy module loading (the default) the probe's first launch
+    // would load it, and the launch waited until the hold grid had drained (a fresh process's
+    // canary saw no packing, while the same check after a warm-up packed).
+    cudaFuncAttributes attrs{};
+    MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&attrs, hold_kernel));
+    MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&attrs, probe_kernel));
     ScopedLaunchOverlap pdl(true);
     launch_kernel("hold_kernel", hold_kernel, sms, 32, static_cast<size_t>(hold_smem), s, uint64_t{2000});
     const uint64_t timeout_ns = 20'000'000;
