@@ -556,6 +556,143 @@ __host__ __device__ constexpr size_t mma_ring_bytes() {
   return static_cast<size_t>(kMmaStages) * 8 * NTILE * ((W == 4 ? 16 : 32) * sizeof(Q81) + 16);
 }
 
+// A vector's row in a stage: one step's q8_1 blocks plus 16 bytes, so that the stride is 4 mod 8
+// words and the 8 vectors g of a B fragment load and its 4 words q fall in 32 different banks.
+template <int W>
+constexpr int kTileVecStride = (W == 4 ? 16 : 32) * static_cast<int>(sizeof(Q81)) + 16;
+
+// One unit of a 16-row tile as its mma's A fragment: rows g and g + 8 (lane g = lane / 4),
+// unit du past the lane's bases (qa, qb: the rows' values at the lane's k; sa, sb: the rows'
+// scales at the lane's unit), from global memory or a shared-memory stage alike.
+struct TileFrag {
+  int a0, a1, a2, a3;
+  uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits;
+                    // pair32: the rows' two scale bytes, row g in the low half of s0
+};
+template <int W>
+__device__ __forceinline__ TileFrag tile_frag(const uint8_t* qa, const uint8_t* qb, const uint8_t* sa,
+                                              const uint8_t* sb, int du) {
+  TileFrag f;
+  if constexpr (W == 3) {
+    f.a0 = *reinterpret_cast<const int*>(qa + 32 * du);
+    f.a2 = *reinterpret_cast<const int*>(qa + 32 * du + 16);
+    f.a1 = *reinterpret_cast<const int*>(qb + 32 * du);
+    f.a3 = *reinterpret_cast<const int*>(qb + 32 * du + 16);
+    f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] | static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du])
+                                                           << 16;
+    f.s1 = 0;
+  } else if constexpr (W == 6) {
+    f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du));  // sub-block 0
+    f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du));
+    f.a2 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du + 8));  // sub-block 1
+    f.a3 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du + 8));
+    f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] | static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du])
+                                                           << 16;
+    f.s1 = 0;
+  } else {
+    f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 8 * du));
+    f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 8 * du));
+    f.a2 = f.a3 = 0;
+    f.s0 = __float_as_uint(dev_ue4m3_half(sa[du]));
+    f.s1 = __float_as_uint(dev_ue4m3_half(sb[du]));
+  }
+  return f;
+}
+
+// One unit of one class into its NTILE n-tiles' accumulators: the mma per n-tile, then the
+// contract's product and add per output. xb: the lane's B fragment in n-tile 0 (vector g's block
+// of the unit, at the lane's k), xd: the d of vector 2q's block; vectors are kVecStride bytes
+// apart, n-tile n 8 vectors further.
+template <int W, int NTILE>
+__device__ __forceinline__ void tile_class(float (&acc)[NTILE][4], const TileFrag& f, const uint8_t* xb0,
+                                           const uint8_t* xd0, int kVecStride) {
+  const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(f.s0)) : __uint_as_float(f.s0);
+  const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(f.s0 >> 16)) : __uint_as_float(f.s1);
+  [[maybe_unused]] float sw[4] = {};  // pair32: row g's sub-block scales sw0, sw1, then row g + 8's (ue4m3 / 2)
+  if constexpr (W == 6)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sw[k] = dev_ue4m3_half(static_cast<uint8_t>(f.s0 >> (8 * k)));
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) {
+    const uint8_t* xb = xb0 + 8 * n * kVecStride;
+    const uint8_t* xd = xd0 + 8 * n * kVecStride;
+    const float dx0 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd)),
+                dx1 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd + kVecStride));
+    if constexpr (W == 6) {  // pair32: p = dx * fma(sw1, isum1, sw0 * isum0) per row and vector
+      int r[4], r1[4];
+      mma_k16(r, f.a0, f.a1, *reinterpret_cast<const int*>(xb));
+      mma_k16(r1, f.a2, f.a3, *reinterpret_cast<const int*>(xb + 16));
+      auto pair = [](float s0, int i0, float s1, int i1) {
+        return __fmaf_rn(s1, mma_isum(i1), __fmul_rn(s0, mma_isum(i0)));
+      };
+      acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(pair(sw[0], r[0], sw[1], r1[0]), dx0));
+      acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(pair(sw[0], r[1], sw[1], r1[1]), dx1));
+      acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(pair(sw[2], r[2], sw[3], r1[2]), dx0));
+      acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(pair(sw[2], r[3], sw[3], r1[3]), dx1));
+    } else {
+      int r[4];
+      if constexpr (W == 3)
+        mma_k32(r, f.a0, f.a1, f.a2, f.a3, *reinterpret_cast<const int*>(xb), *reinterpret_cast<const int*>(xb + 16));
+      else
+        mma_k16(r, f.a0, f.a1, *reinterpret_cast<const int*>(xb));
+      acc[n][0] = __fadd_rn(acc[n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
+      acc[n][1] = __fadd_rn(acc[n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
+      acc[n][2] = __fadd_rn(acc[n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));
+      acc[n][3] = __fadd_rn(acc[n][3], __fmul_rn(__fmul_rn(db, dx1), mma_isum(r[3])));
+    }
+  }
+}
+
+// The butterfly's tree over a tile's 32 class sums t[l], then the stores: its levels whose pairs
+// are classes of one warp in registers (KW = 8: off = 16 and 8, t[w] + t[w + 16], t[w + 8] +
+// t[w + 24], then those two; KW = 16: off = 16), the KW warps' sums through `part` in shared
+// memory for the rest (off = KW / 2 .. 1), one thread per output scaling and storing as
+// matvec_kernel does. Block-wide; kReuse: a closing barrier, so that part may be written again.
+// (matvec_mma_kernel keeps its own copy of these lines: called there, the function cost its
+// 8-warp Q8_0 tile 32 bytes of register spills.)
+template <int KW, int NTILE, bool kReuse = false>
+__device__ __forceinline__ void tile_tree(const float (&acc)[32 / KW][NTILE][4],
+                                          float (&part)[KW][kTileRows][8 * NTILE + 1], const MatvecParams& p,
+                                          int64_t r0, int64_t a0) {
+  constexpr int kVec = 8 * NTILE;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int n = 0; n < NTILE; ++n) {
+    const int v = 8 * n + 2 * q;
+    float s[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if constexpr (KW == 8)
+        s[k] = __fadd_rn(__fadd_rn(acc[0][n][k], acc[2][n][k]), __fadd_rn(acc[1][n][k], acc[3][n][k]));
+      else
+        s[k] = __fadd_rn(acc[0][n][k], acc[1][n][k]);
+    part[warp][g][v] = s[0];
+    part[warp][g][v + 1] = s[1];
+    part[warp][g + 8][v] = s[2];
+    part[warp][g + 8][v + 1] = s[3];
+  }
+  __syncthreads();
+  const float scale = p.w.slab_scale[0];
+  const int64_t rows = p.w.slab_rows;
+  for (int o = threadIdx.x; o < kTileRows * kVec; o += 32 * KW) {
+    const int rr = o / kVec, v = o % kVec;
+    const int64_t r = r0 + rr, a = a0 + v;
+    if (r >= rows || a >= p.n_out) continue;
+    float t[KW];
+#pragma unroll
+    for (int w = 0; w < KW; ++w) t[w] = part[w][rr][v];
+    if constexpr (KW == 16) {
+#pragma unroll
+      for (int w = 0; w < 8; ++w) t[w] = __fadd_rn(t[w], t[w + 8]);  // off = 8
+    }
+#pragma unroll
+    for (int w = 0; w < 4; ++w) t[w] = __fadd_rn(t[w], t[w + 4]);    // off = 4
+    t[0] = __fadd_rn(__fadd_rn(t[0], t[2]), __fadd_rn(t[1], t[3]));  // off = 2, 1
+    store(p, a * p.ld_y + r, __fmul_rn(t[0], scale));
+  }
+  if constexpr (kReuse) __syncthreads();
+}
+
 // KW warps per block (8: two blocks per SM; 16 for 32 vectors: one block per SM, the same warps),
 // 32 / KW lane classes per warp.
 template <int W, int NTILE, int KW>
@@ -600,7 +737,7 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
   // 16-byte aligned (cols a multiple of 128 and xq 16-byte aligned: all model shapes), else 4.
   constexpr int kStepBlocks = 32 / kUnitsPerBlock;
   constexpr int kStepBytes = kStepBlocks * static_cast<int>(sizeof(Q81));
-  constexpr int kVecStride = kStepBytes + 16, kSlotBytes = kVec * kVecStride;
+  constexpr int kVecStride = kTileVecStride<W>, kSlotBytes = kVec * kVecStride;
   static_assert(static_cast<size_t>(kMmaStages) * kSlotBytes == mma_ring_bytes<W, NTILE>(), "the launch's ring size");
   extern __shared__ uint4 mma_ring[];
   uint8_t* const ring = reinterpret_cast<uint8_t*>(mma_ring);
@@ -662,42 +799,11 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
   const int blk_w = (warp / kUnitsPerBlock) * static_cast<int>(sizeof(Q81));
   const int xb_off = g * kVecStride + blk_w + 4 + bq, xd_off = 2 * q * kVecStride + blk_w;
 
-  struct Frag {
-    int a0, a1, a2, a3;
-    uint32_t s0, s1;  // Q8_0: the rows' fp16 scales, row g in the low half of s0; NVFP4: f32 bits;
-                      // pair32: the rows' two scale bytes, row g in the low half of s0
-  };
-  auto load_w = [&](int du) {  // unit warp + du
-    Frag f;
-    if constexpr (W == 3) {
-      f.a0 = *reinterpret_cast<const int*>(qa + 32 * du);
-      f.a2 = *reinterpret_cast<const int*>(qa + 32 * du + 16);
-      f.a1 = *reinterpret_cast<const int*>(qb + 32 * du);
-      f.a3 = *reinterpret_cast<const int*>(qb + 32 * du + 16);
-      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] |
-             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
-      f.s1 = 0;
-    } else if constexpr (W == 6) {
-      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du));  // sub-block 0
-      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du));
-      f.a2 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 16 * du + 8));  // sub-block 1
-      f.a3 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 16 * du + 8));
-      f.s0 = reinterpret_cast<const uint16_t*>(sa)[du] |
-             static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(sb)[du]) << 16;
-      f.s1 = 0;
-    } else {
-      f.a0 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qa + 8 * du));
-      f.a1 = e2m1x2_seq4(*reinterpret_cast<const uint16_t*>(qb + 8 * du));
-      f.a2 = f.a3 = 0;
-      f.s0 = __float_as_uint(dev_ue4m3_half(sa[du]));
-      f.s1 = __float_as_uint(dev_ue4m3_half(sb[du]));
-    }
-    return f;
-  };
+  auto load_w = [&](int du) { return tile_frag<W>(qa, qb, sa, sb, du); };  // unit warp + du
 
   // The first step's weights before the wait (weights are immutable: launch.cuh); the
   // activations are the previous kernel's output, so their copies start after it.
-  Frag cur[kTileClasses];
+  TileFrag cur[kTileClasses];
 #pragma unroll
   for (int c = 0; c < kTileClasses; ++c)
     if (warp + kTileWarps * c < nu) cur[c] = load_w(kTileWarps * c);
@@ -724,7 +830,7 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
     __syncthreads();
     stage(st + kMmaStages - 1);
     const uint8_t* const slot = ring + (st % kMmaStages) * kSlotBytes;
-    Frag nxt[kTileClasses];
+    TileFrag nxt[kTileClasses];
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c)
       if (kFull || warp + u0 + 32 + kTileWarps * c < nu) nxt[c] = load_w(u0 + 32 + kTileWarps * c);
@@ -732,43 +838,8 @@ __global__ void __launch_bounds__(32 * KW, KW == 8 ? 2 : 1)
     for (int c = 0; c < kTileClasses; ++c) {
       // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
       if (!kFull && warp + u0 + kTileWarps * c >= nu) break;
-      const float da = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0)) : __uint_as_float(cur[c].s0);
-      const float db = W == 3 ? dev_fp16_fast(static_cast<uint16_t>(cur[c].s0 >> 16)) : __uint_as_float(cur[c].s1);
       constexpr int kClassBlk = kTileWarps / kUnitsPerBlock * static_cast<int>(sizeof(Q81));  // per class c
-      [[maybe_unused]] float sw[4] = {};  // pair32: row g's sub-block scales sw0, sw1, then row g + 8's (ue4m3 / 2)
-      if constexpr (W == 6)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) sw[k] = dev_ue4m3_half(static_cast<uint8_t>(cur[c].s0 >> (8 * k)));
-#pragma unroll
-      for (int n = 0; n < NTILE; ++n) {
-        const uint8_t* xb = slot + xb_off + 8 * n * kVecStride + kClassBlk * c;
-        const uint8_t* xd = slot + xd_off + 8 * n * kVecStride + kClassBlk * c;
-        const float dx0 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd)),
-                    dx1 = dev_fp16_fast(*reinterpret_cast<const uint16_t*>(xd + kVecStride));
-        if constexpr (W == 6) {  // pair32: p = dx * fma(sw1, isum1, sw0 * isum0) per row and vector
-          int r[4], r1[4];
-          mma_k16(r, cur[c].a0, cur[c].a1, *reinterpret_cast<const int*>(xb));
-          mma_k16(r1, cur[c].a2, cur[c].a3, *reinterpret_cast<const int*>(xb + 16));
-          auto pair = [](float s0, int i0, float s1, int i1) {
-            return __fmaf_rn(s1, mma_isum(i1), __fmul_rn(s0, mma_isum(i0)));
-          };
-          acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(pair(sw[0], r[0], sw[1], r1[0]), dx0));
-          acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(pair(sw[0], r[1], sw[1], r1[1]), dx1));
-          acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(pair(sw[2], r[2], sw[3], r1[2]), dx0));
-          acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(pair(sw[2], r[3], sw[3], r1[3]), dx1));
-          continue;
-        }
-        int r[4];
-        if constexpr (W == 3)
-          mma_k32(r, cur[c].a0, cur[c].a1, cur[c].a2, cur[c].a3, *reinterpret_cast<const int*>(xb),
-                  *reinterpret_cast<const int*>(xb + 16));
-        else
-          mma_k16(r, cur[c].a0, cur[c].a1, *reinterpret_cast<const int*>(xb));
-        acc[c][n][0] = __fadd_rn(acc[c][n][0], __fmul_rn(__fmul_rn(da, dx0), mma_isum(r[0])));
-        acc[c][n][1] = __fadd_rn(acc[c][n][1], __fmul_rn(__fmul_rn(da, dx1), mma_isum(r[1])));
-        acc[c][n][2] = __fadd_rn(acc[c][n][2], __fmul_rn(__fmul_rn(db, dx0), mma_isum(r[2])));
-        acc[c][n][3] = __fadd_rn(acc[c][n][3], __fmul_rn(__fmul_rn(db, dx1), mma_isum(r[3])));
-      }
+      tile_class<W, NTILE>(acc[c], cur[c], slot + xb_off + kClassBlk * c, slot + xd_off + kClassBlk * c, kVecStride);
     }
 #pragma unroll
     for (int c = 0; c < kTileClasses; ++c) cur[c] = nxt[c];
@@ -833,6 +904,270 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
   constexpr size_t smem = mma_ring_bytes<W, NTILE>();
   allow_dynamic_smem(reinterpret_cast<const void*>(matvec_mma_kernel<W, NTILE, KW>), smem);
   launch_kernel("matvec_mma_kernel", matvec_mma_kernel<W, NTILE, KW>, grid, 32 * KW, smem, s, b);
+}
+
+// --- token tiles fed by the bulk copy engine (sm_90)
+//
+// The tiles above, with the same per-output chain and tree (tile_frag, tile_class, tile_tree: the
+// same bits), fed differently. A block of 16 warps per SM runs persistently over items (a 16-row
+// tile of one matrix x one group of 8 NTILE vectors; items blockIdx.x, + gridDim.x, ..., the
+// vector groups of a row tile side by side, so their blocks read its weights together: from L2
+// after the first). Weights and activations go through a ring of shared-memory stages, a stage
+// holding up to `chunk` steps of one item (two for up to 16 vectors, one for 32): per row one
+// bulk copy of its values and one of its scales, per vector one of its q8_1 blocks, each warp
+// issuing its row's and its vectors' copies. Each stage's `full` mbarrier tells the warps when its
+// bytes have landed; a warp frees a stage by arriving on its `empty` barrier, and once all 16 have,
+// each refills its share with the stage `stages` on. The ring runs across items, so the next
+// item's first steps are in flight while a block runs an item's tree.
+//
+// Why: the register-fed tile holds the weights one step ahead (the registers hold no more), its
+// warps meet at a barrier every step, and each block fills its ring and drains its tree with
+// nothing in flight: a 9B B = 32 step moved the weights at ~20 % of DRAM bandwidth (docs/PERF.md).
+// Here several steps are in flight per SM, a warp waits only for its stage, and the copies cost
+// one instruction per row or vector per stage instead of a cp.async per 16 bytes per thread (A/B
+// on an H100: the 9B's B = 8 and B = 32 steps 17 and 22 % shorter, docs/PERF.md). A warp reads
+// its fragments from shared memory with rows and vectors padded to 16 mod 32 bytes apart (4 mod 8
+// words: the 8 rows or vectors g and 4 words q of a fragment load fall in 32 banks). Rows of
+// fewer than 4 steps (the 0.6B's 1024 and 3072 widths) keep the register-fed tiles, which
+// measured faster there: an item of one or three steps is mostly its tree.
+//
+// Takes rows whose chunks are whole 16-byte runs: cols a multiple of 128, planar rows 16-byte
+// aligned (an item's last scales are read rounded up to 16 bytes, within the row's padding to
+// planar_row_stride) and 16-byte aligned activations (bulk_tiles_fit).
+constexpr int kBulkWarps = 16;
+
+template <int W>
+struct BulkUnit {
+  static constexpr int kValBytes = W == 3 ? 32 : W == 6 ? 16 : 8;  // a unit's values
+  static constexpr int kScaleBytes = W == 4 ? 1 : 2;               // a unit's scales
+  static constexpr int kScalePlane2 = W == 3 ? 2 : 1;              // the scale plane at cols * this / 2
+  static constexpr int kUnitsPerBlock = W == 4 ? 2 : 1;            // units per q8_1 block
+};
+
+// The block's shared memory: the tree's buffer at 0, the barriers at kBarOff (full, then empty),
+// and the launch's `stages` stages of kStageBytes from kRingOff, each 16 rows' values (kValStride
+// apart), their scales (kScaleStride apart), then from kXOff the 8 NTILE vectors' q8_1 blocks
+// (kXStride apart), kChunk steps of each (two for up to 16 vectors, one for 32).
+template <int W, int NTILE>
+struct BulkLayout {
+  using B = BulkUnit<W>;
+  static constexpr int kVec = 8 * NTILE, kChunk = NTILE == 4 ? 1 : 2, kMaxStages = 8;
+  static constexpr int kStepBytes = 32 / B::kUnitsPerBlock * static_cast<int>(sizeof(Q81));
+  static constexpr int kValStride = kChunk * 32 * B::kValBytes + 16;
+  static constexpr int kScaleStride = (kChunk * 32 * B::kScaleBytes + 15) / 16 * 16 + 16;
+  static constexpr int kXStride = kChunk * kStepBytes + 16;
+  static constexpr int kXOff = kTileRows * (kValStride + kScaleStride);
+  static constexpr int kStageBytes = kXOff + kVec * kXStride;
+  static constexpr int kBarOff = kBulkWarps * kTileRows * (kVec + 1) * static_cast<int>(sizeof(float));
+  static constexpr int kRingOff = (kBarOff + 16 * kMaxStages + 127) / 128 * 128;
+};
+
+template <int W, int NTILE>
+__global__ void __launch_bounds__(32 * kBulkWarps, 1)
+    matvec_bulk_kernel(const __grid_constant__ MatvecBatch batch, int n_items, int groups, int stages) {
+  using U = Unit<W>;
+  using B = BulkUnit<W>;
+  using L = BulkLayout<W, NTILE>;
+  constexpr int KW = kBulkWarps, kClasses = 32 / KW, kVec = L::kVec, kChunk = L::kChunk;
+  constexpr int kStepBlocks = 32 / B::kUnitsPerBlock, kStepBytes = L::kStepBytes;
+  extern __shared__ uint4 bulk_smem[];
+  uint8_t* const smem = reinterpret_cast<uint8_t*>(bulk_smem);
+  auto& part = *reinterpret_cast<float(*)[KW][kTileRows][kVec + 1]>(smem);
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + L::kBarOff);
+  uint64_t* const empty = full + stages;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+  const int nv = (warp < kVec ? 1 : 0) + (warp + 16 < kVec ? 1 : 0);  // the warp's vectors: warp, warp + 16
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbar_init(&full[s], KW);
+      mbar_init(&empty[s], KW);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // An item's place: its matrix j, first row r0, first vector a0 and steps of 32 units.
+  struct Item {
+    int j, nu, steps;
+    int64_t r0, a0;
+  };
+  auto item_at = [&](int it) {
+    Item t;
+    const unsigned tile = static_cast<unsigned>(it / groups);
+    t.a0 = static_cast<int64_t>(it % groups) * kVec;
+    t.j = 0;
+    while (t.j + 1 < batch.n && tile >= batch.block_start[t.j + 1]) ++t.j;
+    t.r0 = static_cast<int64_t>(tile - batch.block_start[t.j]) * kTileRows;
+    t.nu = static_cast<int>(U::count(batch.p[t.j].w.cols));
+    t.steps = (t.nu + 31) / 32;
+    return t;
+  };
+
+  // A warp's share of stage `slot`, steps st.. of item t (up to kChunk): row `warp`'s values
+  // (lane 0) and scales (lane 1; rows past the end clamped), vectors warp and warp + 16 (lanes 2,
+  // 3; past n_out: the last vector's, computed, never stored). Lane 0 first adds the share's bytes
+  // to the stage's barrier, arriving with the activations part (weights may go first, before the
+  // launch's dependency wait). A copy is one instruction per lane, but a uniform-datapath one
+  // that the compiler serialises over a warp's active lanes: hence the shares over all 16 warps
+  // (one warp issuing every copy measured the 9B's B = 32 step 16 % longer than the register-fed
+  // tiles; spread, 22 % shorter).
+  auto issue = [&](const Item& t, int st, int slot, bool weights, bool acts) {
+    const MatvecParams& p = batch.p[t.j];
+    const int units = min(32 * kChunk, t.nu - 32 * st);
+    const unsigned vb = units * B::kValBytes, sb = (units * B::kScaleBytes + 15) / 16 * 16;
+    const unsigned xb = units / B::kUnitsPerBlock * static_cast<unsigned>(sizeof(Q81));
+    uint8_t* const stage = smem + L::kRingOff + slot * L::kStageBytes;
+    uint64_t* const bar = &full[slot];
+    if (lane == 0) {
+      if (acts)
+        mbar_arrive_expect_tx(bar, (weights ? vb + sb : 0u) + nv * xb);
+      else
+        mbar_expect_tx(bar, vb + sb);
+    }
+    __syncwarp();
+    if (weights && lane < 2) {
+      const int64_t row = t.r0 + warp < p.w.slab_rows ? t.r0 + warp : p.w.slab_rows - 1;
+      const uint8_t* const src = p.w.data + row * p.w.row_bytes;
+      if (lane == 0)
+        bulk_copy(stage + warp * L::kValStride, src + static_cast<int64_t>(32 * st) * B::kValBytes, vb, bar);
+      else
+        bulk_copy(stage + kTileRows * L::kValStride + warp * L::kScaleStride,
+                  src + p.w.cols * B::kScalePlane2 / 2 + static_cast<int64_t>(32 * st) * B::kScaleBytes, sb, bar);
+    }
+    if (acts && lane >= 2 && lane < 2 + nv) {
+      const int v = warp + 16 * (lane - 2);
+      const int64_t a = t.a0 + v < p.n_out ? t.a0 + v : p.n_out - 1;
+      bulk_copy(stage + L::kXOff + v * L::kXStride, p.xq + a * (p.w.cols / 32) + static_cast<int64_t>(st) * kStepBlocks,
+                xb, bar);
+    }
+  };
+
+  // A warp's copy cursor (every warp keeps the same one): the next stage to copy, as item it, its
+  // steps from st, and the ring slot and phase it goes to.
+  struct Cursor {
+    int it, st, slot;
+    unsigned phase;
+  };
+  Cursor pc{static_cast<int>(blockIdx.x), 0, 0, 0};
+  Item pt = item_at(pc.it);
+  auto next = [&](Cursor& c, Item& t) {
+    c.st += kChunk;
+    if (c.st >= t.steps) {
+      c.st = 0;
+      c.it += gridDim.x;
+      if (c.it < n_items) t = item_at(c.it);
+    }
+    if (++c.slot == stages) c.slot = 0, c.phase ^= 1u;
+  };
+  // The first stages: their weights before the wait (weights are immutable: launch.cuh), the
+  // arrival with their activations (the previous kernel's output) after it.
+  {
+    Cursor c = pc;
+    Item t = pt;
+    for (int k = 0; k < stages && c.it < n_items; ++k, next(c, t)) issue(t, c.st, c.slot, true, false);
+  }
+  pdl_wait();
+  pdl_release();
+  for (int k = 0; k < stages && pc.it < n_items; ++k, next(pc, pt)) issue(pt, pc.st, pc.slot, false, true);
+
+  // Each warp refills its share of the stages consumed so far but `keep` (the newest ones, which
+  // other warps may still read) with the stages `stages` on, once all warps are past them.
+  int refill_slot = 0, consumed = 0, refilled = 0;
+  unsigned refill_phase = 0;
+  auto refill = [&](int keep) {
+    for (; refilled < consumed - keep && pc.it < n_items; ++refilled, next(pc, pt)) {
+      mbar_wait(&empty[refill_slot], refill_phase);
+      issue(pt, pc.st, pc.slot, true, true);
+      if (++refill_slot == stages) refill_slot = 0, refill_phase ^= 1u;
+    }
+  };
+
+  // The lane's bases in a stage (tile_frag's and tile_class's offsets, as in the tiles above).
+  constexpr int kClassBlk = KW / B::kUnitsPerBlock * static_cast<int>(sizeof(Q81));
+  const int bq = (W == 4 ? (warp & 1) * 16 : 0) + 4 * q;
+  const int blk_w = (warp / B::kUnitsPerBlock) * static_cast<int>(sizeof(Q81));
+  const int qa_off = g * L::kValStride + B::kValBytes * warp + (W == 3 ? 4 : 2) * q;
+  const int sa_off = kTileRows * L::kValStride + g * L::kScaleStride + B::kScaleBytes * warp;
+  const int xb_off = g * L::kXStride + blk_w + 4 + bq, xd_off = 2 * q * L::kXStride + blk_w;
+
+  int slot = 0;
+  unsigned phase = 0;
+  for (int it = blockIdx.x; it < n_items; it += gridDim.x) {
+    const Item t = item_at(it);
+    float acc[kClasses][NTILE][4];
+#pragma unroll
+    for (int c = 0; c < kClasses; ++c)
+#pragma unroll
+      for (int n = 0; n < NTILE; ++n) acc[c][n][0] = acc[c][n][1] = acc[c][n][2] = acc[c][n][3] = 0.0f;
+    for (int st0 = 0; st0 < t.steps; st0 += kChunk) {
+      mbar_wait(&full[slot], phase);
+      const uint8_t* const stage = smem + L::kRingOff + slot * L::kStageBytes;
+      const int st1 = min(st0 + kChunk, t.steps);
+      for (int st = st0; st < st1; ++st) {
+        const int i = st - st0, units = min(32, t.nu - 32 * st);
+        const uint8_t* const w = stage + i * 32 * B::kValBytes;
+        const uint8_t* const ws = stage + i * 32 * B::kScaleBytes;
+        const uint8_t* const x = stage + L::kXOff + i * kStepBytes;
+#pragma unroll
+        for (int c = 0; c < kClasses; ++c) {
+          // warp-uniform; classes past the last unit keep +0.0f, as the contract's lanes do
+          if (warp + KW * c >= units) break;
+          const TileFrag f = tile_frag<W>(w + qa_off, w + qa_off + 8 * L::kValStride, ws + sa_off,
+                                          ws + sa_off + 8 * L::kScaleStride, KW * c);
+          tile_class<W, NTILE>(acc[c], f, x + xb_off + kClassBlk * c, x + xd_off + kClassBlk * c, L::kXStride);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      if (++slot == stages) slot = 0, phase ^= 1u;
+      ++consumed;
+      refill(1);  // lag one stage: a warp does not wait for the others on the stage it just read
+    }
+    refill(0);  // the item's last stage, before the tree's barriers
+    tile_tree<KW, NTILE, true>(acc, part, batch.p[t.j], t.r0, t.a0);
+  }
+}
+
+// Whether every matrix of a launch takes the bulk tiles: rows of 4 steps or more, the alignment
+// above.
+template <int W>
+bool bulk_tiles_fit(const MatvecBatch& b) {
+  for (int j = 0; j < b.n; ++j) {
+    const MatvecParams& p = b.p[j];
+    if (Unit<W>::count(p.w.cols) < 4 * 32 || p.w.cols % 128 != 0 || p.w.row_bytes % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(p.w.data) % 16 != 0 || reinterpret_cast<uintptr_t>(p.xq) % 16 != 0)
+      return false;
+  }
+  return true;
+}
+
+template <int W, int NTILE>
+bool launch_bulk_tiles(MatvecBatch& b, cudaStream_t s) {
+  static const int smem = [] {  // the block's opt-in limit, 0 where the kernel has no sm_90 code
+    cudaFuncAttributes a{};
+    MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(matvec_bulk_kernel<W, NTILE>)));
+    int dev = 0, optin = 0;
+    MEMRA_CUDA_CHECK(cudaGetDevice(&dev));
+    MEMRA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return a.binaryVersion >= 90 ? optin : 0;
+  }();
+  using L = BulkLayout<W, NTILE>;
+  const int stages = std::min(L::kMaxStages, (smem - L::kRingOff) / L::kStageBytes);
+  if (stages < 2 || !bulk_tiles_fit<W>(b)) return false;
+  b.block_start[0] = 0;
+  for (int j = 0; j < b.n; ++j) {
+    b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(ceil_div(b.p[j].w.slab_rows, kTileRows));
+    if (b.p[j].n_out * (b.p[j].w.cols / 32) > 2147483647)
+      fail("matvec: ", b.p[j].n_out, " q8_1 rows of ", b.p[j].w.cols, " values exceed the tiles' int offsets");
+  }
+  const int64_t groups = ceil_div(b.p[0].n_out, 8 * NTILE), items = groups * b.block_start[b.n];
+  if (items > 2147483647) fail("matvec: ", items, " tile items exceed the grid");
+  const int64_t grid = std::min<int64_t>(items, sm_count());
+  const size_t bytes = static_cast<size_t>(L::kRingOff) + static_cast<size_t>(stages) * L::kStageBytes;
+  launch_kernel("matvec_bulk_kernel", matvec_bulk_kernel<W, NTILE>, dim3(static_cast<unsigned>(grid)), 32 * kBulkWarps,
+                bytes, s, b, static_cast<int>(items), static_cast<int>(groups), stages);
+  return true;
 }
 
 // --- m = 1, streamed
@@ -1157,13 +1492,14 @@ void launch_nt(MatvecBatch& b, cudaStream_t s) {
   // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
   if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
-      if (b.p[0].n_out <= 8) return launch_mma_tiles<W, 1, 8>(b, s);
+      if (b.p[0].n_out <= 8) return launch_bulk_tiles<W, 1>(b, s) ? void() : launch_mma_tiles<W, 1, 8>(b, s);
       // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that
       // the block's ring fill and epilogue tree are most of its time, and one block per SM leaves
       // nothing to overlap them (H100, B = 32 against two 8-warp blocks: the 9B's step 13017 ->
       // 12189 us, the 0.6B's 2080 -> 2282 with 32-vector blocks on its 1024-wide rows too).
-      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_mma_tiles<W, 2, 8>(b, s);
-      return launch_mma_tiles<W, 4, 16>(b, s);
+      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32)
+        return launch_bulk_tiles<W, 2>(b, s) ? void() : launch_mma_tiles<W, 2, 8>(b, s);
+      return launch_bulk_tiles<W, 4>(b, s) ? void() : launch_mma_tiles<W, 4, 16>(b, s);
     }
   }
   if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);

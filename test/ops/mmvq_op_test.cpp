@@ -100,9 +100,9 @@ std::vector<MatvecCase> cases() {
   // 1024 + 64 wide case with 37 vectors keeps two): a single n-tile with a tail, exactly 8, two
   // and four n-tiles, several token blocks; rows past a 16-row tile, lane classes with no unit
   // (64 and 512 wide), the 9B's 4096 and 12288 widths, three matrices in one launch and the
-  // residual add. The activation ring's copy
-  // forms: 16-byte (4096, 12288; 512 with a partial last step), 4-byte (64 and 4096 + 192, whose
-  // rows are not whole 16-byte chunks, and an unaligned xq).
+  // residual add. The register-fed tiles' activation ring copy
+  // forms: 16-byte (512 with a partial last step), 4-byte (64 and 4096 + 192, whose rows are not
+  // whole 16-byte chunks, and an unaligned xq); the 4096 and 12288 widths take the bulk tiles.
   for (DType t : {DType::Q8_0, DType::NVFP4}) {
     v.emplace_back(t, 37, 4096 + 192, 5, DecodeMatvec::mmvq, 1);
     v.emplace_back(t, 16, 4096, 8, DecodeMatvec::mmvq, 1);
@@ -115,6 +115,16 @@ std::vector<MatvecCase> cases() {
     v.push_back(MatvecCase(t, 45, 12288, 33, DecodeMatvec::mmvq, 1, 3).adding());
     // activations not 16-byte aligned with a model width: the ring takes 4-byte copies
     v.push_back(MatvecCase(t, 37, 4096, 24, DecodeMatvec::mmvq, 1).shifted());
+    // The bulk-copy tiles take the rows of 4 steps or more above whose width is a multiple of 128
+    // (4096, 12288) with aligned activations; the rest stay on the register-fed tiles. Here: a
+    // partial last step whose scales are read rounded up to 16 bytes (4096 + 128: five steps,
+    // chunks of two, two and one for up to 16 vectors), and grids of more items than SMs, so
+    // that a block's ring runs across items and matrices (4100 rows: 257 row tiles; 2100 rows x
+    // 2 vector groups)
+    v.emplace_back(t, 37, 4096 + 128, 5, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 37, 4096 + 128, 40, DecodeMatvec::mmvq, 1);
+    v.emplace_back(t, 4100, 4096, 9, DecodeMatvec::mmvq, 1, 3);
+    v.emplace_back(t, 2100, 4096, 40, DecodeMatvec::mmvq, 1);
   }
   // W4A4: the prefill tiles (NT = 8, 16 and tails), one output vector, the MoE form, and a group
   // of matrices sharing a launch
@@ -148,6 +158,8 @@ std::vector<MatvecCase> cases() {
     v.push_back(MatvecCase(t, 37, 4096 + 192, 40, a, 1).pair32());
     v.push_back(MatvecCase(t, 45, 4096, 64, a, 1, 3).pair32());
     v.push_back(MatvecCase(t, 37, 4096, 24, a, 1).pair32().shifted());
+    v.push_back(MatvecCase(t, 37, 4096 + 128, 40, a, 1).pair32());
+    v.push_back(MatvecCase(t, 4100, 4096, 9, a, 1, 3).pair32().adding());
   }
   return v;
 }
