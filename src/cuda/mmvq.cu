@@ -925,7 +925,7 @@ void launch_mma_tiles(MatvecBatch& b, cudaStream_t s) {
 // nothing in flight: a 9B B = 32 step moved the weights at ~20 % of DRAM bandwidth (docs/PERF.md).
 // Here several steps are in flight per SM, a warp waits only for its stage, and the copies cost
 // one instruction per row or vector per stage instead of a cp.async per 16 bytes per thread (A/B
-// on an H100: the 9B's B = 8 and B = 32 steps 17 and 22 % shorter, docs/PERF.md). A warp reads
+// on an H100: the 9B's B = 8 and B = 32 steps 20 % shorter, docs/PERF.md). A warp reads
 // its fragments from shared memory with rows and vectors padded to 16 mod 32 bytes apart (4 mod 8
 // words: the 8 rows or vectors g and 4 words q of a fragment load fall in 32 banks). Rows of
 // fewer than 4 steps (the 0.6B's 1024 and 3072 widths) keep the register-fed tiles, which
@@ -1011,7 +1011,7 @@ __global__ void __launch_bounds__(32 * kBulkWarps, 1)
   // launch's dependency wait). A copy is one instruction per lane, but a uniform-datapath one
   // that the compiler serialises over a warp's active lanes: hence the shares over all 16 warps
   // (one warp issuing every copy measured the 9B's B = 32 step 16 % longer than the register-fed
-  // tiles; spread, 22 % shorter).
+  // tiles; spread, 20 % shorter).
   auto issue = [&](const Item& t, int st, int slot, bool weights, bool acts) {
     const MatvecParams& p = batch.p[t.j];
     const int units = min(32 * kChunk, t.nu - 32 * st);
