@@ -960,6 +960,11 @@ struct BulkLayout {
   static constexpr int kStageBytes = kXOff + kVec * kXStride;
   static constexpr int kBarOff = kBulkWarps * kTileRows * (kVec + 1) * static_cast<int>(sizeof(float));
   static constexpr int kRingOff = (kBarOff + 16 * kMaxStages + 127) / 128 * 128;
+  // 16 mod 32 bytes = 8 k + 4 words: g (8 k + 4) mod 32 = 4 g (2 k + 1) mod 32 differs for the
+  // 8 rows or vectors g of a fragment load, and the 4 lanes q of one g read 4 consecutive words
+  // (values, activations) or the same one (scales): 32 banks, or broadcasts.
+  static_assert(kValStride % 32 == 16 && kScaleStride % 32 == 16 && kXStride % 32 == 16, "bank-free strides");
+  static_assert(kXOff % 16 == 0 && kStageBytes % 16 == 0 && kBarOff % 8 == 0, "bulk copies land 16-byte aligned");
 };
 
 template <int W, int NTILE>
