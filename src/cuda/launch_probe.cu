@@ -62,9 +62,10 @@ Placement placement_probe(int blocks, bool spread, cudaStream_t s) {
   try {
     MEMRA_CUDA_CHECK(cudaMemsetAsync(buf, 0xFF, sizeof(int) * blocks, s));
     MEMRA_CUDA_CHECK(cudaMemsetAsync(buf + blocks, 0, sizeof(int) * (blocks + 1), s));
-    // Both kernels loaded first: under lazy module loading (the default) the probe's first launch
-    // would load it, and the launch waited until the hold grid had drained (a fresh process's
-    // canary saw no packing, while the same check after a warm-up packed).
+    // Both kernels loaded first. Under lazy module loading (the default) a kernel is loaded at its
+    // first launch, and in a fresh process the probe grid then found no packing (the canary
+    // failed under ctest, which runs each case in its own process; after a warm-up, and with
+    // this load, it packed): loading it while the hold grid runs cost the overlap the probe needs.
     cudaFuncAttributes attrs{};
     MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&attrs, hold_kernel));
     MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&attrs, probe_kernel));
