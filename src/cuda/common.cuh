@@ -6,7 +6,7 @@
 //
 // provides: dmat_elem, dev_fp16, dev_bf16, dev_ue4m3_half, ue4m3_x2p8, prmt, e2m1x2_seq8, e2m1x2_seq4,
 //           dev_e2m1x2, warp_sum_xor, warp_max, cp_async4, cp_async16, cp_async_commit,
-//           cp_async_wait_group, cp_async_wait_all, mbar_init, mbar_init_fence, mbar_expect_tx,
+//           cp_async_wait_group, cp_async_wait_all, MEMRA_SM90_ONLY, mbar_init, mbar_init_fence, mbar_expect_tx,
 //           mbar_arrive_expect_tx, mbar_arrive, mbar_wait, bulk_copy, quantize_block_q8_1, silu_f,
 //           mma_k32, mma_k16, kMmaMagic, mma_isum
 #pragma once
@@ -170,7 +170,12 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // adds them; mbar_wait(bar, parity) returns once the phase of that parity has completed (the k-th
 // use of a barrier waits for parity k & 1). After the barriers' init, mbar_init_fence and a
 // __syncthreads() make them visible to the copy engine. Compiled for an older architecture the
-// bulk forms trap: a launcher checks the kernel's binary version first (sm_90 or later).
+// sm_90 forms trap (MEMRA_SM90_ONLY): a launcher checks the kernel's binary version first.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MEMRA_SM90_ONLY(...) __VA_ARGS__
+#else
+#define MEMRA_SM90_ONLY(...) __trap()
+#endif
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -178,51 +183,36 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
 }
 __device__ __forceinline__ void mbar_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-  __trap();
-#endif
+  MEMRA_SM90_ONLY(asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"));
 }
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#else
-  __trap();
-#endif
+  MEMRA_SM90_ONLY(
+      asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                   : "memory"));
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#else
-  __trap();
-#endif
+  MEMRA_SM90_ONLY(
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                   : "memory"));
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   unsigned done = 0;
   do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_addr(bar)), "r"(parity)
-                 : "memory");
+    MEMRA_SM90_ONLY(
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(smem_addr(bar)), "r"(parity)
+                     : "memory"));
   } while (!done);
-#else
-  __trap();
-#endif
 }
 __device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
+  MEMRA_SM90_ONLY(asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(smem)),
       "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-#else
-  __trap();
-#endif
+      : "memory"));
 }
 
 // One q8_1 block from 32 values, one per lane (quant.h quantize_row_q8_1): amax over the block,
