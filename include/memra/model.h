@@ -104,6 +104,9 @@ struct Counters {
   int64_t mla_latent_launches = 0;    // MLA attentions taken in the absorbed latent form (mla_decode = latent)
   int64_t flash_attn_launches = 0;    // attentions taken in the flash form (prefill_attn = flash)
   int64_t nvfp4_pair32_launches = 0;  // NVFP4 x q8_1 mat-vec launches under nvfp4_dot = pair32
+  // mat-vec launches taken by the bulk-fed tensor-core tiles (sm_90 on: more than 4 output
+  // vectors over Q8_0 / NVFP4 rows of 4 steps or more, i.e. >= 4096 / 2048 values, docs/gpu.md)
+  int64_t bulk_tile_launches = 0;
   int64_t batch_steps = 0;    // decode_step_batch calls served by the batched body
   int64_t handovers = 0;      // stage-to-stage hand-overs of a split model (one per stage boundary per call)
   // layers of batched steps (B >= 2) whose attention, GDN, KDA or MLA core took every sequence in
@@ -157,6 +160,13 @@ struct Break {
   // h+1's W_UK (mod H): the latent arm's canary (a wrong-head absorption the oracle comparison
   // must reject). No extra launch; nothing while the latent form is not engaged.
   bool mla_latent_wrong_head = false;
+  // The bulk-fed mat-vec tiles (Counters::bulk_tile_launches) join their epilogue tree's last
+  // two levels as (t0 + t1) + (t2 + t3) instead of (t0 + t2) + (t1 + t3) for a tile's vectors 8
+  // and up: a reduction order that depends on an output vector's place in its tile, so that a
+  // sequence's bits depend on how many batch-mates precede it. The DecodeBatch canary on the wide
+  // fixtures (the tiny fixtures' rows are too short for these tiles). No extra launch (a flag the
+  // kernel reads); nothing where the bulk tiles are not engaged.
+  bool bulk_tile_reorder = false;
   bool any() const;  // some break is set (the defaults above are all off)
 };
 

@@ -686,8 +686,11 @@ __device__ __forceinline__ void tile_tree(const float (&acc)[32 / KW][NTILE][4],
       for (int w = 0; w < 8; ++w) t[w] = __fadd_rn(t[w], t[w + 8]);  // off = 8
     }
 #pragma unroll
-    for (int w = 0; w < 4; ++w) t[w] = __fadd_rn(t[w], t[w + 4]);    // off = 4
-    t[0] = __fadd_rn(__fadd_rn(t[0], t[2]), __fadd_rn(t[1], t[3]));  // off = 2, 1
+    for (int w = 0; w < 4; ++w) t[w] = __fadd_rn(t[w], t[w + 4]);  // off = 4
+    if (p.bulk_tile_reorder && v >= 8)  // the canary's defect (Break::bulk_tile_reorder): off = 1, 2
+      t[0] = __fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3]));
+    else
+      t[0] = __fadd_rn(__fadd_rn(t[0], t[2]), __fadd_rn(t[1], t[3]));  // off = 2, 1
     store(p, a * p.ld_y + r, __fmul_rn(t[0], scale));
   }
   if constexpr (kReuse) __syncthreads();
@@ -1481,39 +1484,51 @@ void launch(MatvecBatch& b, cudaStream_t s) {
   launch_kernel("matvec_kernel", matvec_kernel<W, kBlock, NT, R>, grid, kBlock ? 128 : 32 * kWarpRows, smem, s, b);
 }
 
+// The bulk-fed tiles where they fit (bulk_tiles_fit and an sm_90 kernel), else the register-fed
+// ones (KW warps): true for the former.
+template <int W, int NTILE, int KW>
+bool launch_tiles(MatvecBatch& b, cudaStream_t s) {
+  if (launch_bulk_tiles<W, NTILE>(b, s)) return true;
+  launch_mma_tiles<W, NTILE, KW>(b, s);
+  return false;
+}
+
 template <int W, bool kBlock>
-void launch_nt(MatvecBatch& b, cudaStream_t s) {
+bool launch_nt(MatvecBatch& b, cudaStream_t s) {  // true: the bulk tiles took it
   b.block_start[0] = 0;
   for (int j = 0; j < b.n; ++j) {
     const int64_t rows = b.p[j].w.slab_rows;
     b.block_start[j + 1] = b.block_start[j] + static_cast<unsigned>(kBlock ? rows : ceil_div(rows, kWarpRows));
   }
   if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
-    if (!b.p[0].slab_of && b.p[0].n_out == 1 && launch_stream<W>(b, s)) return;
+    if (!b.p[0].slab_of && b.p[0].n_out == 1 && launch_stream<W>(b, s)) return false;
     // a few activation rows (a batched decode step, a short prompt): one streamed launch instead
     // of the token tile, which holds one unit per lane in flight
-    if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return;
+    if (!b.p[0].slab_of && b.p[0].n_out > 1 && b.p[0].n_out <= kStreamRows && launch_stream_rows<W>(b, s)) return false;
   }
   // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
   if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
-      if (b.p[0].n_out <= 8) return launch_bulk_tiles<W, 1>(b, s) ? void() : launch_mma_tiles<W, 1, 8>(b, s);
+      if (b.p[0].n_out <= 8) return launch_tiles<W, 1, 8>(b, s);
       // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that
       // the block's ring fill and epilogue tree are most of its time, and one block per SM leaves
       // nothing to overlap them (H100, B = 32 against two 8-warp blocks: the 9B's step 13017 ->
       // 12189 us, the 0.6B's 2080 -> 2282 with 32-vector blocks on its 1024-wide rows too).
-      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32)
-        return launch_bulk_tiles<W, 2>(b, s) ? void() : launch_mma_tiles<W, 2, 8>(b, s);
-      return launch_bulk_tiles<W, 4>(b, s) ? void() : launch_mma_tiles<W, 4, 16>(b, s);
+      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_tiles<W, 2, 8>(b, s);
+      return launch_tiles<W, 4, 16>(b, s);
     }
   }
-  if (b.p[0].slab_of || b.p[0].n_out == 1) return launch<W, kBlock, 1>(b, s);
-  if (b.p[0].n_out < 16) return launch<W, kBlock, 8>(b, s);
-  return launch<W, kBlock, 16>(b, s);
+  if (b.p[0].slab_of || b.p[0].n_out == 1)
+    launch<W, kBlock, 1>(b, s);
+  else if (b.p[0].n_out < 16)
+    launch<W, kBlock, 8>(b, s);
+  else
+    launch<W, kBlock, 16>(b, s);
+  return false;
 }
 
 template <int W>
-void launch_family(MatvecBatch& b, DecodeMatvec f, cudaStream_t s) {
+bool launch_family(MatvecBatch& b, DecodeMatvec f, cudaStream_t s) {
   if (f == DecodeMatvec::dp4a) return launch_nt<W, true>(b, s);
   return launch_nt<W, false>(b, s);
 }
@@ -1522,7 +1537,7 @@ void launch_family(MatvecBatch& b, DecodeMatvec f, cudaStream_t s) {
 
 // --- dispatch
 
-void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaStream_t s) {
+bool matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaStream_t s) {
   if (n < 1 || n > kMatvecMulti) fail("matvec: ", n, " matrices in one launch (1..", kMatvecMulti, ")");
   MatvecBatch b{};
   b.n = 0;
@@ -1531,13 +1546,14 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
     if (p.w.cols >= (int64_t{1} << 31)) fail("matvec: row length ", p.w.cols, " exceeds 2^31 - 1 values");
     if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr) ||
-        (p.x4 == nullptr) != (ps[0].x4 == nullptr) || p.nvfp4_dot != ps[0].nvfp4_dot)
-      fail("matvec: matrices of one launch must share type, n_out, slab form, activation form and NVFP4 dot");
+        (p.x4 == nullptr) != (ps[0].x4 == nullptr) || p.nvfp4_dot != ps[0].nvfp4_dot ||
+        p.bulk_tile_reorder != ps[0].bulk_tile_reorder)
+      fail("matvec: matrices of one launch must share type, n_out, slab form, activation form, NVFP4 dot and break");
     if (p.x4 && p.w.type != DType::NVFP4)
       fail("matvec: W4A4 activations (x4) go with NVFP4 weights, not ", dtype_name(p.w.type));
     b.p[b.n++] = p;
   }
-  if (b.n == 0) return;
+  if (b.n == 0) return false;
   switch (b.p[0].w.type) {
     case DType::F32: return launch_family<0>(b, family, s);
     case DType::F16: return launch_family<1>(b, family, s);
@@ -1551,7 +1567,9 @@ void matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
   fail("matvec: weight type ", dtype_name(b.p[0].w.type), " has no kernel (F32, F16, BF16, Q8_0, NVFP4)");
 }
 
-void matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s) { matvec_run_multi(&p, 1, family, s); }
+bool matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s) {
+  return matvec_run_multi(&p, 1, family, s);
+}
 
 int matvec_run_best(const MatvecParams& p, DecodeMatvec family, RowBest* best, int max_best, cudaStream_t s) {
   const bool streams = family == DecodeMatvec::mmvq && (p.w.type == DType::Q8_0 || p.w.type == DType::NVFP4) &&

@@ -148,6 +148,7 @@ Counters Model::counters() const {
     n.mla_latent_launches += c.mla_latent_launches;
     n.flash_attn_launches += c.flash_attn_launches;
     n.nvfp4_pair32_launches += c.nvfp4_pair32_launches;
+    n.bulk_tile_launches += c.bulk_tile_launches;
     n.batch_steps += c.batch_steps;
     n.handovers += c.handovers;
     n.batched_cores += c.batched_cores;
@@ -165,7 +166,7 @@ void Model::set_gemm_min_tokens(int64_t min_tokens) {
 
 bool Break::any() const {
   return scale_layer >= 0 || w4a4_drop_block_scale || bias_id >= 0 || graph_ignore_reseat || pipeline_drop_wait ||
-         mla_latent_wrong_head;
+         mla_latent_wrong_head || bulk_tile_reorder;
 }
 
 const Break& Model::breaks() const { return impl_->brk; }
@@ -182,7 +183,8 @@ void Model::set_break(const Break& b) {
   const bool same = o.scale_layer == b.scale_layer && o.scale_factor == b.scale_factor &&
                     o.w4a4_drop_block_scale == b.w4a4_drop_block_scale && o.bias_id == b.bias_id &&
                     o.bias_value == b.bias_value && o.graph_ignore_reseat == b.graph_ignore_reseat &&
-                    o.pipeline_drop_wait == b.pipeline_drop_wait && o.mla_latent_wrong_head == b.mla_latent_wrong_head;
+                    o.pipeline_drop_wait == b.pipeline_drop_wait &&
+                    o.mla_latent_wrong_head == b.mla_latent_wrong_head && o.bulk_tile_reorder == b.bulk_tile_reorder;
   // Captured decode graphs baked the old break's launches in: stale now (decode_graph.cu), so
   // re-captured on their next step, or, with graph_recapture off, that cache latches to eager.
   m.each_stage([&](Impl& st) {

@@ -178,6 +178,13 @@ int test_device() {
   return d.empty() ? 0 : d.front();
 }
 
+std::optional<GpuInfo> test_gpu() {
+  const int d = test_device();
+  for (const GpuInfo& g : query_gpus())
+    if (g.index == d) return g;
+  return std::nullopt;
+}
+
 std::optional<std::string> gpu_unavailable(const std::vector<GpuInfo>& gpus,
                                            const std::vector<int>& devices, std::string_view archs,
                                            int min_devices) {

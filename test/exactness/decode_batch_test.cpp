@@ -29,16 +29,25 @@
 //                 the same specs' draws at B = 1, and == memra/sampling.h's host draw on the row.
 //   gate3c        lean steps: the same tokens as full steps, sampled rows' parked device logits
 //                 bit-identical to the full step's host rows, unsampled rows returned in full.
+//   wide          gate1 strict and gate2 (eager, graphed; B = 2, 5, 8, 9, 16, 17, 32, 33) on wide
+//                 fixtures (the unit preset at 4096 / 2048 hidden, DecodeBatchWide), whose rows
+//                 reach the bulk-fed mat-vec tiles; gate2 there must count bulk-tile launches
+//                 (Counters::bulk_tile_launches) on a device that has them.
 // Canaries (DecodeBatchCanary): config gate1 with the batched lane fed one wrong token at
 // step 1 must FAIL; gate2 with two sequences' tokens swapped at one step must FAIL; gate3b with
-// the batch drawn at counter + 1 must FAIL.
+// the batch drawn at counter + 1 must FAIL. DecodeBatchWideCanary: gate2 on a wide fixture with
+// the bulk tiles' tree reordered for a tile's vectors 8 and up (Break::bulk_tile_reorder) must
+// FAIL.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "exactness/gpu_fixture.h"
 #include "memra/config.h"
@@ -61,7 +70,6 @@ using gpu_test::FixtureModel;
 constexpr int kSteps = 8;          // decode steps per stream
 constexpr int kDraws = 6;          // config gate1's prompt draws (GATES.md: FAIL iff >= 4 diverge
                                    // before step 3: testing::FractionRule's defaults)
-constexpr int kMaxB = 17;
 const int kBatchSizes[] = {2, 3, 4, 5, 6, 7, 8, 15, 16, 17};
 
 // The gate fixtures' ModelCache holds each model: one load per suite.
@@ -193,9 +201,9 @@ void gate1_config(Loaded& m, bool wrong_token, testing::Report& rep) {
 
 // Each sequence's isolated stream through the batched body at B = 1: logits per step.
 using Stream = std::vector<std::vector<float>>;
-std::vector<Stream> isolated_streams(Loaded& m) {
+std::vector<Stream> isolated_streams(Loaded& m, int n) {
   std::vector<Stream> out;
-  for (int i = 0; i < kMaxB; ++i) {
+  for (int i = 0; i < n; ++i) {
     const std::vector<int32_t> p = seq_prompt(m, i);
     Cache c = primed(*m.gpu, p);
     Cache* one[1] = {&c};
@@ -244,18 +252,23 @@ int64_t one_launch_core_layers(const ModelConfig& c) {
 }
 
 // graph: the batched steps (B >= 2) replay the graph captured for B (decode_graph arm); the
-// isolated reference runs eager either way (B = 1 has no batch graph).
-void gate2(Loaded& m, bool swap_tokens, testing::Report& rep, bool graph = false) {
+// isolated reference runs eager either way (B = 1 has no batch graph). `sizes`: the batch sizes;
+// `bulk_tiles`: the run must have reached the bulk-fed mat-vec tiles (the wide fixtures on a
+// device that has them), else it would pass without testing them.
+void gate2(Loaded& m, bool swap_tokens, testing::Report& rep, bool graph = false,
+           std::span<const int> sizes = kBatchSizes, bool bulk_tiles = false) {
   Arms arms = with_b1_fast_off(m.gpu->arms());
   arms.decode_graph = graph;
   testing::ScopedArms<Model> arm(*m.gpu, arms);
-  const std::vector<Stream> ref = isolated_streams(m);
+  const std::vector<Stream> ref = isolated_streams(m, *std::max_element(sizes.begin(), sizes.end()));
   const Counters c0 = m.gpu->counters();
   const int64_t before = c0.batch_steps, cores_before = c0.batched_cores;
   rep["fixture"] = m.fx.id;
   nlohmann::json per_b = nlohmann::json::array();
   int bad = 0, calls = 0;
-  for (int B : kBatchSizes) {
+  std::string sizes_text;
+  for (int B : sizes) {
+    sizes_text += (sizes_text.empty() ? "" : ", ") + std::to_string(B);
     nlohmann::json entry = {{"B", B}};
     const int b = gate2_batch(m, ref, B, swap_tokens ? 2 : -1, entry);
     entry["mismatching_rows"] = b;
@@ -273,8 +286,11 @@ void gate2(Loaded& m, bool swap_tokens, testing::Report& rep, bool graph = false
   rep.figure("batched_cores", cores);
   rep.figure("batch_replays", replays);
   rep.figure("captures", m.gpu->counters().captures - c0.captures);
-  std::printf("[gate2] %s: %d batched calls over B in {2..8, 15, 16, 17}, %d rows differ\n", m.fx.id.c_str(),
-              static_cast<int>(ran), bad);
+  const int64_t bulk = m.gpu->counters().bulk_tile_launches - c0.bulk_tile_launches;
+  rep.figure("bulk_tile_launches", bulk);
+  std::printf("[gate2] %s: %d batched calls over B in {%s}, %d rows differ, %lld bulk-tile launches\n", m.fx.id.c_str(),
+              static_cast<int>(ran), sizes_text.c_str(), bad, static_cast<long long>(bulk));
+  if (bulk_tiles) { EXPECT_GT(bulk, 0) << m.fx.id << ": vacuous: no mat-vec took the bulk-fed tiles"; }
   EXPECT_EQ(ran, calls) << m.fx.id << ": the batched body did not serve every call";
   // every call at B >= 2: each attention / GDN / KDA / MLA layer in one launch per kernel for all
   // sequences (else the gate compared the per-sequence path with itself there)
@@ -485,6 +501,29 @@ INSTANTIATE_TEST_SUITE_P(
                                              gpu_test::fixture_id(Family::GlmDsa, DType::NVFP4, true)})),
     testing::CaseName());
 
+// Wide fixtures: the unit preset at a benchmark shape's hidden width (gpu_fixture.h fixture_id
+// "-d<width>"). The tiny fixtures' rows (64 and 96 values) never reach the bulk-fed mat-vec tiles,
+// which take rows of 4 steps or more (4096 Q8_0 values, 2048 NVFP4) in batches of more than 4
+// sequences (docs/gpu.md); these fixtures' projections and lm_head do. Their 4096-token
+// vocabulary gives the lm_head 256 row tiles, more than a GPU's SMs: the persistent grid walks
+// several items per block, its ring running across them. Batch sizes: the 8-, 16- and 32-vector
+// bulk tiles and one past each (a second vector group).
+const int kWideBatchSizes[] = {2, 5, 8, 9, 16, 17, 32, 33};
+const std::vector<std::string> kWideFixtures = {gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false, 4096),
+                                                gpu_test::fixture_id(Family::Qwen35, DType::Q8_0, false, 4096),
+                                                gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false, 2048)};
+
+class DecodeBatchWide : public DecodeBatch {};
+TEST_P(DecodeBatchWide, Gate1StrictDefaultArms) { gate1_strict(model(), Arms{}, "default arms", report()); }
+TEST_P(DecodeBatchWide, Gate2BatchMatesChangeNoBit) {
+  gate2(model(), false, report(), false, kWideBatchSizes, gpu_test::device_has_bulk_tiles());
+}
+TEST_P(DecodeBatchWide, Gate2GraphedStepsChangeNoBit) {
+  gate2(model(), false, report(), true, kWideBatchSizes, gpu_test::device_has_bulk_tiles());
+}
+INSTANTIATE_TEST_SUITE_P(Wide, DecodeBatchWide, ::testing::ValuesIn(testing::gate_cases(kWideFixtures)),
+                         testing::CaseName());
+
 // With b1_fast on (the default), B = 1 is decode_step itself, graph arm included; the batched
 // body does not run.
 TEST_F(DecodeBatchApi, B1FastRoutesToDecodeStep) {
@@ -547,6 +586,29 @@ TEST_P(DecodeBatchCanary, Gate2SwappedTokensFail) {
   expect_gate_fails("sequences 0 and 1 fed each other's token at step 2 (rows mixed up)",
                     [&] { gate2(model(), true, report()); });
 }
+// The bulk tiles' tree in another order for a tile's vectors 8 and up (Break::bulk_tile_reorder):
+// a sequence's bits then depend on its place in the batch, which gate2 on a wide fixture must
+// see (on the tiny fixtures the defect changes nothing: their rows never reach these tiles).
+class DecodeBatchWideCanary : public DecodeBatch {};
+TEST_P(DecodeBatchWideCanary, Gate2ReorderedBulkTileFails) {
+  if (!gpu_test::device_has_bulk_tiles())
+    GTEST_SKIP() << "the test device has no bulk-fed tiles (sm_90 on): nothing to break";
+  Break brk;
+  brk.bulk_tile_reorder = true;
+  model().gpu->set_break(brk);
+  struct Restore {
+    Model& m;
+    ~Restore() { m.set_break(Break{}); }
+  } restore{*model().gpu};
+  expect_gate_fails("the bulk tiles' epilogue tree reordered for a tile's vectors 8 and up",
+                    [&] { gate2(model(), false, report(), false, kWideBatchSizes, true); });
+}
+INSTANTIATE_TEST_SUITE_P(
+    Wide, DecodeBatchWideCanary,
+    ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false, 4096),
+                                             gpu_test::fixture_id(Family::Qwen35, DType::NVFP4, false, 2048)})),
+    testing::CaseName());
+
 INSTANTIATE_TEST_SUITE_P(
     Tiny, DecodeBatchCanary,
     ::testing::ValuesIn(testing::gate_cases({gpu_test::fixture_id(Family::Qwen3, DType::Q8_0, false),

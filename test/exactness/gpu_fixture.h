@@ -19,6 +19,7 @@
 
 #include <cctype>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "memra/config.h"
 #include "memra/engine.h"
 #include "memra/error.h"
+#include "memra/fixture.h"
 #include "memra/memory_source.h"
 #include "memra/model.h"
 #include "memra/quant.h"
@@ -82,16 +84,23 @@ struct FixtureModel {
 };
 
 // A fixture's id "<family>-<type>-<gguf|hf>", e.g. "qwen35moe-nvfp4-gguf": the model id of the
-// gates' cases (memra/testing/gate.h GateCase::model).
-inline std::string fixture_id(Family f, DType type, bool hf) {
+// gates' cases (memra/testing/gate.h GateCase::model). A wide fixture (n_embd > 0: the unit
+// preset at that hidden width, the heads keeping their sizes, a 4096-token vocabulary) appends
+// "-d<n_embd>", e.g. "qwen35-q8_0-gguf-d4096": rows as wide as the benchmark shapes' (the
+// mat-vec forms that only such rows take), the rest as small as the unit preset.
+inline std::string fixture_id(Family f, DType type, bool hf, int64_t n_embd = 0) {
   std::string t(dtype_name(type));
   for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return std::string(family_arch(f)) + "-" + t + (hf ? "-hf" : "-gguf");
+  return std::string(family_arch(f)) + "-" + t + (hf ? "-hf" : "-gguf") +
+         (n_embd > 0 ? "-d" + std::to_string(n_embd) : std::string());
 }
 
-inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 7) {
+inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 7, int64_t n_embd = 0) {
   FixtureModel m;
-  m.config = testing_fixtures::unit_config(f);
+  // a wide fixture's vocabulary: an lm_head of 256 row tiles, more than any GPU's SMs
+  const int64_t vocab = n_embd > 0 ? 4096 : 512;
+  m.config =
+      fixture::fixture_config({.family = f, .preset = fixture::Preset::Unit, .n_vocab = vocab, .n_embd = n_embd});
   const ModelWeights w = random_weights(m.config, seed + static_cast<uint64_t>(f));
   if (type == DType::F8_E4M3) {  // the FP8 releases' forms
     if (!hf) fail("gpu fixture: FP8 fixtures are HF directories");
@@ -101,7 +110,7 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
     m.source = std::make_unique<MemorySource>(hf ? to_hf_source(m.config, w) : to_gguf_source(m.config, w));
     convert_matrices(*m.source, type);
   }
-  m.id = fixture_id(f, type, hf);
+  m.id = fixture_id(f, type, hf, n_embd);
   m.type = type;
   m.hf = hf;
   return m;
@@ -109,12 +118,27 @@ inline FixtureModel make_fixture(Family f, DType type, bool hf, uint64_t seed = 
 
 // The fixture `id` names (fixture_id's inverse); an error naming the id for any other string.
 inline FixtureModel make_fixture(const std::string& id, uint64_t seed = 7) {
+  std::string base = id;
+  int64_t n_embd = 0;
+  if (const size_t d = id.rfind("-d");
+      d != std::string::npos && d + 2 < id.size() && id.find_first_not_of("0123456789", d + 2) == std::string::npos) {
+    n_embd = std::stoll(id.substr(d + 2));
+    base = id.substr(0, d);
+  }
   for (Family f : {Family::Qwen3, Family::Qwen3Next, Family::Qwen35, Family::Qwen35Moe, Family::GlmDsa,
                    Family::DeepseekV4, Family::Glm5Next})
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::NVFP4, DType::F8_E4M3})
       for (bool hf : {false, true})
-        if (fixture_id(f, t, hf) == id) return make_fixture(f, t, hf, seed);
-  fail("gpu fixture: no fixture model '", id, "' (ids are <family>-<type>-<gguf|hf>, e.g. qwen35moe-nvfp4-gguf)");
+        if (fixture_id(f, t, hf) == base) return make_fixture(f, t, hf, seed, n_embd);
+  fail("gpu fixture: no fixture model '", id,
+       "' (ids are <family>-<type>-<gguf|hf>[-d<hidden width>], e.g. qwen35moe-nvfp4-gguf, qwen35-q8_0-gguf-d4096)");
+}
+
+// Whether the test device runs the bulk-fed mat-vec tiles (sm_90 on: their kernels' code), which
+// the wide fixtures' rows reach (Counters::bulk_tile_launches).
+inline bool device_has_bulk_tiles() {
+  const std::optional<testing::GpuInfo> g = testing::test_gpu();
+  return g && g->cc_major >= 9;
 }
 
 // A fixture model on the GPU alone, for the gates that compare the GPU model's own arms

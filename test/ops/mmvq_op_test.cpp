@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "cuda/argmax.cuh"
@@ -56,6 +57,15 @@ struct MatvecCase : OpCase {
     MatvecCase c = *this;
     c.dot = Nvfp4Dot::pair32;
     return c;
+  }
+  // Whether the bulk-fed tiles take this launch on a device that has them (docs/gpu.md): more
+  // than 4 dense q8_1 vectors in the mmvq family, rows of 4 steps of 32 units or more (4096 Q8_0
+  // values, 2048 NVFP4, 4096 under pair32) whose width is a multiple of 128, aligned activations.
+  bool bulk_tiles() const {
+    const bool q8_1 = type == DType::Q8_0 || (type == DType::NVFP4 && !w4a4);
+    const int64_t unit_values = type == DType::NVFP4 && dot == Nvfp4Dot::sub16 ? 16 : 32;
+    return arm == DecodeMatvec::mmvq && q8_1 && slabs == 1 && n_out > 4 && cols % 128 == 0 &&
+           cols / unit_values >= 4 * 32 && !x_shift;
   }
   std::string vars() const override {
     Vars v;
@@ -338,8 +348,9 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
     p.ld_y = c.rows;
     p.add_to_y = c.add;
     p.nvfp4_dot = c.dot;
+    bool bulk = false;  // the bulk-fed tiles took the launch
     if (c.parts == 1) {
-      cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+      bulk = cuda::matvec_run(p, c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
     } else {  // parts of heights rows/2, rows/3, rest: rows [r0, r0 + h) of W as matrix j
       std::vector<cuda::MatvecParams> ps;
       for (int64_t j = 0, r0 = 0; j < c.parts; ++j) {
@@ -351,9 +362,13 @@ TEST_P(MatvecOp, MatchesContractBitwise) {
         ps.push_back(q);
         r0 += h;
       }
-      cuda::matvec_run_multi(ps.data(), static_cast<int>(ps.size()), c.arm, reinterpret_cast<cudaStream_t>(e.stream()));
+      bulk = cuda::matvec_run_multi(ps.data(), static_cast<int>(ps.size()), c.arm,
+                                    reinterpret_cast<cudaStream_t>(e.stream()));
     }
     e.synchronize();
+    const std::optional<testing::GpuInfo> gpu = testing::test_gpu();
+    EXPECT_EQ(bulk, c.bulk_tiles() && gpu && gpu->cc_major >= 9)
+        << "the bulk-fed tiles " << (bulk ? "took" : "did not take") << " this launch";
     const std::vector<float> got = dy.download();
 
     std::vector<float> ref(got.size());

@@ -17,7 +17,7 @@
 // machine without a driver.
 //
 // provides: GpuInfo, query_gpus, arch_label, strict_gpu_mode, EnvLookup, test_devices,
-//           test_device, gpu_unavailable, test_gpus_needed, MEMRA_REQUIRE_GPU_ARCH,
+//           test_device, test_gpu, gpu_unavailable, test_gpus_needed, MEMRA_REQUIRE_GPU_ARCH,
 //           MEMRA_TEST_GPUS_NEEDED, MEMRA_REQUIRE_TEST_GPU
 #pragma once
 
@@ -67,6 +67,8 @@ std::vector<int> test_devices(int n, const EnvLookup& env);
 
 // The first of test_devices(): the card a one-GPU test opens.
 int test_device();
+// That card's entry of query_gpus(); nullopt where there is none (no driver, no such device).
+std::optional<GpuInfo> test_gpu();
 
 // Why a test labelled for `archs` (a ';'- or ','-separated list of arch labels, e.g.
 // "h100;b200") cannot run here, or nullopt if it can: it needs `min_devices` GPUs, every device
