@@ -164,8 +164,8 @@ struct Break {
   // two levels as (t0 + t1) + (t2 + t3) instead of (t0 + t2) + (t1 + t3) for a tile's vectors 8
   // and up: a reduction order that depends on an output vector's place in its tile, so that a
   // sequence's bits depend on how many batch-mates precede it. The DecodeBatch canary on the wide
-  // fixtures (the tiny fixtures' rows are too short for these tiles). No extra launch (a flag the
-  // kernel reads); nothing where the bulk tiles are not engaged.
+  // fixtures (the tiny fixtures' rows are too short for these tiles). No extra launch (the
+  // kernel's other instantiation); nothing where the bulk tiles are not engaged.
   bool bulk_tile_reorder = false;
   bool any() const;  // some break is set (the defaults above are all off)
 };

@@ -265,8 +265,7 @@ void Model::Impl::mv(const DMat& m, const float* xf, int64_t ld, const Q81* xq, 
     ++counters.w4a4_launches;
   }
   count_pair32(p);
-  p.bulk_tile_reorder = brk.bulk_tile_reorder;
-  counters.bulk_tile_launches += cuda::matvec_run(p, arms.decode_matvec, s);
+  counters.bulk_tile_launches += cuda::matvec_run(p, arms.decode_matvec, s, brk.bulk_tile_reorder);
 }
 
 // Several mat-vecs over the same activation rows in as few launches as possible: one per
@@ -319,8 +318,7 @@ void Model::Impl::mv_group(std::initializer_list<Job> jobs, const float* xf, int
       ++counters.w4a4_launches;
     }
     count_pair32(batch[0]);
-    for (int j = 0; j < n; ++j) batch[j].bulk_tile_reorder = brk.bulk_tile_reorder;
-    counters.bulk_tile_launches += cuda::matvec_run_multi(batch, n, arms.decode_matvec, s);
+    counters.bulk_tile_launches += cuda::matvec_run_multi(batch, n, arms.decode_matvec, s, brk.bulk_tile_reorder);
   }
 }
 

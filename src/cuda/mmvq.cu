@@ -650,7 +650,7 @@ __device__ __forceinline__ void tile_class(float (&acc)[NTILE][4], const TileFra
 // matvec_kernel does. Block-wide; kReuse: a closing barrier, so that part may be written again.
 // (matvec_mma_kernel keeps its own copy of these lines: called there, the function cost its
 // 8-warp Q8_0 tile 32 bytes of register spills.)
-template <int KW, int NTILE, bool kReuse = false>
+template <int KW, int NTILE, bool kReuse = false, bool kReorder = false>
 __device__ __forceinline__ void tile_tree(const float (&acc)[32 / KW][NTILE][4],
                                           float (&part)[KW][kTileRows][8 * NTILE + 1], const MatvecParams& p,
                                           int64_t r0, int64_t a0) {
@@ -687,7 +687,7 @@ __device__ __forceinline__ void tile_tree(const float (&acc)[32 / KW][NTILE][4],
     }
 #pragma unroll
     for (int w = 0; w < 4; ++w) t[w] = __fadd_rn(t[w], t[w + 4]);  // off = 4
-    if (p.bulk_tile_reorder && v >= 8)  // the canary's defect (Break::bulk_tile_reorder): off = 1, 2
+    if (kReorder && v >= 8)  // the canary's defect (Break::bulk_tile_reorder): off = 1, 2
       t[0] = __fadd_rn(__fadd_rn(t[0], t[1]), __fadd_rn(t[2], t[3]));
     else
       t[0] = __fadd_rn(__fadd_rn(t[0], t[2]), __fadd_rn(t[1], t[3]));  // off = 2, 1
@@ -970,7 +970,7 @@ struct BulkLayout {
   static_assert(kXOff % 16 == 0 && kStageBytes % 16 == 0 && kBarOff % 8 == 0, "bulk copies land 16-byte aligned");
 };
 
-template <int W, int NTILE>
+template <int W, int NTILE, bool kReorder = false>
 __global__ void __launch_bounds__(32 * kBulkWarps, 1)
     matvec_bulk_kernel(const __grid_constant__ MatvecBatch batch, int n_items, int groups, int stages) {
   using U = Unit<W>;
@@ -1133,7 +1133,7 @@ __global__ void __launch_bounds__(32 * kBulkWarps, 1)
       refill(1);  // lag one stage: a warp does not wait for the others on the stage it just read
     }
     refill(0);  // the item's last stage, before the tree's barriers
-    tile_tree<KW, NTILE, true>(acc, part, batch.p[t.j], t.r0, t.a0);
+    tile_tree<KW, NTILE, true, kReorder>(acc, part, batch.p[t.j], t.r0, t.a0);
   }
 }
 
@@ -1151,7 +1151,7 @@ bool bulk_tiles_fit(const MatvecBatch& b) {
 }
 
 template <int W, int NTILE>
-bool launch_bulk_tiles(MatvecBatch& b, cudaStream_t s) {
+bool launch_bulk_tiles(MatvecBatch& b, cudaStream_t s, bool reorder) {
   static const int smem = [] {  // the block's opt-in limit, 0 where the kernel has no sm_90 code
     cudaFuncAttributes a{};
     MEMRA_CUDA_CHECK(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(matvec_bulk_kernel<W, NTILE>)));
@@ -1173,8 +1173,9 @@ bool launch_bulk_tiles(MatvecBatch& b, cudaStream_t s) {
   if (items > 2147483647) fail("matvec: ", items, " tile items exceed the grid");
   const int64_t grid = std::min<int64_t>(items, sm_count());
   const size_t bytes = static_cast<size_t>(L::kRingOff) + static_cast<size_t>(stages) * L::kStageBytes;
-  launch_kernel("matvec_bulk_kernel", matvec_bulk_kernel<W, NTILE>, dim3(static_cast<unsigned>(grid)), 32 * kBulkWarps,
-                bytes, s, b, static_cast<int>(items), static_cast<int>(groups), stages);
+  launch_kernel("matvec_bulk_kernel", reorder ? matvec_bulk_kernel<W, NTILE, true> : matvec_bulk_kernel<W, NTILE>,
+                dim3(static_cast<unsigned>(grid)), 32 * kBulkWarps, bytes, s, b, static_cast<int>(items),
+                static_cast<int>(groups), stages);
   return true;
 }
 
@@ -1487,14 +1488,14 @@ void launch(MatvecBatch& b, cudaStream_t s) {
 // The bulk-fed tiles where they fit (bulk_tiles_fit and an sm_90 kernel), else the register-fed
 // ones (KW warps): true for the former.
 template <int W, int NTILE, int KW>
-bool launch_tiles(MatvecBatch& b, cudaStream_t s) {
-  if (launch_bulk_tiles<W, NTILE>(b, s)) return true;
+bool launch_tiles(MatvecBatch& b, cudaStream_t s, bool reorder) {
+  if (launch_bulk_tiles<W, NTILE>(b, s, reorder)) return true;
   launch_mma_tiles<W, NTILE, KW>(b, s);
   return false;
 }
 
 template <int W, bool kBlock>
-bool launch_nt(MatvecBatch& b, cudaStream_t s) {  // true: the bulk tiles took it
+bool launch_nt(MatvecBatch& b, cudaStream_t s, bool reorder) {  // true: the bulk tiles took it
   b.block_start[0] = 0;
   for (int j = 0; j < b.n; ++j) {
     const int64_t rows = b.p[j].w.slab_rows;
@@ -1509,13 +1510,13 @@ bool launch_nt(MatvecBatch& b, cudaStream_t s) {  // true: the bulk tiles took i
   // more (a larger batch, a prefill): the tensor-core tiles, 8 vectors per n-tile
   if constexpr (!kBlock && (W == 3 || W == 4 || W == 6)) {
     if (!b.p[0].slab_of && b.p[0].n_out > kStreamRows && b.p[0].x_div == 1 && mma_tiles_fit(b)) {
-      if (b.p[0].n_out <= 8) return launch_tiles<W, 1, 8>(b, s);
+      if (b.p[0].n_out <= 8) return launch_tiles<W, 1, 8>(b, s, reorder);
       // 32 vectors in one block of 16 warps where a row has 4 or more steps of 32 units: below that
       // the block's ring fill and epilogue tree are most of its time, and one block per SM leaves
       // nothing to overlap them (H100, B = 32 against two 8-warp blocks: the 9B's step 13017 ->
       // 12189 us, the 0.6B's 2080 -> 2282 with 32-vector blocks on its 1024-wide rows too).
-      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_tiles<W, 2, 8>(b, s);
-      return launch_tiles<W, 4, 16>(b, s);
+      if (b.p[0].n_out <= 16 || Unit<W>::count(b.p[0].w.cols) < 4 * 32) return launch_tiles<W, 2, 8>(b, s, reorder);
+      return launch_tiles<W, 4, 16>(b, s, reorder);
     }
   }
   if (b.p[0].slab_of || b.p[0].n_out == 1)
@@ -1528,16 +1529,16 @@ bool launch_nt(MatvecBatch& b, cudaStream_t s) {  // true: the bulk tiles took i
 }
 
 template <int W>
-bool launch_family(MatvecBatch& b, DecodeMatvec f, cudaStream_t s) {
-  if (f == DecodeMatvec::dp4a) return launch_nt<W, true>(b, s);
-  return launch_nt<W, false>(b, s);
+bool launch_family(MatvecBatch& b, DecodeMatvec f, cudaStream_t s, bool reorder) {
+  if (f == DecodeMatvec::dp4a) return launch_nt<W, true>(b, s, reorder);
+  return launch_nt<W, false>(b, s, reorder);
 }
 
 }  // namespace
 
 // --- dispatch
 
-bool matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaStream_t s) {
+bool matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaStream_t s, bool bulk_tile_reorder) {
   if (n < 1 || n > kMatvecMulti) fail("matvec: ", n, " matrices in one launch (1..", kMatvecMulti, ")");
   MatvecBatch b{};
   b.n = 0;
@@ -1546,29 +1547,33 @@ bool matvec_run_multi(const MatvecParams* ps, int n, DecodeMatvec family, cudaSt
     if (p.n_out == 0 || p.w.slab_rows == 0) continue;
     if (p.w.cols >= (int64_t{1} << 31)) fail("matvec: row length ", p.w.cols, " exceeds 2^31 - 1 values");
     if (p.w.type != ps[0].w.type || p.n_out != ps[0].n_out || (p.slab_of == nullptr) != (ps[0].slab_of == nullptr) ||
-        (p.x4 == nullptr) != (ps[0].x4 == nullptr) || p.nvfp4_dot != ps[0].nvfp4_dot ||
-        p.bulk_tile_reorder != ps[0].bulk_tile_reorder)
-      fail("matvec: matrices of one launch must share type, n_out, slab form, activation form, NVFP4 dot and break");
+        (p.x4 == nullptr) != (ps[0].x4 == nullptr) || p.nvfp4_dot != ps[0].nvfp4_dot)
+      fail("matvec: matrices of one launch must share type, n_out, slab form, activation form and NVFP4 dot");
     if (p.x4 && p.w.type != DType::NVFP4)
       fail("matvec: W4A4 activations (x4) go with NVFP4 weights, not ", dtype_name(p.w.type));
     b.p[b.n++] = p;
   }
   if (b.n == 0) return false;
   switch (b.p[0].w.type) {
-    case DType::F32: return launch_family<0>(b, family, s);
-    case DType::F16: return launch_family<1>(b, family, s);
-    case DType::BF16: return launch_family<2>(b, family, s);
-    case DType::Q8_0: return launch_family<3>(b, family, s);
+    case DType::F32:
+      return launch_family<0>(b, family, s, bulk_tile_reorder);
+    case DType::F16:
+      return launch_family<1>(b, family, s, bulk_tile_reorder);
+    case DType::BF16:
+      return launch_family<2>(b, family, s, bulk_tile_reorder);
+    case DType::Q8_0:
+      return launch_family<3>(b, family, s, bulk_tile_reorder);
     case DType::NVFP4:
-      if (b.p[0].x4) return launch_family<5>(b, family, s);
-      return b.p[0].nvfp4_dot == Nvfp4Dot::pair32 ? launch_family<6>(b, family, s) : launch_family<4>(b, family, s);
+      if (b.p[0].x4) return launch_family<5>(b, family, s, bulk_tile_reorder);
+      return b.p[0].nvfp4_dot == Nvfp4Dot::pair32 ? launch_family<6>(b, family, s, bulk_tile_reorder)
+                                                  : launch_family<4>(b, family, s, bulk_tile_reorder);
     default: break;
   }
   fail("matvec: weight type ", dtype_name(b.p[0].w.type), " has no kernel (F32, F16, BF16, Q8_0, NVFP4)");
 }
 
-bool matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s) {
-  return matvec_run_multi(&p, 1, family, s);
+bool matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s, bool bulk_tile_reorder) {
+  return matvec_run_multi(&p, 1, family, s, bulk_tile_reorder);
 }
 
 int matvec_run_best(const MatvecParams& p, DecodeMatvec family, RowBest* best, int max_best, cudaStream_t s) {

@@ -45,17 +45,18 @@ struct MatvecParams {
   int64_t ld_y = 0;
   bool add_to_y = false;        // y = y + result (the residual add, same two roundings)
   Nvfp4Dot nvfp4_dot = Nvfp4Dot::sub16;  // NVFP4 x q8_1: quant.h dot_nvfp4_q8_1 or its pair32 variant
-  bool bulk_tile_reorder = false;        // Break::bulk_tile_reorder (a canary's defect; the bulk tiles only)
 };
 
 // Returns whether the bulk-fed tensor-core tiles took the launch (Counters::bulk_tile_launches).
-bool matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s);
+// bulk_tile_reorder: Break::bulk_tile_reorder, a canary's defect (those tiles' other instantiation).
+bool matvec_run(const MatvecParams& p, DecodeMatvec family, cudaStream_t s, bool bulk_tile_reorder = false);
 
 // Up to kMatvecMulti mat-vecs of one weight type over the same n_out, x_div and slab ids (q, k,
 // v, gate of one layer; an FFN's gate and up) in ONE launch: the grid is the concatenation of
 // their row blocks. Each row is computed exactly as by matvec_run (same kernel body).
 inline constexpr int kMatvecMulti = 4;
-bool matvec_run_multi(const MatvecParams* p, int n, DecodeMatvec family, cudaStream_t s);
+bool matvec_run_multi(const MatvecParams* p, int n, DecodeMatvec family, cudaStream_t s,
+                      bool bulk_tile_reorder = false);
 
 // matvec_run, and where the launch is the streamed form (mmvq family, Q8_0 / NVFP4, one output
 // vector, no residual add) each of its warps also leaves the best (value, row) of the rows it
