@@ -950,11 +950,15 @@ struct BulkUnit {
 // The block's shared memory: the tree's buffer at 0, the barriers at kBarOff (full, then empty),
 // and the launch's `stages` stages of kStageBytes from kRingOff, each 16 rows' values (kValStride
 // apart), their scales (kScaleStride apart), then from kXOff the 8 NTILE vectors' q8_1 blocks
-// (kXStride apart), kChunk steps of each (two for up to 16 vectors, one for 32).
+// (kXStride apart), kChunk steps of each (two for up to 16 vectors, one for 32; twice that for
+// NVFP4 under sub16, whose step is a quarter of Q8_0's weight bytes: at Q8_0's chunks its stages
+// were small enough that their per-stage cost showed, H100 9B NVFP4 B = 8 / 16 / 32 7512 / 8913 /
+// 14913 -> 6452 / 7844 / 12300 us; one step per stage, at two blocks per SM, was 18 % slower
+// than two at B = 8).
 template <int W, int NTILE>
 struct BulkLayout {
   using B = BulkUnit<W>;
-  static constexpr int kVec = 8 * NTILE, kChunk = NTILE == 4 ? 1 : 2, kMaxStages = 8;
+  static constexpr int kVec = 8 * NTILE, kChunk = (NTILE == 4 ? 1 : 2) * (W == 4 ? 2 : 1), kMaxStages = 8;
   static constexpr int kStepBytes = 32 / B::kUnitsPerBlock * static_cast<int>(sizeof(Q81));
   static constexpr int kValStride = kChunk * 32 * B::kValBytes + 16;
   static constexpr int kScaleStride = (kChunk * 32 * B::kScaleBytes + 15) / 16 * 16 + 16;
