@@ -223,6 +223,62 @@ TEST(Q8_1, CodesAndScaleEqualQ8_0AndSumFollowsTheRule) {
   EXPECT_EQ(y0, y1);
 }
 
+// The nearest fp16 code of a positive normal-range q, by bisection over the codes' values (fp16()
+// above), ties to the even code.
+uint16_t nearest_fp16(float q) {
+  uint16_t lo = 0x0400, hi = 0x7bff;  // fp16(lo) <= q < fp16(hi) for the q used here
+  while (hi - lo > 1) {
+    const uint16_t m = static_cast<uint16_t>((lo + hi) / 2);
+    (fp16(m) <= q ? lo : hi) = m;
+  }
+  const double dl = double{q} - fp16(lo), dh = double{fp16(hi)} - q;
+  return dl < dh || (dl == dh && lo % 2 == 0) ? lo : hi;
+}
+
+// quant.h: d = fp16(amax / 127) and q = round(x / d), half away from zero: each one f32 division,
+// as the GPU's q8_1 quantizer must compute them. ggml's form (x times 1 / d) and amax times
+// 1 / 127 differ only within an ulp of a rounding bound, which random blocks never reach; these
+// probes sit there: amaxes around fp16 midpoints times 127, values around (k + 1/2) d.
+TEST(Q8_0, ScaleAndCodesAreOneF32DivisionAtTheirRoundingBounds) {
+  int scale_reciprocal_differs = 0, code_reciprocal_differs = 0, code_probes = 0;
+  for (uint16_t h = 0x1c00; h < 0x5000; h = static_cast<uint16_t>(h + 97)) {
+    const double mid = (double{fp16(h)} + fp16(static_cast<uint16_t>(h + 1))) / 2;
+    float amax = static_cast<float>(mid * 127.0);
+    for (int k = 0; k < 2; ++k) amax = std::nextafter(amax, 0.0f);
+    for (int k = 0; k < 5; ++k, amax = std::nextafter(amax, 1e30f)) {
+      // value 0 sets the scale; values 1..31 straddle the code bounds (k + 1/2) d, k = 0..126
+      float x[32] = {};
+      x[0] = amax;
+      BlockQ8_0 b;
+      quantize_row_q8_0(x, &b, 32);
+      const uint16_t want_d = nearest_fp16(amax / 127.0f);
+      ASSERT_EQ(b.d, want_d) << "amax " << amax;
+      scale_reciprocal_differs += nearest_fp16(amax * (1.0f / 127.0f)) != want_d;
+      const float d = fp16(b.d);
+      for (int j = 1; j < 32; ++j) {
+        const int kb = (j * 41 + h + k) % 127;  // a spread of bounds per block
+        float v = (static_cast<float>(kb) + 0.5f) * d;
+        v = j % 3 == 0 ? std::nextafter(v, 0.0f) : j % 3 == 1 ? v : std::nextafter(v, 1e30f);
+        x[j] = j % 2 ? -v : v;
+      }
+      quantize_row_q8_0(x, &b, 32);
+      ASSERT_EQ(b.d, want_d);
+      const auto round_away = [](float t) {
+        const double r = std::floor(std::fabs(double{t}) + 0.5);  // exact in double
+        return static_cast<int>(std::copysign(std::min(r, 127.0), double{t}));
+      };
+      for (int j = 1; j < 32; ++j) {
+        ASSERT_EQ(b.qs[j], round_away(x[j] / d)) << "x " << x[j] << " d " << d;
+        code_reciprocal_differs += b.qs[j] != round_away(x[j] * (1.0f / d));
+        ++code_probes;
+      }
+    }
+  }
+  EXPECT_GT(code_probes, 10000);
+  EXPECT_GT(scale_reciprocal_differs, 0);  // the probes discriminate
+  EXPECT_GT(code_reciprocal_differs, 0);
+}
+
 TEST(Q8, ScaleBeyondFp16IsAnError) {
   float x[32] = {};
   x[5] = 1e10f;
@@ -352,6 +408,85 @@ TEST(Nvfp4, RandomRowsRoundToNearestAndStayWithinTheGridBound) {
     }
   }
   EXPECT_GT(saturated, 0);
+}
+
+// The nearest ue4m3 code of q > 0 by brute force over codes 0..0x7e, ties to the even code,
+// saturating at 0x7e (448) as f32_to_ue4m3 does.
+uint8_t nearest_ue4m3(float q) {
+  if (q > 448.0f) return 0x7e;
+  uint8_t best = 0;
+  for (int c = 1; c <= 0x7e; ++c) {
+    const float dc = std::fabs(q - ue4m3(static_cast<uint8_t>(c))), db = std::fabs(q - ue4m3(best));
+    if (dc < db || (dc == db && c % 2 == 0)) best = static_cast<uint8_t>(c);
+  }
+  return best;
+}
+
+// quant.h: code = f32_to_ue4m3(amax / (6 * s2)), one f32 division by the rounded 6 * s2. Random
+// rows almost never come within an ulp of a midpoint between two codes, the only place where
+// another order (amax / 6 / s2, or amax times the reciprocal) rounds to the neighbouring code and
+// a GPU quantizer written that way would differ; these amaxes straddle every normal midpoint.
+TEST(Nvfp4, ScaleCodeIsOneF32QuotientAtEveryUe4m3Midpoint) {
+  int other_order_differs = 0, reciprocal_differs = 0;
+  for (float s2 : {1.0f, 1.0f / 3.0f, 0.0371f, 3.5f, 5000.0f / 2688.0f}) {
+    const float six_s2 = 6.0f * s2;
+    for (int c = 0x08; c < 0x7e; ++c) {
+      const double mid = (double{ue4m3(static_cast<uint8_t>(c))} + ue4m3(static_cast<uint8_t>(c + 1))) / 2;
+      float amax = static_cast<float>(mid * double{six_s2});
+      for (int k = 0; k < 3; ++k) amax = std::nextafter(amax, 0.0f);
+      for (int k = 0; k < 7; ++k, amax = std::nextafter(amax, 1e30f)) {
+        float x[64] = {};
+        x[5] = -amax;  // the sign does not enter the scale
+        x[6] = amax / 3.0f;
+        BlockNvfp4 b;
+        quantize_row_nvfp4(x, &b, 64, s2);
+        const uint8_t want = nearest_ue4m3(amax / six_s2);
+        ASSERT_EQ(b.d[0], want) << "s2 " << s2 << " amax " << amax << " near the midpoint above code " << c;
+        other_order_differs += nearest_ue4m3(amax / 6.0f / s2) != want;
+        reciprocal_differs += nearest_ue4m3(amax * (1.0f / six_s2)) != want;
+      }
+    }
+  }
+  // the probes discriminate: both other forms round differently somewhere among them
+  EXPECT_GT(other_order_differs, 0);
+  EXPECT_GT(reciprocal_differs, 0);
+}
+
+// quant.h: q = f32_to_e2m1(x / D), one f32 division by the decoded scale D. The probes sit within
+// two ulps of each decision bound of the e2m1 grid (0.25, 0.75, ... 5 times D), where x times
+// 1 / D, an order a kernel might prefer, lands on the other side; random rows never do.
+TEST(Nvfp4, CodesDivideByTheDecodedScaleOnceAtTheGridsDecisionBounds) {
+  const float kBounds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  int reciprocal_differs = 0, probes = 0;
+  for (float s2 : {1.0f, 1.0f / 3.0f, 0.0371f}) {
+    for (int c = 0x30; c < 0x48; ++c) {
+      const float D = ue4m3(static_cast<uint8_t>(c)) * s2;
+      std::vector<float> x;  // sub-blocks of 16: 6 D (the scale) then 15 probes
+      for (float bound : kBounds) {
+        float v = bound * D;
+        for (int k = 0; k < 2; ++k) v = std::nextafter(v, 0.0f);
+        for (int k = 0; k < 5; ++k, v = std::nextafter(v, 1e30f)) {
+          if (x.size() % 16 == 0) x.push_back(6.0f * D);
+          x.push_back(k % 2 ? -v : v);
+        }
+      }
+      x.resize((x.size() + 63) / 64 * 64, 0.0f);
+      std::vector<BlockNvfp4> b(x.size() / 64);
+      quantize_row_nvfp4(x.data(), b.data(), static_cast<int64_t>(x.size()), s2);
+      for (size_t k = 0; k < x.size(); ++k) {
+        if (k % 16 == 0 || x[k] == 0.0f) continue;
+        const BlockNvfp4& blk = b[k / 64];
+        const int s = static_cast<int>(k % 64) / 16;
+        ASSERT_EQ(blk.d[s], c) << "s2 " << s2 << ": the sub-block's scale code";
+        const int code = nvfp4_code(blk.qs, static_cast<int>(k % 64));
+        ASSERT_EQ(code, nearest_e2m1(x[k] / D)) << "s2 " << s2 << " D " << D << " x " << x[k];
+        reciprocal_differs += nearest_e2m1(x[k] * (1.0f / D)) != code;
+        ++probes;
+      }
+    }
+  }
+  EXPECT_EQ(probes, 3 * 24 * 35);
+  EXPECT_GT(reciprocal_differs, 0);  // the probes discriminate
 }
 
 TEST(Nvfp4, TensorScaleIsModelOptsAmaxOver2688) {
@@ -490,6 +625,28 @@ TEST(Mxfp4, RandomRowsRoundToNearestWithinTheGridBound) {
   }
 }
 
+// floor(log2 amax) - 2 + 127 is negative for amax below 2^-125: the exponent clamps at 0 (scale
+// 2^-127, itself a subnormal) and the codes are those of x / 2^-127, not of a larger scale.
+TEST(Mxfp4, ExponentClampsAtZeroForTinyBlocks) {
+  float x[32] = {};
+  x[0] = 0x1p-126f;    // the smallest normal: floor(log2) - 2 + 127 = -1 -> 0; 2^-126 / 2^-127 = 2
+  x[17] = -0x1p-128f;  // -0.5 -> code 9
+  x[3] = 0x1p-140f;    // 2^-13 -> 0
+  BlockMxfp4 b;
+  quantize_row_mxfp4(x, &b, 32);
+  EXPECT_EQ(b.e, 0);
+  EXPECT_EQ(b.qs[0], 0x04);  // 2.0: code 4
+  EXPECT_EQ(b.qs[1], 0x90);
+  EXPECT_EQ(b.qs[3], 0x00);
+  float only_subnormal[32] = {};
+  only_subnormal[31] = 0x1p-129f;    // amax 2^-129: 0.25 of the scale, a tie that goes to code 0
+  only_subnormal[30] = 0x1.8p-128f;  // 0.75: the tie between 0.5 and 1 goes to the even code 2
+  quantize_row_mxfp4(only_subnormal, &b, 32);
+  EXPECT_EQ(b.e, 0);
+  EXPECT_EQ(b.qs[15], 0x00);
+  EXPECT_EQ(b.qs[14], 0x20);
+}
+
 TEST(Mxfp4, ZeroBlockAndNanScale) {
   const float x[32] = {};
   BlockMxfp4 b;
@@ -532,6 +689,28 @@ TEST(Fp4Act, DynamicScaleByHandIncludingSaturationAndUnderflow) {
   EXPECT_EQ(y[16], 6.0f * 448.0f);
   EXPECT_EQ(y[32], 0.0f);
   EXPECT_EQ(y[49], 0.0078125f);
+}
+
+// quantize_row_fp4act's scale code is f32_to_ue4m3(amax / 6), one f32 division, as the GPU's
+// activation quantizer must compute it; amaxes straddling every normal midpoint between two codes
+// tell it from amax times 1 / 6 (see Nvfp4.ScaleCodeIsOneF32QuotientAtEveryUe4m3Midpoint).
+TEST(Fp4Act, ScaleCodeIsAmaxOverSixAtEveryUe4m3Midpoint) {
+  int reciprocal_differs = 0;
+  for (int c = 0x08; c < 0x7e; ++c) {
+    const double mid = (double{ue4m3(static_cast<uint8_t>(c))} + ue4m3(static_cast<uint8_t>(c + 1))) / 2;
+    float amax = static_cast<float>(mid * 6.0);
+    for (int k = 0; k < 3; ++k) amax = std::nextafter(amax, 0.0f);
+    for (int k = 0; k < 7; ++k, amax = std::nextafter(amax, 1e30f)) {
+      float x[64] = {};
+      x[21] = -amax;  // sub-block 1
+      BlockFp4Act a;
+      quantize_row_fp4act(x, &a, 64);
+      const uint8_t want = nearest_ue4m3(amax / 6.0f);
+      ASSERT_EQ(a.d[1], want) << "amax " << amax << " near the midpoint above code " << c;
+      reciprocal_differs += nearest_ue4m3(amax * (1.0f / 6.0f)) != want;
+    }
+  }
+  EXPECT_GT(reciprocal_differs, 0);  // the probes discriminate
 }
 
 TEST(Fp4Act, CodesAreNearestE2m1OfXOverTheDecodedScale) {

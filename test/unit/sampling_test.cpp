@@ -24,6 +24,20 @@ TEST(Philox, KnownAnswers) {
             (A4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
 }
 
+// sampling.h: u takes Philox's output for ctr = {lo(index), hi(index), lo(counter), hi(counter)},
+// key = {lo(seed), hi(seed)}: 32 bits of word 0 above 21 bits of word 1, plus one half, times
+// 2^-53. Pinned on two of the known-answer blocks above, so that a change of the words, their
+// order or the offset (all of which leave the draws' statistics as they are) fails here, where
+// the device sampler's copy of the rule is defined.
+TEST(Philox, UniformTakesTheDocumentedBitsOfTheBlock) {
+  const auto u_of = [](uint32_t w0, uint32_t w1) {
+    return (static_cast<double>((uint64_t{w0} << 21) | (w1 >> 11)) + 0.5) * 0x1p-53;
+  };
+  EXPECT_EQ(philox_uniform(0, 0, 0), u_of(0x6627e8d5u, 0xe169c58du));
+  EXPECT_EQ(philox_uniform(0x299f31d0a4093822u, 0x0370734413198a2eu, 0x85a308d3243f6a88u),
+            u_of(0xd16cfe09u, 0x94fdccebu));
+}
+
 TEST(Philox, UniformIsInsideTheOpenInterval) {
   double lo = 1, hi = 0, sum = 0;
   const int n = 100000;
