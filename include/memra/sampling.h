@@ -13,7 +13,8 @@
 //
 // The caller advances `counter` once per generated token (memra-run: counter = position).
 //
-// provides: SampleSpec, philox4x32_10, philox_uniform, argmax_lowest, sample_token
+// provides: SampleSpec, philox4x32_10, uniform_from_53_bits, philox_uniform, argmax_lowest,
+//           sample_token
 #pragma once
 
 #include <array>
@@ -31,8 +32,14 @@ struct SampleSpec {
 // Philox4x32 with 10 rounds: the Random123 reference function (known-answer tested).
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key);
 
-// u in (0, 1), 53 random bits: Philox of ctr = {lo(index), hi(index), lo(counter), hi(counter)},
-// key = {lo(seed), hi(seed)}; words 0 and 1 form the 53 bits, +0.5 keeps u off 0.
+// u in (0, 1) from 53 random bits: (bits + 0.5) * 2^-53 as a double (exact below 2^52, rounded
+// to even above, where the half needs a 54th bit). The +0.5 keeps u off 0; bits = 2^53 - 1 alone
+// rounds to exactly 1, whose -log(-log(u)) is +inf (that index would win whatever its logit), so
+// it is capped at 1 - 2^-53. Every other input keeps its value. The device sampler mirrors this.
+double uniform_from_53_bits(uint64_t bits);
+
+// uniform_from_53_bits of Philox's block for ctr = {lo(index), hi(index), lo(counter),
+// hi(counter)}, key = {lo(seed), hi(seed)}: 32 bits of word 0 above the top 21 of word 1.
 double philox_uniform(uint64_t seed, uint64_t counter, uint64_t index);
 
 // The index of the largest value, the lowest index among equals. Fails on an empty row or a

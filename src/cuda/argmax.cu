@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // memra/sampling.h's philox4x32_10 and philox_uniform, on the device: the same integers, the
-// same u (a double from 53 bits, exact).
+// same u (uniform_from_53_bits: the same double rounding, the same cap below 1).
 __device__ double philox_uniform_dev(uint64_t seed, uint64_t counter, uint64_t index) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = static_cast<uint32_t>(index), c1 = static_cast<uint32_t>(index >> 32);
@@ -84,7 +84,8 @@ __device__ double philox_uniform_dev(uint64_t seed, uint64_t counter, uint64_t i
     k1 += kW1;
   }
   const uint64_t bits = (static_cast<uint64_t>(c0) << 21) ^ (c1 >> 11);
-  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  const double u = (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  return u < 1.0 ? u : 0x1.fffffffffffffp-1;
 }
 
 // Block r: row r. Greedy compares the f32 logits (argmax_better, block_best); sampling compares

@@ -23,12 +23,17 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint
   return c;
 }
 
+double uniform_from_53_bits(uint64_t bits) {
+  const double u = (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  return u < 1.0 ? u : 0x1.fffffffffffffp-1;
+}
+
 double philox_uniform(uint64_t seed, uint64_t counter, uint64_t index) {
   const auto lo = [](uint64_t x) { return static_cast<uint32_t>(x); };
   const auto hi = [](uint64_t x) { return static_cast<uint32_t>(x >> 32); };
   const auto r = philox4x32_10({lo(index), hi(index), lo(counter), hi(counter)}, {lo(seed), hi(seed)});
   const uint64_t bits = (static_cast<uint64_t>(r[0]) << 21) ^ (r[1] >> 11);  // 53 bits
-  return (static_cast<double>(bits) + 0.5) * 0x1p-53;
+  return uniform_from_53_bits(bits);
 }
 
 int32_t argmax_lowest(std::span<const float> logits) {

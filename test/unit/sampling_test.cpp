@@ -38,6 +38,20 @@ TEST(Philox, UniformTakesTheDocumentedBitsOfTheBlock) {
             u_of(0xd16cfe09u, 0x94fdccebu));
 }
 
+// The 53-bit map's edges: the smallest input is 2^-54, not 0; the largest rounds to 1 unless
+// capped (a draw of 1 makes -log(-log(u)) +inf: that index would win with any finite logit);
+// below 2^52 the half is exact, above it rounds to even, and the cap moves nothing else.
+TEST(Philox, UniformFrom53BitsStaysInsideTheOpenInterval) {
+  constexpr uint64_t kTop = (uint64_t{1} << 53) - 1;
+  EXPECT_EQ(uniform_from_53_bits(0), 0x1p-54);
+  EXPECT_EQ(uniform_from_53_bits(kTop), 1.0 - 0x1p-53);
+  EXPECT_LT(uniform_from_53_bits(kTop), 1.0);
+  EXPECT_TRUE(std::isfinite(-std::log(-std::log(uniform_from_53_bits(kTop)))));
+  EXPECT_EQ(uniform_from_53_bits(kTop - 1), 1.0 - 0x1p-52);                 // 2^53 - 1.5 rounds to even: 2^53 - 2
+  EXPECT_EQ(uniform_from_53_bits((uint64_t{1} << 52) - 1), 0.5 - 0x1p-54);  // exact
+  EXPECT_EQ(uniform_from_53_bits(uint64_t{1} << 52), 0.5);                  // 2^52 + 0.5 ties to even: 2^52
+}
+
 TEST(Philox, UniformIsInsideTheOpenInterval) {
   double lo = 1, hi = 0, sum = 0;
   const int n = 100000;
